@@ -1,0 +1,12 @@
+// The `capuchin` CLI's subcommands. Each add_*_command registers its subcommand on the app
+// and sets `exit_code` when it runs. Commands print results to stdout and problems to
+// stderr; they never throw past main().
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+namespace capuchin::cli {
+
+void add_trace_command(CLI::App& app, int& exit_code);
+
+}  // namespace capuchin::cli

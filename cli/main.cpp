@@ -1,0 +1,19 @@
+// `capuchin`: the user's entry point. One binary, CLI11 subcommands (see README.md).
+#include <cstdio>
+
+#include "commands.hpp"
+#include "capuchin/version.hpp"
+
+int main(int argc, char** argv) {
+  CLI::App app{"capuchin: train deep-learning models in less GPU memory than they need"};
+  app.set_version_flag("--version", std::string(capuchin::kVersion));
+  app.require_subcommand(1);
+  int exit_code = 0;
+  capuchin::cli::add_trace_command(app, exit_code);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  return exit_code;
+}

@@ -1,0 +1,138 @@
+// `capuchin trace stats|validate FILE...`: read traces (checking every rule of the format)
+// and print what is in them: a table for people, one JSON object per file with --json.
+#include <fmt/format.h>
+
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "capuchin/trace_model.hpp"
+#include "capuchin/units.hpp"
+#include "commands.hpp"
+
+namespace capuchin::cli {
+namespace {
+
+using trace::TraceStats;
+
+nlohmann::ordered_json stats_json(const std::string& file, const trace::Trace& t, const TraceStats& s) {
+  nlohmann::ordered_json j;
+  j["file"] = file;
+  if (!t.header.model.empty()) j["model"] = t.header.model;
+  j["events"] = s.events;
+  j["kernels"] = s.kernels;
+  j["allocs"] = s.allocs;
+  j["frees"] = s.frees;
+  j["copies"] = s.copies;
+  j["syncs"] = s.syncs;
+  j["iterations"] = s.iterations;
+  j["distinct_kernel_names"] = s.distinct_kernel_names;
+  j["peak_bytes"] = s.peak_bytes;
+  j["peak_line"] = s.peak_event == trace::kNone ? 0 : s.peak_event + 2;
+  j["iteration_peak_bytes"] = s.iteration_peak_bytes;
+  j["persistent_bytes"] = s.persistent_bytes;
+  j["alloc_bytes_total"] = s.alloc_bytes_total;
+  j["copy_bytes"] = {{"h2d", s.copy_bytes[0]}, {"d2h", s.copy_bytes[1]}, {"d2d", s.copy_bytes[2]}};
+  j["iteration_flops"] = s.iteration_flops;
+  j["iteration_kernels"] = s.iteration_kernels;
+  return j;
+}
+
+std::string join_sizes(const std::vector<std::uint64_t>& v) {
+  std::string r;
+  for (std::size_t i = 0; i < v.size(); ++i) r += (i ? ", " : "") + format_bytes(v[i]);
+  return r.empty() ? "-" : r;
+}
+
+std::string gflops_per_iter(const std::vector<double>& v) {
+  if (v.empty()) return "-";
+  std::string r;
+  for (std::size_t i = 0; i < v.size(); ++i) r += fmt::format("{}{:.1f}", i ? ", " : "", v[i] / 1e9);
+  return r;
+}
+
+int run_stats(const std::vector<std::string>& files, bool json) {
+  int rc = 0;
+  struct Row { std::string file; trace::Trace t; TraceStats s; };
+  std::vector<Row> rows;
+  for (const auto& f : files) {
+    auto t = trace::load_trace(f);
+    if (!t) {
+      fmt::print(stderr, "{}\n", t.error().message());
+      rc = 1;
+      continue;
+    }
+    auto live = trace::compute_liveness(*t);
+    auto s = trace::compute_stats(*t, live);
+    if (json) {
+      fmt::print("{}\n", stats_json(f, *t, s).dump());
+    } else {
+      rows.push_back({f, std::move(*t), std::move(s)});
+    }
+  }
+  if (!json && !rows.empty()) {
+    std::size_t w = 5;
+    for (const auto& r : rows) w = std::max(w, r.file.size());
+    fmt::print("{:<{}}  {:>7}  {:>7}  {:>6}  {:>5}  {:>10}  {:>10}  {:<34}  {}\n", "trace", w, "events", "kernels",
+               "allocs", "iters", "peak", "persistent", "peak per iteration", "GFLOP per iteration");
+    for (const auto& r : rows) {
+      fmt::print("{:<{}}  {:>7}  {:>7}  {:>6}  {:>5}  {:>10}  {:>10}  {:<34}  {}\n", r.file, w, r.s.events, r.s.kernels,
+                 r.s.allocs, r.s.iterations, format_bytes(r.s.peak_bytes), format_bytes(r.s.persistent_bytes),
+                 join_sizes(r.s.iteration_peak_bytes), gflops_per_iter(r.s.iteration_flops));
+    }
+    fmt::print("(peak = most bytes live at once, exact values with --json)\n");
+  }
+  return rc;
+}
+
+int run_validate(const std::vector<std::string>& files, bool quiet) {
+  int rc = 0;
+  for (const auto& f : files) {
+    auto r = trace::TraceReader::open(f);
+    if (!r) {
+      fmt::print(stderr, "{}\n", r.error().message());
+      rc = 1;
+      continue;
+    }
+    trace::EventView ev;
+    std::uint64_t n = 0;
+    for (;;) {
+      auto more = r->next(ev);
+      if (!more) {
+        fmt::print(stderr, "{}\n", more.error().message());
+        rc = 1;
+        break;
+      }
+      if (!*more) {
+        if (!quiet) fmt::print("{}: valid ({} events)\n", f, n);
+        break;
+      }
+      ++n;
+    }
+  }
+  return rc;
+}
+
+}  // namespace
+
+void add_trace_command(CLI::App& app, int& exit_code) {
+  auto* trace = app.add_subcommand("trace", "Read, check and measure tensor access traces");
+  trace->require_subcommand(1);
+
+  struct StatsOpts { std::vector<std::string> files; bool json = false; };
+  auto so = std::make_shared<StatsOpts>();
+  auto* stats = trace->add_subcommand("stats", "Events, kernels, allocations, iterations and memory peaks of each trace");
+  stats->add_option("files", so->files, "trace files (.jsonl or .jsonl.gz)")->required();
+  stats->add_flag("--json", so->json, "one JSON object per file instead of a table");
+  stats->callback([so, &exit_code] { exit_code = run_stats(so->files, so->json); });
+
+  struct ValidateOpts { std::vector<std::string> files; bool quiet = false; };
+  auto vo = std::make_shared<ValidateOpts>();
+  auto* validate = trace->add_subcommand("validate", "Check traces against the format; exit 1 and FILE:LINE: reason if not");
+  validate->add_option("files", vo->files, "trace files")->required();
+  validate->add_flag("-q,--quiet", vo->quiet, "print nothing for valid files");
+  validate->callback([vo, &exit_code] { exit_code = run_validate(vo->files, vo->quiet); });
+}
+
+}  // namespace capuchin::cli
