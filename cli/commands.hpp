@@ -8,5 +8,6 @@
 namespace capuchin::cli {
 
 void add_trace_command(CLI::App& app, int& exit_code);
+void add_sim_command(CLI::App& app, int& exit_code);
 
 }  // namespace capuchin::cli

@@ -1,0 +1,238 @@
+// `capuchin sim`: what-if simulation of a trace on a GPU profile under a memory budget with
+// one policy (`capuchin sim --trace T --gpu h200 --budget 0.5 --policy vdnn [--json]`), and
+// `capuchin sim sweep`: every policy at every budget, side by side (markdown, CSV, one SVG
+// plot per trace) in a directory. Every figure printed is simulated for a named profile.
+// Exit status: 0 when the simulation ran (an infeasible policy is a result, not an error),
+// 1 on bad input (the message names the problem).
+#include <fmt/format.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "capuchin/sim.hpp"
+#include "capuchin/units.hpp"
+#include "commands.hpp"
+
+namespace capuchin::cli {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string trace_stem(const std::string& path) {
+  std::string s = fs::path(path).filename().string();
+  for (const char* ext : {".gz", ".jsonl", ".json"})
+    if (s.size() > std::string_view(ext).size() && s.ends_with(ext)) s.resize(s.size() - std::string_view(ext).size());
+  return s;
+}
+
+std::vector<std::string> split_list(const std::string& s) {
+  std::vector<std::string> out;
+  std::stringstream ss(s);
+  for (std::string item; std::getline(ss, item, ',');)
+    if (!item.empty()) out.push_back(item);
+  return out;
+}
+
+Status write_file(const fs::path& path, const std::string& text) {
+  std::ofstream f(path, std::ios::binary);
+  f << text;
+  f.close();
+  if (!f) return make_error("cannot write " + path.string());
+  return {};
+}
+
+nlohmann::ordered_json result_json(const std::string& trace, const sim::Comparison& c) {
+  const sim::SimResult& r = c.run;
+  nlohmann::ordered_json j;
+  j["trace"] = trace;
+  j["policy"] = r.policy;
+  j["gpu"] = r.gpu;
+  j["simulated"] = true;
+  j["budget_bytes"] = r.budget_bytes;
+  j["natural_peak_bytes"] = r.natural_peak_bytes;
+  j["peak_bytes"] = r.peak_bytes;
+  j["feasible"] = r.feasible;
+  j["ideal_time_s"] = c.ideal_time_s;
+  j["time_s"] = r.time_s;
+  j["ratio"] = c.ratio;
+  j["stall_s"] = r.stall_s;
+  j["recompute_s"] = r.recompute_s;
+  j["swap_out_bytes"] = r.swap_out_bytes;
+  j["swap_in_bytes"] = r.swap_in_bytes;
+  j["steady_iterations"] = r.steady_iterations;
+  j["iteration_time_s"] = r.iteration_time_s;
+  j["faults"] = r.faults;
+  j["rejected_actions"] = r.rejected_actions;
+  j["skipped_prefetches"] = r.skipped_prefetches;
+  if (!r.feasible)
+    j["infeasible"] = {{"event", r.where.event}, {"line", r.where.line}, {"tensor_id", r.where.tensor_id},
+                       {"reason", r.where.reason}};
+  return j;
+}
+
+void print_human(const std::string& trace, const sim::Comparison& c, const std::string& budget_text) {
+  const sim::SimResult& r = c.run;
+  fmt::print("{}: policy {}, simulated on GPU profile {}\n", trace, r.policy, r.gpu);
+  if (r.policy == "ideal")
+    fmt::print("  budget: unlimited (natural peak {})\n", format_bytes(r.natural_peak_bytes));
+  else
+    fmt::print("  budget: {} ({}; natural peak {})\n", format_bytes(r.budget_bytes), budget_text,
+               format_bytes(r.natural_peak_bytes));
+  if (!r.feasible) {
+    fmt::print("  INFEASIBLE at line {} (event {}), tensor id {}: {}\n", r.where.line, r.where.event,
+               r.where.tensor_id, r.where.reason);
+    return;
+  }
+  fmt::print("  time per steady iteration: {:.3f} ms (ideal {:.3f} ms), ratio {:.3f}\n", r.time_s * 1e3,
+             c.ideal_time_s * 1e3, c.ratio);
+  fmt::print("  stall {:.3f} ms, recompute {:.3f} ms per iteration\n", r.stall_s * 1e3, r.recompute_s * 1e3);
+  fmt::print("  swapped out {} / in {} per iteration; peak device bytes {} ({})\n",
+             format_bytes(static_cast<std::uint64_t>(r.swap_out_bytes)),
+             format_bytes(static_cast<std::uint64_t>(r.swap_in_bytes)), r.peak_bytes, format_bytes(r.peak_bytes));
+}
+
+struct Loaded {
+  trace::Trace trace;
+  sim::PreparedTrace prep;
+};
+
+Expected<std::unique_ptr<Loaded>> load(const std::string& path, const sim::GpuProfile& gpu) {
+  auto t = trace::load_trace(path);
+  if (!t) return make_error(t.error().message());
+  auto l = std::make_unique<Loaded>();
+  l->trace = std::move(*t);
+  auto p = sim::prepare(l->trace, gpu);
+  if (!p) return make_error(path + ": " + p.error().message);
+  l->prep = std::move(*p);
+  return l;
+}
+
+void list_gpus() {
+  const sim::Efficiency eff;
+  for (const auto& g : sim::gpu_profiles()) {
+    fmt::print("{:<6} {}\n       memory {}, FP32 {:.1f} / TF32 {:.1f} / BF16 {:.1f} TFLOP/s, HBM {:.0f} GB/s, link {:.2f} GB/s "
+               "each way, copy latency {:.0f} us\n       sources: {}\n",
+               g.name, g.description, format_bytes(g.memory_bytes), g.fp32_flops / 1e12, g.tf32_flops / 1e12,
+               g.bf16_flops / 1e12, g.hbm_bytes_per_s / 1e9, g.link_bytes_per_s / 1e9, g.link_latency_s * 1e6, g.sources);
+  }
+  fmt::print("Applied to every profile alike: {:.2f} of peak compute, {:.2f} of peak HBM bandwidth, {:.2f} of link "
+             "bandwidth, {:.0f} us launch latency per roofline kernel, {:.0f} us per demand-paging fault.\n",
+             eff.compute, eff.memory, eff.link, eff.launch_latency_s * 1e6, eff.uvm_fault_latency_s * 1e6);
+}
+
+struct SimOpts {
+  std::string trace, gpu = "h200", budget = "1.0", policy = "none", timeline;
+  bool json = false, list = false;
+};
+
+int run_single(const SimOpts& o) {
+  if (o.list) {
+    list_gpus();
+    return 0;
+  }
+  if (o.trace.empty()) {
+    fmt::print(stderr, "capuchin sim: --trace is required (or use `capuchin sim sweep`)\n");
+    return 1;
+  }
+  auto gpu = sim::find_gpu_profile(o.gpu);
+  if (!gpu) return fmt::print(stderr, "capuchin sim: {}\n", gpu.error().message), 1;
+  auto policy = sim::make_policy(o.policy);
+  if (!policy) return fmt::print(stderr, "capuchin sim: {}\n", policy.error().message), 1;
+  auto l = load(o.trace, *gpu);
+  if (!l) return fmt::print(stderr, "{}\n", l.error().message), 1;
+  auto budget = sim::resolve_budget(o.budget, (*l)->prep.liveness.peak_bytes);
+  if (!budget) return fmt::print(stderr, "capuchin sim: {}\n", budget.error().message), 1;
+  std::vector<sim::TimelineEntry> timeline;
+  sim::SimOptions opt;
+  opt.budget_bytes = *budget;
+  if (!o.timeline.empty()) opt.timeline = &timeline;
+  const double ideal = sim::ideal_time_s((*l)->prep);
+  const auto c = sim::simulate_against_ideal((*l)->prep, **policy, opt, ideal);
+  if (o.json) fmt::print("{}\n", result_json(o.trace, c).dump());
+  else print_human(o.trace, c, o.budget);
+  if (!o.timeline.empty()) {
+    if (auto s = write_file(o.timeline, sim::timeline_csv((*l)->trace, timeline)); !s)
+      return fmt::print(stderr, "capuchin sim: {}\n", s.error().message), 1;
+  }
+  return 0;
+}
+
+struct SweepOpts {
+  std::vector<std::string> traces;
+  std::string gpu = "h200", budgets = "1.0,0.8,0.6,0.5,0.4,0.3,0.2", policies, out = "sim-sweep";
+};
+
+int run_sweep(const SweepOpts& o) {
+  auto gpu = sim::find_gpu_profile(o.gpu);
+  if (!gpu) return fmt::print(stderr, "capuchin sim sweep: {}\n", gpu.error().message), 1;
+  std::vector<std::string> policies = o.policies.empty() ? sim::policy_names() : split_list(o.policies);
+  for (const auto& p : policies)
+    if (auto made = sim::make_policy(p); !made) return fmt::print(stderr, "capuchin sim sweep: {}\n", made.error().message), 1;
+  const auto budgets = split_list(o.budgets);
+  if (budgets.empty()) return fmt::print(stderr, "capuchin sim sweep: --budgets is empty\n"), 1;
+  std::vector<sim::SweepRow> rows;
+  std::vector<std::string> stems;
+  for (const auto& path : o.traces) {
+    auto l = load(path, *gpu);
+    if (!l) return fmt::print(stderr, "{}\n", l.error().message), 1;
+    const auto& prep = (*l)->prep;
+    const double ideal = sim::ideal_time_s(prep);
+    const std::string stem = trace_stem(path);
+    stems.push_back(stem);
+    for (const auto& b : budgets) {
+      auto bytes = sim::resolve_budget(b, prep.liveness.peak_bytes);
+      if (!bytes) return fmt::print(stderr, "capuchin sim sweep: {}\n", bytes.error().message), 1;
+      for (const auto& pname : policies) {
+        auto policy = sim::make_policy(pname);
+        sim::SimOptions opt;
+        opt.budget_bytes = *bytes;
+        rows.push_back({stem, b, *bytes, prep.liveness.peak_bytes, sim::simulate_against_ideal(prep, **policy, opt, ideal)});
+      }
+    }
+  }
+  std::error_code ec;
+  fs::create_directories(o.out, ec);
+  if (ec) return fmt::print(stderr, "capuchin sim sweep: cannot create {}: {}\n", o.out, ec.message()), 1;
+  const std::string md = sim::sweep_markdown(rows, policies, gpu->name);
+  Status s = write_file(fs::path(o.out) / "sweep.md", md);
+  if (s) s = write_file(fs::path(o.out) / "sweep.csv", sim::sweep_csv(rows));
+  for (const auto& stem : stems)
+    if (s) s = write_file(fs::path(o.out) / (stem + ".svg"), sim::sweep_svg(rows, stem, policies, gpu->name));
+  if (!s) return fmt::print(stderr, "capuchin sim sweep: {}\n", s.error().message), 1;
+  fmt::print("{}\nwritten: {}/sweep.md, sweep.csv and one SVG plot per trace\n", md, o.out);
+  return 0;
+}
+
+}  // namespace
+
+void add_sim_command(CLI::App& app, int& exit_code) {
+  auto so = std::make_shared<SimOpts>();
+  auto* simc = app.add_subcommand("sim", "Simulate a trace on a GPU profile under a memory budget with a policy");
+  simc->add_option("--trace", so->trace, "trace file (.jsonl or .jsonl.gz)");
+  simc->add_option("--gpu", so->gpu, "GPU profile (see --list-gpus)")->capture_default_str();
+  simc->add_option("--budget", so->budget, "device memory budget: a fraction of the natural peak (0 < x <= 1) or a size (12GiB)")
+      ->capture_default_str();
+  simc->add_option("--policy", so->policy, "ideal, none, lru-uvm, vdnn, dtr, checkpoint-sqrt")->capture_default_str();
+  simc->add_flag("--json", so->json, "print one JSON object");
+  simc->add_option("--timeline", so->timeline, "write the simulated timeline (CSV) to this file");
+  simc->add_flag("--list-gpus", so->list, "list the GPU profiles, their sources and the efficiency factors");
+
+  auto wo = std::make_shared<SweepOpts>();
+  auto* sweep = simc->add_subcommand("sweep", "Every policy at every budget, side by side: markdown, CSV and SVG plots");
+  sweep->add_option("--trace", wo->traces, "trace files")->required();
+  sweep->add_option("--gpu", wo->gpu, "GPU profile")->capture_default_str();
+  sweep->add_option("--budgets", wo->budgets, "comma-separated fractions or sizes")->capture_default_str();
+  sweep->add_option("--policies", wo->policies, "comma-separated policies (default: all)");
+  sweep->add_option("--out", wo->out, "output directory")->capture_default_str();
+  sweep->callback([wo, &exit_code] { exit_code = run_sweep(*wo); });
+  simc->callback([so, sweep, &exit_code] {
+    if (!sweep->parsed()) exit_code = run_single(*so);
+  });
+}
+
+}  // namespace capuchin::cli

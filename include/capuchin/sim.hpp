@@ -1,0 +1,240 @@
+// capuchin-sim: a discrete-event what-if simulator over tensor access traces. It replays a
+// trace on a GPU profile (one compute stream, one host-to-device and one device-to-host
+// copy engine running concurrently), under a device-memory budget, with a memory policy
+// that may evict (swap out), prefetch (swap in), drop (free now, recompute later) and
+// recompute tensors. See src/sim/README.md for the model, the profiles and their sources.
+//
+// Contract: nothing throws. Device memory is tracked exactly: at no simulated instant do the
+// bytes held on the device exceed the budget; when a policy cannot keep a run within it the
+// run is reported infeasible with the event (index and file line) and the tensor where it
+// failed, never silently allowed. Results are simulated figures for a named GPU profile,
+// never measurements.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "capuchin/expected.hpp"
+#include "capuchin/trace_model.hpp"
+
+namespace capuchin::sim {
+
+// ---- GPU profiles ----------------------------------------------------------------------
+
+// Published peak figures of one GPU and its host link (src/sim/profiles.cpp cites each).
+struct GpuProfile {
+  std::string name;             // e.g. "h200"
+  std::string description;      // e.g. "NVIDIA H200 (141 GB HBM3e), PCIe 5.0 x16 host link"
+  std::uint64_t memory_bytes = 0;
+  double fp32_flops = 0;        // FLOP/s, dense
+  double tf32_flops = 0;        // FLOP/s, dense tensor-core TF32; 0: none (runs as FP32)
+  double bf16_flops = 0;        // FLOP/s, dense tensor-core BF16 (FP16 where no BF16); 0: none
+  double hbm_bytes_per_s = 0;   // device-memory bandwidth
+  double link_bytes_per_s = 0;  // host link, theoretical, each way
+  double link_latency_s = 0;    // fixed cost of one copy
+  std::string sources;          // where the figures come from
+};
+
+// The fractions of published peaks a real job reaches, and the fixed costs. One set for
+// every profile (never tuned per profile or per policy); tests may use an ideal set.
+struct Efficiency {
+  double compute = 0.6;          // of peak FLOP/s for a kernel
+  double memory = 0.8;           // of peak HBM bandwidth
+  double link = 0.87;            // of theoretical link bandwidth (55 of 63 GB/s on PCIe 5.0 x16)
+  double launch_latency_s = 4e-6;  // added to every roofline kernel (not to dur_ns)
+  double uvm_fault_latency_s = 25e-6;  // per on-demand fault of a paging policy (lru-uvm)
+};
+
+std::span<const GpuProfile> gpu_profiles();
+Expected<GpuProfile> find_gpu_profile(std::string_view name);  // case-insensitive
+
+// Which peak a kernel runs at, by name and trace dtype (see profiles.cpp for the rules).
+enum class MathMode : std::uint8_t { FP32, TF32, BF16 };
+MathMode kernel_math_mode(std::string_view kernel_name, std::string_view dtype);
+std::string_view to_string(MathMode m);
+
+// Duration in seconds of each event on the compute stream or its copy engine (kernels:
+// dur_ns, else roofline + launch latency; copies: latency + bytes / link; others 0).
+std::vector<double> event_durations(const trace::Trace& t, const GpuProfile& gpu, const Efficiency& eff);
+
+// ---- What a policy sees and does ---------------------------------------------------------
+
+enum class ActionKind : std::uint8_t { Evict, Prefetch, Drop, Recompute };
+std::string_view to_string(ActionKind k);
+
+// One request of a policy, about one tensor (a dense tensor index of the trace).
+struct Action {
+  std::uint32_t tensor;
+  ActionKind kind;
+};
+static_assert(sizeof(Action) == 8);
+
+// Where a tensor's data is.
+enum class Residence : std::uint8_t {
+  Unallocated,  // before its alloc
+  Resident,     // on the device
+  Evicting,     // on the device, being copied out (memory released when the copy ends)
+  Host,         // only on the host
+  Dropped,      // nowhere: recomputed from its producers when next needed
+  Freed,        // after its free
+};
+
+// Facts about a trace computed once and shared by every run on it (any policy, budget).
+struct PreparedTrace {
+  const trace::Trace* trace = nullptr;
+  trace::Liveness liveness;
+  GpuProfile gpu;
+  Efficiency eff;
+  std::vector<double> duration_s;  // per event
+  // Per tensor, the events that access it in order: events [offset[t], offset[t+1]).
+  std::vector<std::uint32_t> access_offset, access_event;
+  // Per tensor, the events that write it (kernels and copies) in order, the same way.
+  std::vector<std::uint32_t> write_offset, write_event;
+  // Per entry of access_event: re-running the tensor's writers up to this access is valid
+  // for a later access only before this event (kNone: always; 0: never recomputable).
+  std::vector<std::uint32_t> recompute_valid_until;
+  // Per entry of access_event: seconds of compute to re-run the writers up to this access.
+  std::vector<double> recompute_cost_s;
+  // Per iteration: the event where backward starts (first kernel named *backward*, else the
+  // iteration's memory peak). Used by the phase-aware baselines.
+  std::vector<std::uint32_t> backward_begin;
+};
+Expected<PreparedTrace> prepare(const trace::Trace& t, const GpuProfile& gpu, const Efficiency& eff = {});
+
+// The simulator's live state, read-only for policies. Arrays are indexed by tensor.
+struct SimState {
+  const PreparedTrace* prep = nullptr;
+  std::uint64_t budget_bytes = 0;
+  std::uint64_t used_bytes = 0;     // device bytes held now (resident, incl. in-flight copies)
+  double now_s = 0;                 // when the compute stream reaches the current event
+  std::uint32_t event = 0;          // the current event
+  std::vector<Residence> residence;
+  std::vector<std::uint32_t> cursor;     // index into access_event of the next access >= event
+  // When the data of a resident tensor is ready and its last use has ended (end of its last
+  // kernel, or of the copy that brought it in).
+  std::vector<double> last_use_end_s;
+  std::vector<std::uint32_t> pin_epoch;  // == epoch: needed by the current event, untouchable
+  std::uint32_t epoch = 1;
+  std::vector<std::uint32_t> resident;        // tensors Resident now (unordered)
+  std::vector<std::uint32_t> resident_slot;   // position in `resident`, kNone if not there
+
+  std::uint64_t bytes(std::uint32_t t) const { return prep->trace->tensors[t].bytes; }
+  bool pinned(std::uint32_t t) const { return pin_epoch[t] == epoch; }
+  // The next event (>= the current one) accessing t, kNone when none.
+  std::uint32_t next_access(std::uint32_t t) const;
+  // The last event before the current one that accessed t, kNone when none.
+  std::uint32_t last_access(std::uint32_t t) const;
+  // Whether t, dropped now, could be recomputed for its next access.
+  bool can_recompute(std::uint32_t t) const;
+  double recompute_cost_s(std::uint32_t t) const;  // of re-running its writers so far
+};
+
+// A memory policy. The simulator calls before_event for every event in issue order (the
+// policy appends actions to `out`), and on_memory_pressure when an allocation, swap-in or
+// recompute needs `bytes_short` more bytes than the budget leaves even after every copy in
+// flight completes. Returning no action there makes the run infeasible. Invalid actions
+// (e.g. evicting a pinned or absent tensor) are counted in SimResult::rejected_actions.
+class Policy {
+ public:
+  virtual ~Policy() = default;
+  virtual std::string_view name() const = 0;
+  virtual void start(const SimState& s) { (void)s; }
+  virtual void before_event(const SimState& s, std::vector<Action>& out) = 0;
+  virtual void on_memory_pressure(const SimState& s, std::uint64_t bytes_short, std::vector<Action>& out) {
+    (void)s, (void)bytes_short, (void)out;
+  }
+  virtual bool unlimited_memory() const { return false; }  // the `ideal` bound
+  virtual bool demand_paging() const { return false; }     // faults pay Efficiency::uvm_fault_latency_s
+};
+
+std::vector<std::string> policy_names();  // the built-in baselines
+Expected<std::unique_ptr<Policy>> make_policy(std::string_view name);
+
+// ---- Runs -------------------------------------------------------------------------------
+
+// One interval on a resource, for the timeline dump.
+struct TimelineEntry {
+  enum class Lane : std::uint8_t { Compute, H2D, D2H };
+  enum class Kind : std::uint8_t { Kernel, Copy, Recompute, SwapIn, SwapOut, Stall };
+  double start_s, end_s;
+  std::uint32_t event;
+  std::uint32_t tensor;  // kNone when none
+  Lane lane;
+  Kind kind;
+};
+std::string_view to_string(TimelineEntry::Lane l);
+std::string_view to_string(TimelineEntry::Kind k);
+
+struct SimOptions {
+  std::uint64_t budget_bytes = 0;
+  std::vector<TimelineEntry>* timeline = nullptr;  // filled when set
+};
+
+struct Infeasibility {
+  std::uint32_t event = trace::kNone;
+  std::uint64_t line = 0;                // file line of the event (index + 2)
+  std::uint32_t tensor = trace::kNone;   // dense index; tensor_id is the trace's id
+  std::uint64_t tensor_id = 0;
+  std::string reason;
+};
+
+struct SimResult {
+  std::string policy;
+  std::string gpu;
+  std::uint64_t budget_bytes = 0;   // 0 for unlimited
+  std::uint64_t natural_peak_bytes = 0;
+  bool feasible = true;
+  Infeasibility where;              // when !feasible
+  // Per steady iteration (mean over iterations 2.. when there are two or more, else the
+  // only iteration, else the whole trace).
+  double time_s = 0;
+  double stall_s = 0;
+  double recompute_s = 0;
+  double swap_out_bytes = 0;
+  double swap_in_bytes = 0;
+  std::uint32_t steady_iterations = 0;
+  std::vector<double> iteration_time_s;  // every iteration
+  double total_time_s = 0;               // the whole trace
+  std::uint64_t peak_bytes = 0;          // most device bytes held at once
+  std::uint64_t rejected_actions = 0;
+  std::uint64_t skipped_prefetches = 0;  // no room even after every copy in flight
+  std::uint64_t faults = 0;              // on-demand swap-ins and recomputes
+};
+
+SimResult simulate(const PreparedTrace& p, Policy& policy, const SimOptions& opt);
+
+// A run with its ideal reference: time_s / ideal_time_s.
+struct Comparison {
+  SimResult run;
+  double ideal_time_s = 0;
+  double ratio = 0;  // 0 when infeasible
+};
+Comparison simulate_against_ideal(const PreparedTrace& p, Policy& policy, const SimOptions& opt,
+                                  double ideal_time_s);
+double ideal_time_s(const PreparedTrace& p);
+
+// Resolves a --budget text: a fraction of the natural peak (0 < x <= 1) or a size.
+Expected<std::uint64_t> resolve_budget(std::string_view text, std::uint64_t natural_peak_bytes);
+
+// ---- Sweep report -------------------------------------------------------------------------
+
+struct SweepRow {
+  std::string trace;   // a short name (the file's stem)
+  std::string budget;  // as given
+  std::uint64_t budget_bytes = 0;
+  std::uint64_t natural_peak_bytes = 0;
+  Comparison c;
+};
+std::string sweep_markdown(const std::vector<SweepRow>& rows, const std::vector<std::string>& policies,
+                           const std::string& gpu);
+std::string sweep_csv(const std::vector<SweepRow>& rows);
+// A standalone SVG: ratio against budget, one line per policy, for one trace.
+std::string sweep_svg(const std::vector<SweepRow>& rows, const std::string& trace,
+                      const std::vector<std::string>& policies, const std::string& gpu);
+std::string timeline_csv(const trace::Trace& t, const std::vector<TimelineEntry>& tl);
+
+}  // namespace capuchin::sim

@@ -1,0 +1,475 @@
+// The discrete-event engine: replays a prepared trace under a budget with a policy.
+//
+// Model (see src/sim/README.md): kernels, the trace's own copies and recomputations run in
+// issue order on one compute stream; swap-outs queue on the D2H engine and swap-ins on the
+// H2D engine, both concurrent with compute and with each other. Device memory is granted in
+// issue order on a monotone memory clock: an allocation, swap-in or recomputation that does
+// not fit waits for in-flight swap-outs to release memory (the compute stream stalls), then
+// asks the policy (on_memory_pressure), and fails the run when nothing can make room. A
+// swap-out's memory is released when its copy ends; a drop releases at once; a free
+// releases in stream order. Accessing a tensor that is not resident stalls compute until it
+// is swapped in (on demand) or recomputed (its writers re-run, inputs made resident first).
+#include <algorithm>
+#include <deque>
+
+#include <fmt/format.h>
+
+#include "capuchin/sim.hpp"
+#include "capuchin/units.hpp"
+
+namespace capuchin::sim {
+
+using trace::AccessMode;
+using trace::kNone;
+using trace::Op;
+using Lane = TimelineEntry::Lane;
+using Kind = TimelineEntry::Kind;
+
+namespace {
+
+struct Release {
+  double time;
+  std::uint32_t tensor;
+  std::uint32_t gen;
+};
+
+class Engine {
+ public:
+  Engine(const PreparedTrace& p, Policy& pol, const SimOptions& opt)
+      : p_(p), t_(*p.trace), pol_(pol), opt_(opt), unlimited_(pol.unlimited_memory()) {
+    const std::size_t n = t_.tensors.size();
+    s_.prep = &p;
+    s_.budget_bytes = unlimited_ ? 0 : opt.budget_bytes;
+    s_.residence.assign(n, Residence::Unallocated);
+    s_.cursor.assign(p.access_offset.begin(), p.access_offset.end() - 1);
+    s_.last_use_end_s.assign(n, 0.0);
+    s_.pin_epoch.assign(n, 0);
+    s_.resident_slot.assign(n, kNone);
+    seen_epoch_.assign(n, 0);
+    gen_.assign(n, 0);
+    host_ready_s_.assign(n, 0.0);
+  }
+
+  SimResult run();
+
+ private:
+  double copy_time(std::uint64_t bytes) const {
+    return p_.gpu.link_latency_s + static_cast<double>(bytes) / (p_.gpu.link_bytes_per_s * p_.eff.link);
+  }
+  void trace_interval(Lane lane, Kind kind, double a, double b, std::uint32_t tensor) {
+    if (opt_.timeline && b > a) opt_.timeline->push_back({a, b, s_.event, tensor, lane, kind});
+  }
+  void stall_until(double t) {
+    if (t > now_) {
+      trace_interval(Lane::Compute, Kind::Stall, now_, t, kNone);
+      stall_ += t - now_;
+      now_ = t;
+    }
+  }
+  void fail(std::uint32_t tensor, std::string reason) {
+    if (failed_) return;
+    failed_ = true;
+    r_.feasible = false;
+    r_.where.event = s_.event;
+    r_.where.line = static_cast<std::uint64_t>(s_.event) + 2;
+    r_.where.tensor = tensor;
+    r_.where.tensor_id = tensor == kNone ? 0 : t_.tensors[tensor].id;
+    r_.where.reason = std::move(reason);
+  }
+  void add_resident(std::uint32_t t) {
+    s_.residence[t] = Residence::Resident;
+    if (s_.resident_slot[t] == kNone) {
+      s_.resident_slot[t] = static_cast<std::uint32_t>(s_.resident.size());
+      s_.resident.push_back(t);
+    }
+  }
+  void remove_resident(std::uint32_t t) {
+    const std::uint32_t slot = s_.resident_slot[t];
+    if (slot == kNone) return;
+    const std::uint32_t last = s_.resident.back();
+    s_.resident[slot] = last;
+    s_.resident_slot[last] = slot;
+    s_.resident.pop_back();
+    s_.resident_slot[t] = kNone;
+  }
+  void take(std::uint64_t bytes) {
+    s_.used_bytes += bytes;
+    r_.peak_bytes = std::max(r_.peak_bytes, s_.used_bytes);
+  }
+  void give(std::uint64_t bytes) { s_.used_bytes -= bytes; }
+
+  bool live(const Release& r) const { return gen_[r.tensor] == r.gen && s_.residence[r.tensor] == Residence::Evicting; }
+  void drop_stale_releases() {
+    while (!releases_.empty() && !live(releases_.front())) releases_.pop_front();
+  }
+  void retire(double t) {
+    for (drop_stale_releases(); !releases_.empty() && releases_.front().time <= t; drop_stale_releases()) {
+      const Release r = releases_.front();
+      releases_.pop_front();
+      s_.residence[r.tensor] = Residence::Host;
+      pending_bytes_ -= s_.bytes(r.tensor);
+      give(s_.bytes(r.tensor));
+    }
+  }
+  void cancel_eviction(std::uint32_t t) {
+    ++gen_[t];
+    pending_bytes_ -= s_.bytes(t);
+    add_resident(t);
+  }
+
+  bool acquire(std::uint64_t bytes, double& t, std::uint32_t tensor, bool demand);
+  void apply(const std::vector<Action>& acts, bool from_pressure);
+  void evict(std::uint32_t t);
+  bool materialize(std::uint32_t t);
+  bool recompute(std::uint32_t t);
+  void run_event(std::uint32_t i);
+
+  const PreparedTrace& p_;
+  const trace::Trace& t_;
+  Policy& pol_;
+  const SimOptions& opt_;
+  const bool unlimited_;
+  SimState s_;
+  SimResult r_;
+  double now_ = 0, h2d_free_ = 0, d2h_free_ = 0, mem_clock_ = 0;
+  std::deque<Release> releases_;  // swap-outs in flight; the D2H engine is FIFO, so by time
+  std::uint64_t pending_bytes_ = 0;
+  std::vector<std::uint32_t> gen_;         // bumped to cancel a pending release
+  std::vector<double> host_ready_s_;       // when the host copy of a swapped-out tensor is complete
+  std::vector<std::uint32_t> seen_epoch_;  // dedupes a kernel's tensors
+  std::vector<std::uint32_t> current_;     // the current event's tensors
+  std::vector<Action> before_actions_, pressure_actions_;
+  double stall_ = 0, recompute_ = 0, swap_out_ = 0, swap_in_ = 0;
+  bool failed_ = false;
+  int depth_ = 0;
+};
+
+// Grants `bytes` at time >= t (updated to the grant time). demand: the compute stream needs
+// it (the policy is asked for room); otherwise (a prefetch) no room is not a failure.
+bool Engine::acquire(std::uint64_t bytes, double& t, std::uint32_t tensor, bool demand) {
+  if (unlimited_) {
+    take(bytes);
+    return true;
+  }
+  t = std::max(t, mem_clock_);
+  retire(t);
+  const std::uint64_t budget = s_.budget_bytes;
+  while (s_.used_bytes + bytes > budget) {
+    std::uint64_t held_after = s_.used_bytes - pending_bytes_;  // once every swap-out lands
+    if (held_after + bytes > budget && demand) {
+      pressure_actions_.clear();
+      pol_.on_memory_pressure(s_, held_after + bytes - budget, pressure_actions_);
+      apply(pressure_actions_, true);
+      if (failed_) return false;
+      const std::uint64_t now_after = s_.used_bytes - pending_bytes_;
+      if (now_after < held_after) continue;  // the policy made progress: look again
+    }
+    drop_stale_releases();
+    if (releases_.empty()) {
+      if (demand)
+        fail(tensor, fmt::format("needs {} more bytes: {} held on the device, budget {} ({}); the policy freed no more",
+                                 bytes, s_.used_bytes, budget, format_bytes(budget)));
+      return false;
+    }
+    if (!demand && held_after + bytes > budget) return false;  // waiting would not be enough
+    t = std::max(t, releases_.front().time);
+    retire(t);
+  }
+  take(bytes);
+  mem_clock_ = t;
+  return true;
+}
+
+void Engine::evict(std::uint32_t t) {
+  const double start = std::max(d2h_free_, s_.last_use_end_s[t]);
+  const double end = start + copy_time(s_.bytes(t));
+  d2h_free_ = end;
+  trace_interval(Lane::D2H, Kind::SwapOut, start, end, t);
+  remove_resident(t);
+  s_.residence[t] = Residence::Evicting;
+  releases_.push_back({end, t, gen_[t]});
+  pending_bytes_ += s_.bytes(t);
+  host_ready_s_[t] = end;
+  swap_out_ += static_cast<double>(s_.bytes(t));
+}
+
+void Engine::apply(const std::vector<Action>& acts, bool from_pressure) {
+  for (const Action& a : acts) {
+    if (failed_) return;
+    if (a.tensor >= s_.residence.size()) {
+      ++r_.rejected_actions;
+      continue;
+    }
+    const std::uint32_t t = a.tensor;
+    const Residence res = s_.residence[t];
+    switch (a.kind) {
+      case ActionKind::Evict:
+        if (res != Residence::Resident || s_.pinned(t)) ++r_.rejected_actions;
+        else evict(t);
+        break;
+      case ActionKind::Drop:
+        if (res != Residence::Resident || s_.pinned(t) || !s_.can_recompute(t)) {
+          ++r_.rejected_actions;
+        } else {
+          remove_resident(t);
+          s_.residence[t] = Residence::Dropped;
+          give(s_.bytes(t));
+        }
+        break;
+      case ActionKind::Prefetch:
+        if (from_pressure) {
+          ++r_.rejected_actions;
+        } else if (res == Residence::Evicting) {
+          cancel_eviction(t);
+        } else if (res == Residence::Host) {
+          double at = std::max(now_, host_ready_s_[t]);
+          if (!acquire(s_.bytes(t), at, t, false)) {
+            ++r_.skipped_prefetches;
+            break;
+          }
+          const double start = std::max(h2d_free_, at);
+          const double end = start + copy_time(s_.bytes(t));
+          h2d_free_ = end;
+          trace_interval(Lane::H2D, Kind::SwapIn, start, end, t);
+          add_resident(t);
+          s_.last_use_end_s[t] = end;
+          swap_in_ += static_cast<double>(s_.bytes(t));
+        } else if (res != Residence::Resident) {
+          ++r_.rejected_actions;
+        }
+        break;
+      case ActionKind::Recompute:
+        if (from_pressure || (res != Residence::Dropped && res != Residence::Resident)) ++r_.rejected_actions;
+        else if (res == Residence::Dropped) recompute(t);
+        break;
+    }
+  }
+}
+
+bool Engine::materialize(std::uint32_t t) {
+  switch (s_.residence[t]) {
+    case Residence::Resident:
+      return true;
+    case Residence::Evicting:
+      cancel_eviction(t);  // still on the device: the copy is wasted, the data stays
+      return true;
+    case Residence::Host: {
+      ++r_.faults;
+      double at = std::max(now_, host_ready_s_[t]);
+      if (!acquire(s_.bytes(t), at, t, true)) return false;
+      const double start = std::max(h2d_free_, at);
+      const double end =
+          start + copy_time(s_.bytes(t)) + (pol_.demand_paging() ? p_.eff.uvm_fault_latency_s : 0.0);
+      h2d_free_ = end;
+      trace_interval(Lane::H2D, Kind::SwapIn, start, end, t);
+      add_resident(t);
+      s_.last_use_end_s[t] = end;
+      swap_in_ += static_cast<double>(s_.bytes(t));
+      return true;
+    }
+    case Residence::Dropped:
+      ++r_.faults;
+      return recompute(t);
+    case Residence::Unallocated:
+    case Residence::Freed:
+      break;
+  }
+  fail(t, "tensor accessed while not allocated");
+  return false;
+}
+
+// Re-runs t's writers (up to its last access) on the compute stream, their inputs made
+// resident first; outputs other than t that are not resident go to scratch memory that is
+// held for the kernel only.
+bool Engine::recompute(std::uint32_t t) {
+  if (depth_ > 4096) {
+    fail(t, "recomputation chain deeper than 4096 tensors");
+    return false;
+  }
+  ++depth_;
+  s_.pin_epoch[t] = s_.epoch;
+  double at = now_;
+  if (!acquire(s_.bytes(t), at, t, true)) return false;
+  stall_until(at);
+  s_.residence[t] = Residence::Resident;  // its memory is held from here on
+  const std::uint32_t last = s_.last_access(t);
+  for (std::uint32_t k = p_.write_offset[t]; k < p_.write_offset[t + 1] && p_.write_event[k] <= last; ++k) {
+    const std::uint32_t ev = p_.write_event[k];
+    const trace::Event& e = t_.events[ev];
+    std::uint64_t scratch = 0;
+    double ready = now_;
+    for (std::uint32_t a = e.access_begin; a < e.access_end; ++a) {
+      const std::uint32_t r = t_.accesses[a].tensor;
+      if (r == t) continue;
+      if (t_.accesses[a].mode == AccessMode::Write) {
+        if (s_.residence[r] != Residence::Resident && s_.residence[r] != Residence::Evicting) scratch += s_.bytes(r);
+        continue;
+      }
+      s_.pin_epoch[r] = s_.epoch;
+      if (!materialize(r)) return false;
+      ready = std::max(ready, s_.last_use_end_s[r]);
+    }
+    stall_until(ready);
+    if (scratch > 0) {
+      double sat = now_;
+      if (!acquire(scratch, sat, t, true)) return false;
+      stall_until(sat);
+    }
+    const double d = p_.duration_s[ev];
+    trace_interval(Lane::Compute, Kind::Recompute, now_, now_ + d, t);
+    now_ += d;
+    recompute_ += d;
+    give(scratch);
+    for (std::uint32_t a = e.access_begin; a < e.access_end; ++a) {
+      const std::uint32_t r = t_.accesses[a].tensor;
+      if (s_.residence[r] == Residence::Resident) s_.last_use_end_s[r] = std::max(s_.last_use_end_s[r], now_);
+    }
+  }
+  add_resident(t);
+  s_.last_use_end_s[t] = now_;
+  --depth_;
+  return true;
+}
+
+void Engine::run_event(std::uint32_t i) {
+  const trace::Event& e = t_.events[i];
+  s_.event = i;
+  ++s_.epoch;
+  retire(now_);
+  s_.now_s = now_;
+  current_.clear();
+  for (std::uint32_t a = e.access_begin; a < e.access_end; ++a) {
+    const std::uint32_t t = t_.accesses[a].tensor;
+    if (seen_epoch_[t] == s_.epoch) continue;
+    seen_epoch_[t] = s_.epoch;
+    s_.pin_epoch[t] = s_.epoch;
+    current_.push_back(t);
+  }
+  if (e.op == Op::Alloc || e.op == Op::Free) s_.pin_epoch[e.tensor] = s_.epoch;
+
+  before_actions_.clear();
+  pol_.before_event(s_, before_actions_);
+  apply(before_actions_, false);
+  if (failed_) return;
+
+  switch (e.op) {
+    case Op::Alloc: {
+      double at = now_;
+      if (!acquire(s_.bytes(e.tensor), at, e.tensor, true)) return;
+      stall_until(at);
+      add_resident(e.tensor);
+      s_.last_use_end_s[e.tensor] = now_;
+      break;
+    }
+    case Op::Free: {
+      const std::uint32_t t = e.tensor;
+      if (s_.residence[t] == Residence::Evicting) cancel_eviction(t);
+      if (s_.residence[t] == Residence::Resident) {
+        remove_resident(t);
+        give(s_.bytes(t));
+      }
+      s_.residence[t] = Residence::Freed;
+      break;
+    }
+    case Op::Kernel:
+    case Op::Copy: {
+      double ready = now_;
+      for (std::uint32_t t : current_) {
+        if (!materialize(t)) return;
+        ready = std::max(ready, s_.last_use_end_s[t]);
+      }
+      const double d = p_.duration_s[i];
+      double* engine = nullptr;
+      if (e.op == Op::Copy && e.dir == trace::CopyDir::H2D) engine = &h2d_free_;
+      if (e.op == Op::Copy && e.dir == trace::CopyDir::D2H) engine = &d2h_free_;
+      if (engine) ready = std::max(ready, *engine);
+      stall_until(ready);
+      const double end = now_ + d;
+      if (engine) {
+        *engine = end;
+        trace_interval(e.dir == trace::CopyDir::H2D ? Lane::H2D : Lane::D2H, Kind::Copy, now_, end, kNone);
+      }
+      trace_interval(Lane::Compute, e.op == Op::Kernel ? Kind::Kernel : Kind::Copy, now_, end, kNone);
+      now_ = end;
+      for (std::uint32_t t : current_) s_.last_use_end_s[t] = end;
+      break;
+    }
+    case Op::Iter:
+    case Op::Sync:
+      break;
+  }
+  for (std::uint32_t t : current_) ++s_.cursor[t];
+}
+
+SimResult Engine::run() {
+  r_.policy = std::string(pol_.name());
+  r_.gpu = p_.gpu.name;
+  r_.budget_bytes = s_.budget_bytes;
+  r_.natural_peak_bytes = p_.liveness.peak_bytes;
+  pol_.start(s_);
+  struct Mark {
+    double time, stall, recompute, out, in;
+  };
+  std::vector<Mark> marks;
+  const auto n = static_cast<std::uint32_t>(t_.events.size());
+  for (std::uint32_t i = 0; i < n && !failed_; ++i) {
+    if (t_.events[i].op == Op::Iter) marks.push_back({now_, stall_, recompute_, swap_out_, swap_in_});
+    run_event(i);
+  }
+  if (failed_) return r_;
+  const Mark end{now_, stall_, recompute_, swap_out_, swap_in_};
+  r_.total_time_s = now_;
+  marks.push_back(end);
+  for (std::size_t k = 0; k + 1 < marks.size(); ++k) r_.iteration_time_s.push_back(marks[k + 1].time - marks[k].time);
+  // Steady iterations: 2.. when there are two or more, else the only one, else the trace.
+  Mark from{0, 0, 0, 0, 0};
+  std::size_t iters = marks.size() - 1;
+  if (iters >= 2) {
+    from = marks[1];
+    iters -= 1;
+  } else if (iters == 1) {
+    from = marks[0];
+  } else {
+    iters = 1;
+  }
+  const auto k = static_cast<double>(iters);
+  r_.steady_iterations = static_cast<std::uint32_t>(iters);
+  r_.time_s = (end.time - from.time) / k;
+  r_.stall_s = (end.stall - from.stall) / k;
+  r_.recompute_s = (end.recompute - from.recompute) / k;
+  r_.swap_out_bytes = (end.out - from.out) / k;
+  r_.swap_in_bytes = (end.in - from.in) / k;
+  return r_;
+}
+
+}  // namespace
+
+SimResult simulate(const PreparedTrace& p, Policy& policy, const SimOptions& opt) {
+  Engine engine(p, policy, opt);
+  return engine.run();
+}
+
+double ideal_time_s(const PreparedTrace& p) {
+  auto ideal = make_policy("ideal");
+  return simulate(p, **ideal, {}).time_s;
+}
+
+Comparison simulate_against_ideal(const PreparedTrace& p, Policy& policy, const SimOptions& opt, double ideal_s) {
+  Comparison c;
+  c.run = simulate(p, policy, opt);
+  c.ideal_time_s = ideal_s;
+  c.ratio = c.run.feasible && ideal_s > 0 ? c.run.time_s / ideal_s : 0.0;
+  return c;
+}
+
+std::string_view to_string(ActionKind k) {
+  switch (k) {
+    case ActionKind::Evict: return "evict";
+    case ActionKind::Prefetch: return "prefetch";
+    case ActionKind::Drop: return "drop";
+    case ActionKind::Recompute: return "recompute";
+  }
+  return "?";
+}
+
+}  // namespace capuchin::sim

@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# `capuchin sim` and `capuchin sim sweep` end to end: JSON fields, infeasible reports,
+# errors naming the problem, the sweep's files (SVG checked as XML when python3 exists).
+# Usage: sim_cli_test.sh CAPUCHIN_BIN DATA_DIR
+set -u
+bin=$1 data=$2
+trace="$data/resnet18-b16.jsonl.gz"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fails=0
+check() {  # check DESCRIPTION CONDITION...
+  local what=$1; shift
+  if "$@"; then echo "ok   - $what"; else echo "FAIL - $what"; fails=$((fails + 1)); fi
+}
+
+out=$("$bin" sim --trace "$trace" --gpu h200 --budget 1.0 --policy none --json)
+check "sim exits 0" test $? -eq 0
+for key in policy gpu budget_bytes peak_bytes ideal_time_s time_s ratio stall_s swap_out_bytes swap_in_bytes recompute_s feasible; do
+  check "json has $key" grep -q "\"$key\":" <<<"$out"
+done
+check "none at the natural peak is feasible, ratio 1" grep -q '"budget_bytes":479227264,.*"feasible":true.*"ratio":1.0' <<<"$out"
+
+out=$("$bin" sim --trace "$trace" --budget 0.5 --policy none --json)
+check "none below the peak is infeasible" grep -q '"feasible":false' <<<"$out"
+check "infeasible names line and tensor" grep -q '"infeasible":{"event":[0-9]*,"line":[0-9]*,"tensor_id":[0-9]*' <<<"$out"
+
+out=$("$bin" sim --trace "$trace" --budget 300MiB --policy lru-uvm --timeline "$tmp/tl.csv")
+check "human output says simulated" grep -q "simulated on GPU profile h200" <<<"$out"
+check "timeline written" grep -q '^h2d,swap_in,' "$tmp/tl.csv"
+
+err=$("$bin" sim --trace "$trace" --policy nosuch 2>&1); rc=$?
+check "unknown policy exits 1" test $rc -eq 1
+check "unknown policy is named" grep -q "unknown policy 'nosuch'" <<<"$err"
+err=$("$bin" sim --trace "$trace" --budget 1.5 2>&1); rc=$?
+check "bad budget exits 1" test $rc -eq 1
+check "bad budget is named" grep -q "budget" <<<"$err"
+err=$("$bin" sim --trace "$tmp/missing.jsonl" 2>&1); rc=$?
+check "missing trace exits 1" test $rc -eq 1
+"$bin" sim --list-gpus | grep -q "h200" ; check "list-gpus lists h200" test $? -eq 0
+
+out=$("$bin" sim sweep --trace "$trace" --gpu p100 --budgets 1.0,0.6 --policies ideal,none,lru-uvm --out "$tmp/sw")
+check "sweep exits 0" test $? -eq 0
+check "sweep prints the table" grep -q '| resnet18-b16 | 0.6 |' <<<"$out"
+check "sweep.md" test -s "$tmp/sw/sweep.md"
+check "sweep.csv has 6 runs" test "$(wc -l < "$tmp/sw/sweep.csv")" -eq 7
+check "svg written" test -s "$tmp/sw/resnet18-b16.svg"
+if command -v python3 >/dev/null; then
+  python3 -c "import sys, xml.etree.ElementTree as E; r = E.parse(sys.argv[1]).getroot(); assert r.tag.endswith('svg')" \
+    "$tmp/sw/resnet18-b16.svg"
+  check "svg parses as XML" test $? -eq 0
+fi
+
+echo "$fails failed"
+test $fails -eq 0

@@ -1,0 +1,307 @@
+// Simulated times of hand-made traces, every figure computed by hand in the comments:
+// copy/compute overlap, prefetch hidden behind compute, allocations waiting for a swap-out,
+// on-demand swap-in and recompute stalls, LRU faults, budget violations, the roofline.
+// The test profile moves 1 byte per ns over the link with no latency and runs at its peaks.
+#include <gtest/gtest.h>
+
+#include <map>
+
+#include "capuchin/sim.hpp"
+
+namespace capuchin::sim {
+namespace {
+
+GpuProfile test_gpu() {
+  GpuProfile g;
+  g.name = "test";
+  g.fp32_flops = 1e12;
+  g.tf32_flops = 4e12;
+  g.bf16_flops = 8e12;
+  g.hbm_bytes_per_s = 1e12;
+  g.link_bytes_per_s = 1e9;  // 1 byte per ns
+  g.link_latency_s = 0;
+  return g;
+}
+
+Efficiency exact() {
+  Efficiency e;
+  e.compute = e.memory = e.link = 1.0;
+  e.launch_latency_s = 0;
+  e.uvm_fault_latency_s = 500e-9;
+  return e;
+}
+
+// Scripted policy: actions before given events.
+class Script final : public Policy {
+ public:
+  explicit Script(std::multimap<std::uint32_t, Action> at) : at_(std::move(at)) {}
+  std::string_view name() const override { return "script"; }
+  void before_event(const SimState& s, std::vector<Action>& out) override {
+    auto [b, e] = at_.equal_range(s.event);
+    for (auto it = b; it != e; ++it) out.push_back(it->second);
+  }
+
+ private:
+  std::multimap<std::uint32_t, Action> at_;
+};
+
+struct Fixture {
+  trace::Trace t;
+  PreparedTrace p;
+};
+std::unique_ptr<Fixture> load(const std::string& text) {
+  auto f = std::make_unique<Fixture>();
+  auto t = trace::parse_trace(text, "hand");
+  EXPECT_TRUE(t) << t.error().message();
+  f->t = std::move(*t);
+  auto p = prepare(f->t, test_gpu(), exact());
+  EXPECT_TRUE(p);
+  f->p = std::move(*p);
+  return f;
+}
+
+SimResult run(const Fixture& f, Policy& pol, std::uint64_t budget, std::vector<TimelineEntry>* tl = nullptr) {
+  SimOptions o;
+  o.budget_bytes = budget;
+  o.timeline = tl;
+  return simulate(f.p, pol, o);
+}
+
+constexpr double ns = 1e-9;
+const std::string kHeader = R"({"format":"capuchin-trace","version":1})" "\n";
+
+// Tensors A (id 0) and B (id 1), 1000 bytes each.
+const std::string kSwapTrace = kHeader + R"({"op":"alloc","id":0,"bytes":1000}
+{"op":"kernel","name":"k1","reads":[],"writes":[0],"dur_ns":100}
+{"op":"alloc","id":1,"bytes":1000}
+{"op":"kernel","name":"k2","reads":[],"writes":[1],"dur_ns":2000}
+{"op":"kernel","name":"k3","reads":[0],"writes":[],"dur_ns":100}
+)";
+
+TEST(SimTiming, SwapOutOverlapsComputeAndSwapInStalls) {
+  // k1 0-100. Evict A before k2: D2H 100-1100 while k2 runs 100-2100 (hidden). k3 needs A:
+  // on-demand H2D 2100-3100, compute stalls 1000; k3 3100-3200.
+  auto f = load(kSwapTrace);
+  Script pol({{3, {0, ActionKind::Evict}}});
+  std::vector<TimelineEntry> tl;
+  auto r = run(*f, pol, 2000, &tl);
+  ASSERT_TRUE(r.feasible) << r.where.reason;
+  EXPECT_NEAR(r.time_s, 3200 * ns, 1e-15);
+  EXPECT_NEAR(r.stall_s, 1000 * ns, 1e-15);
+  EXPECT_EQ(r.swap_out_bytes, 1000);
+  EXPECT_EQ(r.swap_in_bytes, 1000);
+  EXPECT_EQ(r.peak_bytes, 2000u);
+  EXPECT_EQ(r.faults, 1u);
+  bool saw_overlap = false;
+  for (const auto& e : tl)
+    if (e.lane == TimelineEntry::Lane::D2H) {
+      EXPECT_NEAR(e.start_s, 100 * ns, 1e-15);
+      EXPECT_NEAR(e.end_s, 1100 * ns, 1e-15);
+      saw_overlap = true;
+    }
+  EXPECT_TRUE(saw_overlap);
+}
+
+TEST(SimTiming, PrefetchHiddenBehindCompute) {
+  // As above plus k2b (reads B, 2000 ns) before k3. Prefetch A before k2b: H2D 2100-3100
+  // while k2b runs 2100-4100; k3 4100-4200 without a stall.
+  auto f = load(kHeader + R"({"op":"alloc","id":0,"bytes":1000}
+{"op":"kernel","name":"k1","reads":[],"writes":[0],"dur_ns":100}
+{"op":"alloc","id":1,"bytes":1000}
+{"op":"kernel","name":"k2","reads":[],"writes":[1],"dur_ns":2000}
+{"op":"kernel","name":"k2b","reads":[1],"writes":[],"dur_ns":2000}
+{"op":"kernel","name":"k3","reads":[0,1],"writes":[],"dur_ns":100}
+)");
+  Script pol({{3, {0, ActionKind::Evict}}, {4, {0, ActionKind::Prefetch}}});
+  auto r = run(*f, pol, 2000);
+  ASSERT_TRUE(r.feasible) << r.where.reason;
+  EXPECT_NEAR(r.time_s, 4200 * ns, 1e-15);
+  EXPECT_EQ(r.stall_s, 0.0);
+  EXPECT_EQ(r.swap_in_bytes, 1000);
+  EXPECT_EQ(r.faults, 0u);
+}
+
+TEST(SimTiming, AllocationWaitsForSwapOutToRelease) {
+  // Budget 1000. Evict A before alloc B: D2H 100-1100; B's memory exists only at 1100
+  // (stall 1000); k2 1100-1200; free B; k3 needs A: H2D 1200-2200 (stall 1000); k3 2200-2300.
+  auto f = load(kHeader + R"({"op":"alloc","id":0,"bytes":1000}
+{"op":"kernel","name":"k1","reads":[],"writes":[0],"dur_ns":100}
+{"op":"alloc","id":1,"bytes":1000}
+{"op":"kernel","name":"k2","reads":[],"writes":[1],"dur_ns":100}
+{"op":"free","id":1}
+{"op":"kernel","name":"k3","reads":[0],"writes":[],"dur_ns":100}
+)");
+  Script pol({{2, {0, ActionKind::Evict}}});
+  auto r = run(*f, pol, 1000);
+  ASSERT_TRUE(r.feasible) << r.where.reason;
+  EXPECT_NEAR(r.time_s, 2300 * ns, 1e-15);
+  EXPECT_NEAR(r.stall_s, 2000 * ns, 1e-15);
+  EXPECT_EQ(r.peak_bytes, 1000u);
+}
+
+TEST(SimTiming, BudgetViolationIsInfeasibleWithWhere) {
+  auto f = load(kSwapTrace);
+  auto none = make_policy("none");
+  auto r = run(*f, **none, 1500);
+  EXPECT_FALSE(r.feasible);
+  EXPECT_EQ(r.where.event, 2u);  // alloc of id 1
+  EXPECT_EQ(r.where.line, 4u);
+  EXPECT_EQ(r.where.tensor_id, 1u);
+  EXPECT_NE(r.where.reason.find("budget 1500"), std::string::npos) << r.where.reason;
+  // At the natural peak it fits, and `ideal` ignores any budget.
+  EXPECT_TRUE(run(*f, **none, 2000).feasible);
+  auto ideal = make_policy("ideal");
+  auto ri = run(*f, **ideal, 1);
+  EXPECT_TRUE(ri.feasible);
+  EXPECT_EQ(ri.peak_bytes, 2000u);
+  EXPECT_NEAR(ri.time_s, 2200 * ns, 1e-15);
+}
+
+// X (id 0, 100 B) feeds f, which writes A (id 1, 1000 B); C (id 2) needs A's room.
+const std::string kRecomputeTrace = kHeader + R"({"op":"alloc","id":0,"bytes":100}
+{"op":"kernel","name":"init","reads":[],"writes":[0],"dur_ns":50}
+{"op":"alloc","id":1,"bytes":1000}
+{"op":"kernel","name":"f","reads":[0],"writes":[1],"dur_ns":300}
+{"op":"alloc","id":2,"bytes":1000}
+{"op":"kernel","name":"c","reads":[],"writes":[2],"dur_ns":200}
+{"op":"free","id":2}
+{"op":"kernel","name":"g","reads":[1],"writes":[],"dur_ns":100}
+)";
+
+TEST(SimTiming, DropAndRecomputeOnDemand) {
+  // init 0-50, f 50-350; drop A before alloc C (budget 1100 = X + C); c 350-550; free C;
+  // g needs A: re-run f 550-850 (recompute 300); g 850-950.
+  auto f = load(kRecomputeTrace);
+  Script pol({{4, {1, ActionKind::Drop}}});
+  auto r = run(*f, pol, 1100);
+  ASSERT_TRUE(r.feasible) << r.where.reason;
+  EXPECT_NEAR(r.time_s, 950 * ns, 1e-15);
+  EXPECT_NEAR(r.recompute_s, 300 * ns, 1e-15);
+  EXPECT_EQ(r.stall_s, 0.0);
+  EXPECT_EQ(r.rejected_actions, 0u);
+  EXPECT_EQ(r.peak_bytes, 1100u);
+}
+
+TEST(SimTiming, DropOfUnrecomputableTensorIsRejected) {
+  // X is freed before A's next use, so f cannot be re-run: the drop is rejected and the
+  // allocation of C then fails.
+  auto f = load(kHeader + R"({"op":"alloc","id":0,"bytes":100}
+{"op":"kernel","name":"init","reads":[],"writes":[0],"dur_ns":50}
+{"op":"alloc","id":1,"bytes":1000}
+{"op":"kernel","name":"f","reads":[0],"writes":[1],"dur_ns":300}
+{"op":"free","id":0}
+{"op":"alloc","id":2,"bytes":1000}
+{"op":"kernel","name":"g","reads":[1],"writes":[],"dur_ns":100}
+)");
+  Script pol({{5, {1, ActionKind::Drop}}});
+  auto r = run(*f, pol, 1100);
+  EXPECT_FALSE(r.feasible);
+  EXPECT_EQ(r.rejected_actions, 1u);
+  EXPECT_EQ(r.where.tensor_id, 2u);
+}
+
+TEST(SimTiming, LruUvmEvictsAtFaultTimeAndPaysFaultLatency) {
+  // Budget 1000 = one tensor. alloc B: LRU evicts A (D2H 100-1100), B granted at 1100
+  // (stall 1000); k2 1100-3100. k3 needs A: LRU evicts B (D2H 3100-4100), then H2D
+  // 4100-5100 plus a 500 ns fault (stall 2500); k3 5600-5700.
+  auto f = load(kSwapTrace);
+  auto lru = make_policy("lru-uvm");
+  auto r = run(*f, **lru, 1000);
+  ASSERT_TRUE(r.feasible) << r.where.reason;
+  EXPECT_NEAR(r.time_s, 5700 * ns, 1e-15);
+  EXPECT_NEAR(r.stall_s, 3500 * ns, 1e-15);
+  EXPECT_EQ(r.swap_out_bytes, 2000);
+  EXPECT_EQ(r.swap_in_bytes, 1000);
+  EXPECT_EQ(r.peak_bytes, 1000u);
+}
+
+TEST(SimTiming, DtrDropsAndRecomputes) {
+  // DTR drops A (the only recomputable, unpinned tensor) for C, then recomputes it: same
+  // figures as the scripted drop.
+  auto f = load(kRecomputeTrace);
+  auto dtr = make_policy("dtr");
+  auto r = run(*f, **dtr, 1100);
+  ASSERT_TRUE(r.feasible) << r.where.reason;
+  EXPECT_NEAR(r.time_s, 950 * ns, 1e-15);
+  EXPECT_NEAR(r.recompute_s, 300 * ns, 1e-15);
+}
+
+TEST(SimTiming, RooflineAndMathModes) {
+  // fp32 trace: convolution at TF32 (4e12), mm at FP32 (1e12); memory-bound at 1e12 B/s.
+  auto f = load(R"({"format":"capuchin-trace","version":1,"dtype":"float32"}
+{"op":"alloc","id":0,"bytes":8}
+{"op":"kernel","name":"aten::convolution","reads":[],"writes":[0],"flops":4e9,"bytes":1000}
+{"op":"kernel","name":"aten::mm","reads":[],"writes":[0],"flops":4e9,"bytes":1000}
+{"op":"kernel","name":"aten::add_","reads":[],"writes":[0],"flops":1,"bytes":1000000000}
+{"op":"kernel","name":"aten::mm","reads":[],"writes":[0],"flops":4e9,"dur_ns":7}
+{"op":"copy","dir":"h2d","bytes":5000,"dst":0}
+)");
+  EXPECT_NEAR(f->p.duration_s[1], 1e-3, 1e-12);
+  EXPECT_NEAR(f->p.duration_s[2], 4e-3, 1e-12);
+  EXPECT_NEAR(f->p.duration_s[3], 1e-3, 1e-12);
+  EXPECT_NEAR(f->p.duration_s[4], 7e-9, 1e-18);  // dur_ns wins
+  EXPECT_NEAR(f->p.duration_s[5], 5000e-9, 1e-15);
+  EXPECT_EQ(kernel_math_mode("aten::mm", "bfloat16"), MathMode::BF16);
+  EXPECT_EQ(kernel_math_mode("aten::convolution_backward", "float32"), MathMode::TF32);
+  EXPECT_EQ(kernel_math_mode("aten::addmm", "float32"), MathMode::FP32);
+}
+
+TEST(SimTiming, SteadyIterationsExcludeTheFirst) {
+  // Iteration 1: 100 + 500 ns; iterations 2 and 3: 100 ns each. Steady time = 100 ns.
+  auto f = load(kHeader + R"({"op":"alloc","id":0,"bytes":10}
+{"op":"iter","n":1}
+{"op":"kernel","name":"k","reads":[],"writes":[0],"dur_ns":100}
+{"op":"kernel","name":"warmup","reads":[],"writes":[0],"dur_ns":500}
+{"op":"iter","n":2}
+{"op":"kernel","name":"k","reads":[],"writes":[0],"dur_ns":100}
+{"op":"iter","n":3}
+{"op":"kernel","name":"k","reads":[],"writes":[0],"dur_ns":100}
+)");
+  auto none = make_policy("none");
+  auto r = run(*f, **none, 10);
+  ASSERT_TRUE(r.feasible);
+  EXPECT_EQ(r.steady_iterations, 2u);
+  EXPECT_NEAR(r.time_s, 100 * ns, 1e-15);
+  ASSERT_EQ(r.iteration_time_s.size(), 3u);
+  EXPECT_NEAR(r.iteration_time_s[0], 600 * ns, 1e-15);
+}
+
+TEST(SimTiming, InvalidActionsAreCountedNotApplied) {
+  auto f = load(kSwapTrace);
+  // Evicting a tensor the current kernel uses (pinned), and an index out of range.
+  Script pol({{4, {0, ActionKind::Evict}}, {4, {99, ActionKind::Drop}}});
+  auto r = run(*f, pol, 2000);
+  ASSERT_TRUE(r.feasible);
+  EXPECT_EQ(r.rejected_actions, 2u);
+  EXPECT_EQ(r.swap_out_bytes, 0);
+}
+
+TEST(SimBudget, ResolvesFractionsAndSizes) {
+  EXPECT_EQ(*resolve_budget("0.5", 1000), 500u);
+  EXPECT_EQ(*resolve_budget("1.0", 1000), 1000u);
+  EXPECT_EQ(*resolve_budget("12GiB", 1000), 12ull << 30);
+  EXPECT_EQ(*resolve_budget("500MiB", 1), 500ull << 20);
+  EXPECT_FALSE(resolve_budget("1.5", 1000));
+  EXPECT_FALSE(resolve_budget("0", 1000));
+  EXPECT_FALSE(resolve_budget("lots", 1000));
+}
+
+TEST(SimProfiles, TableHasTheIssuesProfilesWithSources) {
+  for (const char* n : {"p100", "v100", "a100", "h100", "h200", "gh200"}) {
+    auto g = find_gpu_profile(n);
+    ASSERT_TRUE(g) << n;
+    EXPECT_GT(g->fp32_flops, 0);
+    EXPECT_GT(g->hbm_bytes_per_s, 0);
+    EXPECT_GT(g->link_bytes_per_s, 0);
+    EXPECT_FALSE(g->sources.empty());
+  }
+  auto h200 = find_gpu_profile("H200");
+  ASSERT_TRUE(h200);
+  EXPECT_EQ(h200->hbm_bytes_per_s, 4.8e12);
+  EXPECT_EQ(h200->bf16_flops, 989e12);
+  EXPECT_NEAR(h200->link_bytes_per_s * Efficiency{}.link, 55e9, 0.5e9);
+  EXPECT_FALSE(find_gpu_profile("tpu"));
+}
+
+}  // namespace
+}  // namespace capuchin::sim
