@@ -1,0 +1,344 @@
+// api_memory.cpp: the exported driver memory calls of simcuda's libcuda.so.1: allocation
+// (device, managed, stream-ordered, pinned host), copies and memsets (sync and async, with their
+// _v2/_ptds/_ptsz variants), prefetch/advise, VMM, pointer attributes and cuMemGetInfo.
+//
+// Contract: every definition matches its declaration in the real CUDA 13 cuda.h (compiled with
+// __CUDA_API_VERSION_INTERNAL, so the compiler checks each signature). Synchronous copies and
+// memsets run on the (legacy or per-thread) default stream and wait for it; they return the
+// sticky error when the context has failed.
+#include <cstring>
+
+#include "internal.hpp"
+
+using namespace simcuda;
+
+namespace {
+
+Driver& d() { return driver(); }
+
+bool device_side(PointerClass c) {
+  return c == PointerClass::Device || c == PointerClass::Managed || c == PointerClass::VmmDevice;
+}
+
+// Enqueues a copy; for sync copies also waits for the stream.
+CUresult copy(DefaultStream ds, CUstream handle, uintptr_t dst, uintptr_t src, size_t bytes, bool sync) {
+  if (CUresult r = check_ready(); r != CUDA_SUCCESS) return r;
+  if (bytes == 0) return CUDA_SUCCESS;
+  if (dst == 0 || src == 0) return CUDA_ERROR_INVALID_VALUE;
+  CUresult err;
+  CUstream_st* s = d().scheduler.resolve(sync ? nullptr : handle, ds, &err);
+  if (s == nullptr) return err;
+  Memory& mem = d().memory;
+  const PointerClass dc = mem.classify(dst, bytes);
+  const PointerClass sc = mem.classify(src, bytes);
+  const bool dst_dev = device_side(dc) || dc == PointerClass::VmmHost;
+  const bool src_dev = device_side(sc) || sc == PointerClass::VmmHost;
+  if ((dst_dev && !mem.range_valid_for_copy(dst, bytes)) || (src_dev && !mem.range_valid_for_copy(src, bytes)))
+    return CUDA_ERROR_INVALID_VALUE;
+  OpPayload p;
+  p.kind = OpKind::Copy;
+  p.dst = dst;
+  p.src = src;
+  p.bytes = bytes;
+  if (dst_dev && src_dev) p.route = CopyRoute::DeviceToDevice;
+  else if (dst_dev) p.route = CopyRoute::HostToDevice;
+  else if (src_dev) p.route = CopyRoute::DeviceToHost;
+  else p.route = CopyRoute::HostToHost;
+  p.pinned = (p.route == CopyRoute::HostToDevice && sc == PointerClass::Pinned) ||
+             (p.route == CopyRoute::DeviceToHost && dc == PointerClass::Pinned);
+  if (CUresult r = d().scheduler.enqueue(s, std::move(p)); r != CUDA_SUCCESS) return r;
+  return sync ? d().scheduler.synchronize_stream(s) : CUDA_SUCCESS;
+}
+
+CUresult memset_op(DefaultStream ds, CUstream handle, CUdeviceptr dst, uint32_t value, unsigned elem,
+                   size_t count, bool sync) {
+  if (CUresult r = check_ready(); r != CUDA_SUCCESS) return r;
+  if (count == 0) return CUDA_SUCCESS;
+  if (dst % elem != 0 || !d().memory.range_valid_for_copy(dst, count * elem)) return CUDA_ERROR_INVALID_VALUE;
+  CUresult err;
+  CUstream_st* s = d().scheduler.resolve(sync ? nullptr : handle, ds, &err);
+  if (s == nullptr) return err;
+  OpPayload p;
+  p.kind = OpKind::Memset;
+  p.dst = dst;
+  p.bytes = count;
+  p.memset_elem = elem;
+  p.memset_value = value;
+  if (CUresult r = d().scheduler.enqueue(s, std::move(p)); r != CUDA_SUCCESS) return r;
+  return sync ? d().scheduler.synchronize_stream(s) : CUDA_SUCCESS;
+}
+
+CUresult alloc_async(DefaultStream ds, CUdeviceptr* dptr, size_t bytes, CUstream handle) {
+  if (CUresult r = check_ready(); r != CUDA_SUCCESS) return r;
+  if (dptr == nullptr || bytes == 0) return CUDA_ERROR_INVALID_VALUE;
+  CUresult err;
+  CUstream_st* s = d().scheduler.resolve(handle, ds, &err);
+  if (s == nullptr) return err;
+  if (d().scheduler.capturing(s)) {  // allocation nodes are not simulated
+    d().scheduler.invalidate_capture(s);
+    return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+  }
+  return d().memory.alloc_device(bytes, s, true, dptr);
+}
+
+CUresult free_async(DefaultStream ds, CUdeviceptr dptr, CUstream handle) {
+  if (CUresult r = check_ready(); r != CUDA_SUCCESS) return r;
+  CUresult err;
+  CUstream_st* s = d().scheduler.resolve(handle, ds, &err);
+  if (s == nullptr) return err;
+  if (d().scheduler.capturing(s)) {
+    d().scheduler.invalidate_capture(s);
+    return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+  }
+  // The free takes effect in stream order: the op's completion marks the range dead.
+  OpPayload p;
+  p.kind = OpKind::FreeAsync;
+  p.dst = dptr;
+  CompletionPtr enq;
+  // Register first (so a bad pointer enqueues nothing), then enqueue and alias the completion.
+  if (!d().memory.range_valid_for_copy(dptr, 1)) return CUDA_ERROR_INVALID_VALUE;
+  if (CUresult r = d().scheduler.enqueue(s, std::move(p), &enq); r != CUDA_SUCCESS) return r;
+  return d().memory.free_async(dptr, s, enq);
+}
+
+CUresult prefetch(DefaultStream ds, CUdeviceptr ptr, size_t count, CUmemLocation loc, unsigned flags, CUstream handle) {
+  if (CUresult r = check_ready(); r != CUDA_SUCCESS) return r;
+  if (flags != 0 || count == 0) return CUDA_ERROR_INVALID_VALUE;
+  if (!d().memory.is_managed(ptr)) return CUDA_ERROR_INVALID_VALUE;
+  if (loc.type == CU_MEM_LOCATION_TYPE_DEVICE && loc.id != 0) return CUDA_ERROR_INVALID_DEVICE;
+  CUresult err;
+  CUstream_st* s = d().scheduler.resolve(handle, ds, &err);
+  if (s == nullptr) return err;
+  OpPayload p;
+  p.kind = OpKind::Prefetch;
+  p.dst = ptr;
+  p.bytes = count;
+  p.location = loc;
+  return d().scheduler.enqueue(s, std::move(p));
+}
+
+}  // namespace
+
+extern "C" {
+
+CUresult cuMemGetInfo_v2(size_t* free_bytes, size_t* total) {
+  if (CUresult r = check_ready(); r != CUDA_SUCCESS) return r;
+  if (free_bytes == nullptr || total == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  simcuda_stats s{};
+  d().memory.get_stats(&s);
+  *total = s.capacity_bytes;
+  *free_bytes = s.capacity_bytes - std::min(s.capacity_bytes, s.device_bytes_in_use);
+  return CUDA_SUCCESS;
+}
+
+CUresult cuMemAlloc_v2(CUdeviceptr* dptr, size_t bytesize) {
+  if (CUresult r = check_ready(); r != CUDA_SUCCESS) return r;
+  if (dptr == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  return d().memory.alloc_device(bytesize, nullptr, false, dptr);
+}
+
+CUresult cuMemFree_v2(CUdeviceptr dptr) {
+  if (CUresult r = check_ready(); r != CUDA_SUCCESS) return r;
+  // Like the real driver, freeing synchronises with outstanding work first.
+  if (CUresult r = d().scheduler.synchronize_device(); r != CUDA_SUCCESS) return r;
+  if (d().memory.is_managed(dptr)) return d().memory.free_managed(dptr);  // cuMemFree frees managed memory too
+  return d().memory.free_device(dptr);
+}
+
+CUresult cuMemAllocManaged(CUdeviceptr* dptr, size_t bytesize, unsigned int flags) {
+  if (CUresult r = check_ready(); r != CUDA_SUCCESS) return r;
+  if (dptr == nullptr || (flags != CU_MEM_ATTACH_GLOBAL && flags != CU_MEM_ATTACH_HOST)) return CUDA_ERROR_INVALID_VALUE;
+  return d().memory.alloc_managed(bytesize, dptr);
+}
+
+CUresult cuMemAllocAsync(CUdeviceptr* dptr, size_t bytesize, CUstream h) {
+  return alloc_async(DefaultStream::Legacy, dptr, bytesize, h);
+}
+CUresult cuMemAllocAsync_ptsz(CUdeviceptr* dptr, size_t bytesize, CUstream h) {
+  return alloc_async(DefaultStream::PerThread, dptr, bytesize, h);
+}
+CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream h) { return free_async(DefaultStream::Legacy, dptr, h); }
+CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream h) { return free_async(DefaultStream::PerThread, dptr, h); }
+
+CUresult cuMemHostAlloc(void** pp, size_t bytesize, unsigned int /*flags*/) {
+  if (CUresult r = check_ready(); r != CUDA_SUCCESS) return r;
+  if (pp == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  return d().memory.alloc_pinned(bytesize, pp);
+}
+CUresult cuMemAllocHost_v2(void** pp, size_t bytesize) { return cuMemHostAlloc(pp, bytesize, 0); }
+CUresult cuMemFreeHost(void* p) {
+  if (CUresult r = check_ready(); r != CUDA_SUCCESS) return r;
+  if (CUresult r = d().scheduler.synchronize_device(); r != CUDA_SUCCESS) return r;
+  return d().memory.free_pinned(p);
+}
+
+// ---- copies --------------------------------------------------------------------------------
+CUresult cuMemcpy(CUdeviceptr dst, CUdeviceptr src, size_t n) { return copy(DefaultStream::Legacy, nullptr, dst, src, n, true); }
+CUresult cuMemcpy_ptds(CUdeviceptr dst, CUdeviceptr src, size_t n) { return copy(DefaultStream::PerThread, nullptr, dst, src, n, true); }
+CUresult cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream h) { return copy(DefaultStream::Legacy, h, dst, src, n, false); }
+CUresult cuMemcpyAsync_ptsz(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream h) { return copy(DefaultStream::PerThread, h, dst, src, n, false); }
+
+CUresult cuMemcpyHtoD_v2(CUdeviceptr dst, const void* src, size_t n) {
+  return copy(DefaultStream::Legacy, nullptr, dst, reinterpret_cast<uintptr_t>(src), n, true);
+}
+CUresult cuMemcpyHtoD_v2_ptds(CUdeviceptr dst, const void* src, size_t n) {
+  return copy(DefaultStream::PerThread, nullptr, dst, reinterpret_cast<uintptr_t>(src), n, true);
+}
+CUresult cuMemcpyDtoH_v2(void* dst, CUdeviceptr src, size_t n) {
+  return copy(DefaultStream::Legacy, nullptr, reinterpret_cast<uintptr_t>(dst), src, n, true);
+}
+CUresult cuMemcpyDtoH_v2_ptds(void* dst, CUdeviceptr src, size_t n) {
+  return copy(DefaultStream::PerThread, nullptr, reinterpret_cast<uintptr_t>(dst), src, n, true);
+}
+CUresult cuMemcpyDtoD_v2(CUdeviceptr dst, CUdeviceptr src, size_t n) { return copy(DefaultStream::Legacy, nullptr, dst, src, n, true); }
+CUresult cuMemcpyDtoD_v2_ptds(CUdeviceptr dst, CUdeviceptr src, size_t n) { return copy(DefaultStream::PerThread, nullptr, dst, src, n, true); }
+
+CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void* src, size_t n, CUstream h) {
+  return copy(DefaultStream::Legacy, h, dst, reinterpret_cast<uintptr_t>(src), n, false);
+}
+CUresult cuMemcpyHtoDAsync_v2_ptsz(CUdeviceptr dst, const void* src, size_t n, CUstream h) {
+  return copy(DefaultStream::PerThread, h, dst, reinterpret_cast<uintptr_t>(src), n, false);
+}
+CUresult cuMemcpyDtoHAsync_v2(void* dst, CUdeviceptr src, size_t n, CUstream h) {
+  return copy(DefaultStream::Legacy, h, reinterpret_cast<uintptr_t>(dst), src, n, false);
+}
+CUresult cuMemcpyDtoHAsync_v2_ptsz(void* dst, CUdeviceptr src, size_t n, CUstream h) {
+  return copy(DefaultStream::PerThread, h, reinterpret_cast<uintptr_t>(dst), src, n, false);
+}
+CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream h) {
+  return copy(DefaultStream::Legacy, h, dst, src, n, false);
+}
+CUresult cuMemcpyDtoDAsync_v2_ptsz(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream h) {
+  return copy(DefaultStream::PerThread, h, dst, src, n, false);
+}
+
+// ---- memsets -------------------------------------------------------------------------------
+CUresult cuMemsetD8_v2(CUdeviceptr p, unsigned char v, size_t n) { return memset_op(DefaultStream::Legacy, nullptr, p, v, 1, n, true); }
+CUresult cuMemsetD8_v2_ptds(CUdeviceptr p, unsigned char v, size_t n) { return memset_op(DefaultStream::PerThread, nullptr, p, v, 1, n, true); }
+CUresult cuMemsetD16_v2(CUdeviceptr p, unsigned short v, size_t n) { return memset_op(DefaultStream::Legacy, nullptr, p, v, 2, n, true); }
+CUresult cuMemsetD16_v2_ptds(CUdeviceptr p, unsigned short v, size_t n) { return memset_op(DefaultStream::PerThread, nullptr, p, v, 2, n, true); }
+CUresult cuMemsetD32_v2(CUdeviceptr p, unsigned int v, size_t n) { return memset_op(DefaultStream::Legacy, nullptr, p, v, 4, n, true); }
+CUresult cuMemsetD32_v2_ptds(CUdeviceptr p, unsigned int v, size_t n) { return memset_op(DefaultStream::PerThread, nullptr, p, v, 4, n, true); }
+CUresult cuMemsetD8Async(CUdeviceptr p, unsigned char v, size_t n, CUstream h) { return memset_op(DefaultStream::Legacy, h, p, v, 1, n, false); }
+CUresult cuMemsetD8Async_ptsz(CUdeviceptr p, unsigned char v, size_t n, CUstream h) { return memset_op(DefaultStream::PerThread, h, p, v, 1, n, false); }
+CUresult cuMemsetD16Async(CUdeviceptr p, unsigned short v, size_t n, CUstream h) { return memset_op(DefaultStream::Legacy, h, p, v, 2, n, false); }
+CUresult cuMemsetD16Async_ptsz(CUdeviceptr p, unsigned short v, size_t n, CUstream h) { return memset_op(DefaultStream::PerThread, h, p, v, 2, n, false); }
+CUresult cuMemsetD32Async(CUdeviceptr p, unsigned int v, size_t n, CUstream h) { return memset_op(DefaultStream::Legacy, h, p, v, 4, n, false); }
+CUresult cuMemsetD32Async_ptsz(CUdeviceptr p, unsigned int v, size_t n, CUstream h) { return memset_op(DefaultStream::PerThread, h, p, v, 4, n, false); }
+
+// ---- Unified Memory ------------------------------------------------------------------------
+CUresult cuMemPrefetchAsync_v2(CUdeviceptr p, size_t n, CUmemLocation loc, unsigned int flags, CUstream h) {
+  return prefetch(DefaultStream::Legacy, p, n, loc, flags, h);
+}
+CUresult cuMemPrefetchAsync_v2_ptsz(CUdeviceptr p, size_t n, CUmemLocation loc, unsigned int flags, CUstream h) {
+  return prefetch(DefaultStream::PerThread, p, n, loc, flags, h);
+}
+CUresult cuMemAdvise_v2(CUdeviceptr p, size_t n, CUmem_advise advice, CUmemLocation loc) {
+  if (CUresult r = check_ready(); r != CUDA_SUCCESS) return r;
+  return d().memory.advise(p, n, advice, loc);
+}
+
+// ---- VMM -----------------------------------------------------------------------------------
+CUresult cuMemAddressReserve(CUdeviceptr* ptr, size_t size, size_t alignment, CUdeviceptr addr, unsigned long long flags) {
+  if (CUresult r = check_ready(); r != CUDA_SUCCESS) return r;
+  if (ptr == nullptr || flags != 0) return CUDA_ERROR_INVALID_VALUE;
+  return d().memory.address_reserve(size, alignment, addr, ptr);
+}
+CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size) {
+  if (CUresult r = check_ready(); r != CUDA_SUCCESS) return r;
+  return d().memory.address_free(ptr, size);
+}
+CUresult cuMemCreate(CUmemGenericAllocationHandle* handle, size_t size, const CUmemAllocationProp* prop, unsigned long long flags) {
+  if (CUresult r = check_ready(); r != CUDA_SUCCESS) return r;
+  if (handle == nullptr || prop == nullptr || flags != 0) return CUDA_ERROR_INVALID_VALUE;
+  return d().memory.create(size, *prop, handle);
+}
+CUresult cuMemRelease(CUmemGenericAllocationHandle handle) {
+  if (CUresult r = check_ready(); r != CUDA_SUCCESS) return r;
+  return d().memory.release(handle);
+}
+CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle handle, unsigned long long flags) {
+  if (CUresult r = check_ready(); r != CUDA_SUCCESS) return r;
+  if (flags != 0) return CUDA_ERROR_INVALID_VALUE;
+  return d().memory.map(ptr, size, offset, handle);
+}
+CUresult cuMemUnmap(CUdeviceptr ptr, size_t size) {
+  if (CUresult r = check_ready(); r != CUDA_SUCCESS) return r;
+  // Unmapping waits for work that may use the range, as the real driver does.
+  if (CUresult r = d().scheduler.synchronize_device(); r != CUDA_SUCCESS) return r;
+  return d().memory.unmap(ptr, size);
+}
+CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc* desc, size_t count) {
+  if (CUresult r = check_ready(); r != CUDA_SUCCESS) return r;
+  if (desc == nullptr || count == 0) return CUDA_ERROR_INVALID_VALUE;
+  bool accessible = false;
+  for (size_t i = 0; i < count; ++i) {
+    if (desc[i].location.type != CU_MEM_LOCATION_TYPE_DEVICE || desc[i].location.id != 0) return CUDA_ERROR_INVALID_DEVICE;
+    accessible = desc[i].flags == CU_MEM_ACCESS_FLAGS_PROT_READWRITE || desc[i].flags == CU_MEM_ACCESS_FLAGS_PROT_READ;
+  }
+  return d().memory.set_access(ptr, size, accessible);
+}
+CUresult cuMemGetAllocationGranularity(size_t* granularity, const CUmemAllocationProp* prop, CUmemAllocationGranularity_flags /*option*/) {
+  if (!driver_initialized()) return CUDA_ERROR_NOT_INITIALIZED;
+  if (granularity == nullptr || prop == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  *granularity = SIMCUDA_VMM_GRANULARITY;
+  return CUDA_SUCCESS;
+}
+
+// ---- pointer queries -----------------------------------------------------------------------
+CUresult cuPointerGetAttribute(void* data, CUpointer_attribute attribute, CUdeviceptr ptr) {
+  if (!driver_initialized()) return CUDA_ERROR_NOT_INITIALIZED;
+  if (data == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  Allocation rec;
+  rec.base = 0;
+  const PointerClass c = d().memory.classify(ptr, 1, &rec);
+  const Allocation* a = rec.base != 0 ? &rec : nullptr;
+  if (c == PointerClass::Unknown) return CUDA_ERROR_INVALID_VALUE;
+  if ((c == PointerClass::Device || c == PointerClass::VmmDevice || c == PointerClass::VmmHost) &&
+      !d().memory.range_valid_for_copy(ptr, 1))
+    return CUDA_ERROR_INVALID_VALUE;
+  switch (attribute) {
+    case CU_POINTER_ATTRIBUTE_MEMORY_TYPE:
+      *static_cast<unsigned int*>(data) = c == PointerClass::Pinned ? CU_MEMORYTYPE_HOST : CU_MEMORYTYPE_DEVICE;
+      return CUDA_SUCCESS;
+    case CU_POINTER_ATTRIBUTE_IS_MANAGED:
+      *static_cast<bool*>(data) = c == PointerClass::Managed;
+      return CUDA_SUCCESS;
+    case CU_POINTER_ATTRIBUTE_DEVICE_POINTER:
+      *static_cast<CUdeviceptr*>(data) = ptr;
+      return CUDA_SUCCESS;
+    case CU_POINTER_ATTRIBUTE_HOST_POINTER:
+      if (c != PointerClass::Pinned && c != PointerClass::Managed) return CUDA_ERROR_INVALID_VALUE;
+      *static_cast<void**>(data) = reinterpret_cast<void*>(ptr);
+      return CUDA_SUCCESS;
+    case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL:
+      *static_cast<int*>(data) = 0;
+      return CUDA_SUCCESS;
+    case CU_POINTER_ATTRIBUTE_MAPPED:
+      *static_cast<bool*>(data) = true;
+      return CUDA_SUCCESS;
+    case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR:
+      if (a == nullptr) return CUDA_ERROR_INVALID_VALUE;
+      *static_cast<CUdeviceptr*>(data) = a->base;
+      return CUDA_SUCCESS;
+    case CU_POINTER_ATTRIBUTE_RANGE_SIZE:
+      if (a == nullptr) return CUDA_ERROR_INVALID_VALUE;
+      *static_cast<size_t*>(data) = a->bytes;
+      return CUDA_SUCCESS;
+    default:
+      return CUDA_ERROR_INVALID_VALUE;
+  }
+}
+
+CUresult cuMemGetAddressRange_v2(CUdeviceptr* pbase, size_t* psize, CUdeviceptr dptr) {
+  if (CUresult r = check_ready(); r != CUDA_SUCCESS) return r;
+  Allocation rec;
+  d().memory.classify(dptr, 1, &rec);
+  const Allocation* a = rec.base != 0 ? &rec : nullptr;
+  if (a == nullptr || a->kind == AllocKind::Pinned || !d().memory.range_valid_for_copy(dptr, 1)) return CUDA_ERROR_NOT_FOUND;
+  if (pbase) *pbase = a->base;
+  if (psize) *psize = a->bytes;
+  return CUDA_SUCCESS;
+}
+
+}  // extern "C"

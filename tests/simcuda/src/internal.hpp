@@ -1,0 +1,337 @@
+// internal.hpp: simcuda's driver state (memory, streams, kernels) shared by the driver's .cpp
+// files. Not installed; only libcuda.so.1 (simcuda) compiles against it.
+//
+// Contract: one process-wide Driver (driver()), never destroyed (worker threads may outlive
+// static destructors). Two locks: Memory::mu guards address space, allocations and residency;
+// Scheduler::mu guards queues, completions, events and capture. Never wait on the scheduler's
+// condition variable while holding Memory::mu. Everything else is documented where declared.
+#pragma once
+
+#include <cuda.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "simcuda/simcuda.h"
+
+// The opaque CUDA handle types are ours to define (the headers only forward-declare them).
+struct CUfunc_st {
+  std::string name;
+  const void* host_stub = nullptr;
+  std::vector<size_t> param_offsets;
+  std::vector<size_t> param_sizes;
+  size_t param_buffer_bytes = 0;  // max(offset + size)
+  simcuda_kernel_body body = nullptr;
+  double fixed_ns = 0;
+};
+
+struct CUctx_st {
+  int device = 0;
+};
+
+namespace simcuda {
+
+constexpr int kDriverVersion = 13000;
+
+// Where an op stands: set done (with its virtual finish time) once executed.
+struct Completion {
+  bool done = false;
+  double finish_ns = 0;
+};
+using CompletionPtr = std::shared_ptr<Completion>;
+
+enum class OpKind : uint8_t { Kernel, Copy, Memset, EventRecord, Marker, HostFn, FreeAsync, Prefetch };
+enum class CopyRoute : uint8_t { HostToDevice, DeviceToHost, DeviceToDevice, HostToHost };
+
+// What an op does; copyable, so a captured graph stores these as its nodes.
+struct OpPayload {
+  OpKind kind = OpKind::Marker;
+  // Kernel
+  CUfunc_st* func = nullptr;
+  std::vector<uint8_t> params;
+  unsigned grid[3] = {1, 1, 1};
+  unsigned block[3] = {1, 1, 1};
+  unsigned shared_mem = 0;
+  // Copy / memset / prefetch / free
+  uintptr_t dst = 0;
+  uintptr_t src = 0;
+  size_t bytes = 0;
+  CopyRoute route = CopyRoute::DeviceToDevice;
+  bool pinned = false;
+  uint32_t memset_value = 0;
+  unsigned memset_elem = 1;
+  CUmemLocation location{};
+  // Host function
+  CUhostFn host_fn = nullptr;
+  void* user_data = nullptr;
+};
+
+struct Op {
+  OpPayload payload;
+  std::vector<CompletionPtr> deps;
+  CompletionPtr done;
+  double not_before_ns = 0;  // the host's virtual clock when enqueued
+};
+
+struct CaptureGraph {
+  std::vector<OpPayload> nodes;
+  bool invalidated = false;
+  CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_GLOBAL;
+  uint64_t id = 0;
+};
+
+enum class StreamKind : uint8_t { Legacy, PerThread, Created };
+
+}  // namespace simcuda
+
+struct CUstream_st {
+  simcuda::StreamKind kind = simcuda::StreamKind::Created;
+  unsigned flags = 0;  // CU_STREAM_DEFAULT or CU_STREAM_NON_BLOCKING
+  int priority = 0;
+  uint64_t id = 0;
+  bool blocking() const { return (flags & CU_STREAM_NON_BLOCKING) == 0; }
+  // Guarded by Scheduler::mu.
+  std::deque<simcuda::Op> queue;
+  simcuda::CompletionPtr last_done;  // completion of the last op enqueued
+  double clock_ns = 0;               // virtual finish time of the last executed op
+  double enqueued_until_ns = 0;      // best-known virtual finish of everything enqueued
+  uint64_t ops_executed = 0;
+  bool stopping = false;
+  std::shared_ptr<simcuda::CaptureGraph> capture;
+  std::thread worker;
+};
+
+struct CUevent_st {
+  unsigned flags = 0;
+  simcuda::CompletionPtr last;  // guarded by Scheduler::mu; null until recorded
+  bool recorded_in_capture = false;
+  std::shared_ptr<simcuda::CaptureGraph> capture;
+};
+
+struct CUgraph_st {
+  std::vector<simcuda::OpPayload> nodes;
+};
+
+struct CUgraphExec_st {
+  std::vector<simcuda::OpPayload> nodes;
+};
+
+namespace simcuda {
+
+enum class AllocKind : uint8_t { Device, Managed, Pinned };
+
+struct Allocation {
+  uintptr_t base = 0;
+  size_t bytes = 0;          // requested
+  size_t span = 0;           // address-space bytes (rounded)
+  uint64_t accounted = 0;    // capacity charge (0 for managed and pinned)
+  AllocKind kind = AllocKind::Device;
+  bool stream_ordered = false;
+  CompletionPtr freed_by;    // set by cuMemFreeAsync: use after it completes is illegal
+  CUstream_st* free_stream = nullptr;
+};
+
+struct ManagedBlock {
+  bool resident = false;
+  uint64_t stamp = 0;
+  bool prefer_host = false;
+};
+
+struct VmmHandle {
+  int fd = -1;
+  size_t bytes = 0;
+  bool on_host = false;
+  bool released = false;
+  int mappings = 0;
+};
+
+struct VmmMapping {
+  uintptr_t base = 0;
+  size_t bytes = 0;
+  CUmemGenericAllocationHandle handle = 0;
+  bool accessible = false;
+};
+
+struct Stats {
+  uint64_t peak = 0;
+  uint64_t faults = 0;
+  uint64_t evictions = 0;
+  uint64_t htod = 0;
+  uint64_t dtoh = 0;
+  uint64_t dtod = 0;
+};
+
+enum class PointerClass : uint8_t { Unknown, Device, Managed, Pinned, VmmDevice, VmmHost };
+
+// Device memory, Unified Memory residency and the VMM calls. All methods lock mu.
+class Memory {
+ public:
+  Memory();
+  uint64_t capacity() const { return capacity_; }
+
+  CUresult alloc_device(size_t bytes, CUstream_st* stream, bool stream_ordered, CUdeviceptr* out);
+  CUresult free_device(CUdeviceptr ptr);  // caller synchronised the device first
+  CUresult free_async(CUdeviceptr ptr, CUstream_st* stream, const CompletionPtr& done);
+  void release_pending(CUstream_st* stream);  // host learnt: stream's frees completed
+  void release_all_pending();
+  CUresult alloc_managed(size_t bytes, CUdeviceptr* out);
+  CUresult free_managed(CUdeviceptr ptr);
+  CUresult alloc_pinned(size_t bytes, void** out);
+  CUresult free_pinned(void* ptr);
+
+  PointerClass classify(uintptr_t ptr, size_t bytes, Allocation* alloc_out = nullptr);  // copies the record
+  bool range_valid_for_copy(uintptr_t ptr, size_t bytes);
+  bool is_managed(uintptr_t ptr);
+
+  // Kernel-side declaration: false when [ptr, ptr+bytes) may not be touched by the device.
+  bool declare_access(uintptr_t ptr, size_t bytes, double* cost_ns);
+  void prefetch(uintptr_t ptr, size_t bytes, const CUmemLocation& to, double* cost_ns);
+  CUresult advise(uintptr_t ptr, size_t bytes, CUmem_advise advice, const CUmemLocation& loc);
+
+  // VMM
+  CUresult address_reserve(size_t bytes, size_t alignment, CUdeviceptr hint, CUdeviceptr* out);
+  CUresult address_free(CUdeviceptr ptr, size_t bytes);
+  CUresult create(size_t bytes, const CUmemAllocationProp& prop, CUmemGenericAllocationHandle* out);
+  CUresult release(CUmemGenericAllocationHandle handle);
+  CUresult map(CUdeviceptr ptr, size_t bytes, size_t offset, CUmemGenericAllocationHandle handle);
+  CUresult unmap(CUdeviceptr ptr, size_t bytes);
+  CUresult set_access(CUdeviceptr ptr, size_t bytes, bool accessible);
+
+  void note_copy(CopyRoute route, size_t bytes);
+  void get_stats(simcuda_stats* out);
+  void reset_stats();
+
+ private:
+  struct PendingFree {
+    uintptr_t base;
+    size_t span;
+    CompletionPtr done;
+  };
+  uintptr_t va_alloc(size_t span, size_t alignment);
+  void va_release(uintptr_t base, size_t span);
+  void protect(uintptr_t base, size_t span);
+  void unprotect(uintptr_t base, size_t span);
+  bool reserve_capacity(uint64_t bytes);  // evicts managed blocks if needed
+  void charge(uint64_t bytes);
+  void uncharge(uint64_t bytes);
+  bool evict_one_managed(uintptr_t keep_block);
+  bool make_resident(uintptr_t block, double* cost_ns);
+  void make_host_resident(uintptr_t block, double* cost_ns);
+  Allocation* find_allocation(uintptr_t ptr);
+  const VmmMapping* find_mapping(uintptr_t ptr);
+
+  std::mutex mu_;
+  uint64_t capacity_ = 0;
+  uint64_t used_ = 0;
+  uint64_t managed_resident_ = 0;
+  uintptr_t region_ = 0;
+  size_t region_bytes_ = 0;
+  std::map<uintptr_t, size_t> va_free_;  // base -> bytes
+  std::map<uintptr_t, Allocation> allocations_;
+  std::map<CUstream_st*, std::vector<PendingFree>> pending_;
+  std::map<uintptr_t, ManagedBlock> blocks_;                // block base -> state
+  std::set<std::pair<uint64_t, uintptr_t>> lru_;            // (stamp, block) of resident blocks
+  uint64_t stamp_ = 0;
+  std::map<uintptr_t, size_t> reservations_;                // VMM reserved ranges
+  std::map<uintptr_t, VmmMapping> mappings_;
+  std::unordered_map<CUmemGenericAllocationHandle, VmmHandle> handles_;
+  CUmemGenericAllocationHandle next_handle_ = 1;
+  Stats stats_;
+};
+
+enum class DefaultStream : uint8_t { Legacy, PerThread };
+
+// Streams, events, their worker threads, virtual time, capture and the sticky error.
+class Scheduler {
+ public:
+  Scheduler();
+  CUstream_st* resolve(CUstream handle, DefaultStream which, CUresult* err);
+  CUstream_st* create_stream(unsigned flags, int priority);
+  CUresult destroy_stream(CUstream_st* s);
+  bool is_stream(CUstream_st* s);
+
+  // Enqueues (or captures) an op. Returns the op's completion (null when captured).
+  CUresult enqueue(CUstream_st* s, OpPayload payload, CompletionPtr* done_out = nullptr,
+                   std::vector<CompletionPtr> extra_deps = {});
+  CUresult wait_event(CUstream_st* s, CUevent_st* e);
+  CUresult record_event(CUstream_st* s, CUevent_st* e);
+
+  CUresult synchronize_stream(CUstream_st* s);
+  CUresult synchronize_device();
+  CUresult synchronize_event(CUevent_st* e);
+  CUresult query_stream(CUstream_st* s);
+  CUresult query_event(CUevent_st* e);
+  CUresult elapsed_ms(CUevent_st* start, CUevent_st* end, float* ms);
+
+  CUresult begin_capture(CUstream_st* s, CUstreamCaptureMode mode);
+  CUresult end_capture(CUstream_st* s, CUgraph* graph);
+  CUresult capture_status(CUstream_st* s, CUstreamCaptureStatus* status, cuuint64_t* id);
+  bool capturing(CUstream_st* s);
+  bool any_global_capture();
+  void invalidate_capture(CUstream_st* s);
+  CUresult launch_graph(CUgraphExec_st* exec, CUstream_st* s);
+
+  CUresult sticky() const { return sticky_.load(std::memory_order_acquire); }
+  void set_sticky(CUresult err);
+  uint64_t stream_virtual_ns(CUstream handle);
+  double max_virtual_ns();
+  std::vector<std::pair<uint64_t, double>> stream_clocks();
+  uint64_t kernels_launched() const { return launched_.load(); }
+  uint64_t kernels_executed() const { return executed_.load(); }
+
+ private:
+  void worker_loop(CUstream_st* s);
+  void start_worker(CUstream_st* s);
+  void execute(CUstream_st* s, Op& op, double start_ns, double* cost_ns);
+  void wait_for(const CompletionPtr& c, std::unique_lock<std::mutex>& lock);
+  CUstream_st* per_thread_stream();
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<CUstream_st*> streams_;  // live, including legacy and per-thread ones
+  CUstream_st* legacy_ = nullptr;
+  double host_clock_ns_ = 0;
+  uint64_t next_stream_id_ = 1;
+  uint64_t next_capture_id_ = 1;
+  std::atomic<CUresult> sticky_{CUDA_SUCCESS};
+  std::atomic<uint64_t> launched_{0};
+  std::atomic<uint64_t> executed_{0};
+  unsigned jitter_us_ = 0;
+};
+
+struct Driver {
+  Memory memory;
+  Scheduler scheduler;
+  std::mutex kernels_mu;
+  std::vector<std::unique_ptr<CUfunc_st>> kernels;
+  std::unordered_map<const void*, CUfunc_st*> kernel_by_stub;
+  std::atomic<bool> initialized{false};  // set by cuInit
+  CUctx_st primary_ctx;
+  int primary_refs = 0;
+};
+
+Driver& driver();
+bool driver_initialized();
+// The calling thread's current context (only the primary context exists).
+CUctx_st*& current_ctx();
+// CUDA_SUCCESS when the driver is initialised, a context is current and the context has not
+// failed; else the error the real driver gives (NOT_INITIALIZED, INVALID_CONTEXT, the sticky one).
+CUresult check_ready();
+bool is_function(CUfunc_st* f);
+// Runs a kernel op on the calling (worker) thread; returns its virtual cost in ns.
+double run_kernel(const OpPayload& op, bool* illegal_address);
+// The JSON statistics document (SIMCUDA_STATS_FILE).
+std::string stats_json();
+double copy_cost_ns(const OpPayload& op);
+
+}  // namespace simcuda

@@ -1,0 +1,638 @@
+// memory.cpp: simcuda's device memory: one reserved virtual range (PROT_NONE until allocated),
+// a first-fit allocator over it, capacity accounting, Unified Memory residency with LRU
+// eviction, and the VMM calls (memfd-backed physical handles mapped with MAP_FIXED).
+//
+// Contract: device pages are readable/writable only while allocated or mapped+accessible;
+// freed, unmapped and reserved-but-unmapped pages are PROT_NONE. Stream-ordered frees
+// (cuMemFreeAsync) release capacity at call time (so peaks do not depend on worker timing),
+// may be reused at once by an allocation on the same stream of exactly the same span (stream
+// order makes that safe, as in the real pool), and return to the shared free list only when
+// the host synchronises with the freeing stream (so addresses are deterministic too).
+#include "internal.hpp"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+
+namespace simcuda {
+namespace {
+
+constexpr size_t kPage = 4096;
+
+size_t round_up(size_t v, size_t a) { return (v + a - 1) / a * a; }
+
+uint64_t env_bytes(const char* name, uint64_t fallback) {
+  const char* s = std::getenv(name);
+  if (s == nullptr || *s == '\0') return fallback;
+  char* end = nullptr;
+  errno = 0;
+  unsigned long long v = std::strtoull(s, &end, 10);
+  if (errno != 0 || end == s) return fallback;
+  std::string suffix(end);
+  if (suffix == "K" || suffix == "KiB") v <<= 10;
+  else if (suffix == "M" || suffix == "MiB") v <<= 20;
+  else if (suffix == "G" || suffix == "GiB") v <<= 30;
+  else if (!suffix.empty()) return fallback;
+  return v;
+}
+
+}  // namespace
+
+Memory::Memory() {
+  capacity_ = env_bytes("SIMCUDA_DEVICE_BYTES", SIMCUDA_DEFAULT_DEVICE_BYTES);
+  // Address space only (MAP_NORESERVE, PROT_NONE): managed memory may oversubscribe capacity.
+  region_bytes_ = std::max<uint64_t>(64ull << 30, round_up(capacity_ * 4 + (16ull << 30), 1ull << 30));
+  void* p = mmap(nullptr, region_bytes_ + SIMCUDA_VMM_GRANULARITY, PROT_NONE,
+                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (p == MAP_FAILED) {
+    region_bytes_ = 0;
+    return;
+  }
+  region_ = round_up(reinterpret_cast<uintptr_t>(p), SIMCUDA_VMM_GRANULARITY);
+  va_free_[region_] = region_bytes_;
+}
+
+uintptr_t Memory::va_alloc(size_t span, size_t alignment) {
+  for (auto it = va_free_.begin(); it != va_free_.end(); ++it) {
+    uintptr_t base = round_up(it->first, alignment);
+    uintptr_t end = it->first + it->second;
+    if (base + span > end) continue;
+    uintptr_t free_base = it->first;
+    va_free_.erase(it);
+    if (base > free_base) va_free_[free_base] = base - free_base;
+    if (base + span < end) va_free_[base + span] = end - (base + span);
+    return base;
+  }
+  return 0;
+}
+
+void Memory::va_release(uintptr_t base, size_t span) {
+  auto next = va_free_.lower_bound(base);
+  if (next != va_free_.end() && base + span == next->first) {
+    span += next->second;
+    next = va_free_.erase(next);
+  }
+  if (next != va_free_.begin()) {
+    auto prev = std::prev(next);
+    if (prev->first + prev->second == base) {
+      prev->second += span;
+      return;
+    }
+  }
+  va_free_[base] = span;
+}
+
+void Memory::protect(uintptr_t base, size_t span) {
+  void* p = reinterpret_cast<void*>(base);
+  madvise(p, span, MADV_DONTNEED);  // give the physical pages back
+  mprotect(p, span, PROT_NONE);
+}
+
+void Memory::unprotect(uintptr_t base, size_t span) {
+  mprotect(reinterpret_cast<void*>(base), span, PROT_READ | PROT_WRITE);
+}
+
+void Memory::charge(uint64_t bytes) {
+  used_ += bytes;
+  stats_.peak = std::max(stats_.peak, used_);
+}
+
+void Memory::uncharge(uint64_t bytes) { used_ -= std::min(used_, bytes); }
+
+bool Memory::evict_one_managed(uintptr_t keep_block) {
+  for (auto it = lru_.begin(); it != lru_.end(); ++it) {
+    if (it->second == keep_block) continue;
+    ManagedBlock& b = blocks_[it->second];
+    b.resident = false;
+    lru_.erase(it);
+    managed_resident_ -= SIMCUDA_UVM_BLOCK;
+    uncharge(SIMCUDA_UVM_BLOCK);
+    stats_.evictions++;
+    stats_.dtoh += SIMCUDA_UVM_BLOCK;
+    return true;
+  }
+  return false;
+}
+
+bool Memory::reserve_capacity(uint64_t bytes) {
+  // Managed memory is evictable; cudaMalloc memory never is (as on the real driver).
+  while (used_ + bytes > capacity_) {
+    if (!evict_one_managed(0)) return false;
+  }
+  charge(bytes);
+  return true;
+}
+
+Allocation* Memory::find_allocation(uintptr_t ptr) {
+  auto it = allocations_.upper_bound(ptr);
+  if (it == allocations_.begin()) return nullptr;
+  --it;
+  Allocation& a = it->second;
+  return ptr < a.base + std::max<size_t>(a.bytes, 1) ? &a : nullptr;
+}
+
+const VmmMapping* Memory::find_mapping(uintptr_t ptr) {
+  auto it = mappings_.upper_bound(ptr);
+  if (it == mappings_.begin()) return nullptr;
+  --it;
+  return ptr < it->second.base + it->second.bytes ? &it->second : nullptr;
+}
+
+CUresult Memory::alloc_device(size_t bytes, CUstream_st* stream, bool stream_ordered, CUdeviceptr* out) {
+  if (bytes == 0) return CUDA_ERROR_INVALID_VALUE;
+  const size_t span = round_up(bytes, kPage);
+  std::lock_guard<std::mutex> lock(mu_);
+  if (region_ == 0) return CUDA_ERROR_OUT_OF_MEMORY;
+  const uint64_t accounted = simcuda_accounted_bytes(bytes);
+  if (!reserve_capacity(accounted)) return CUDA_ERROR_OUT_OF_MEMORY;
+  uintptr_t base = 0;
+  if (stream_ordered) {
+    // Stream-ordered reuse: a range freed on this same stream, of exactly this span.
+    auto& pending = pending_[stream];
+    for (auto it = pending.begin(); it != pending.end(); ++it) {
+      if (it->span == span) {
+        base = it->base;
+        pending.erase(it);
+        break;
+      }
+    }
+  }
+  if (base == 0) {
+    base = va_alloc(span, kPage);
+    if (base == 0) {
+      uncharge(accounted);
+      return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    unprotect(base, span);
+  }
+  Allocation a;
+  a.base = base;
+  a.bytes = bytes;
+  a.span = span;
+  a.accounted = accounted;
+  a.kind = AllocKind::Device;
+  a.stream_ordered = stream_ordered;
+  allocations_[base] = a;
+  *out = base;
+  return CUDA_SUCCESS;
+}
+
+CUresult Memory::free_device(CUdeviceptr ptr) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = allocations_.find(ptr);
+  if (it == allocations_.end() || it->second.kind != AllocKind::Device) return CUDA_ERROR_INVALID_VALUE;
+  if (it->second.freed_by) return CUDA_ERROR_INVALID_VALUE;  // already freed (stream-ordered)
+  uncharge(it->second.accounted);
+  protect(it->second.base, it->second.span);
+  va_release(it->second.base, it->second.span);
+  allocations_.erase(it);
+  return CUDA_SUCCESS;
+}
+
+CUresult Memory::free_async(CUdeviceptr ptr, CUstream_st* stream, const CompletionPtr& done) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = allocations_.find(ptr);
+  if (it == allocations_.end() || it->second.kind != AllocKind::Device || it->second.freed_by)
+    return CUDA_ERROR_INVALID_VALUE;
+  uncharge(it->second.accounted);
+  it->second.accounted = 0;
+  it->second.freed_by = done;
+  it->second.free_stream = stream;
+  pending_[stream].push_back(PendingFree{it->second.base, it->second.span, done});
+  return CUDA_SUCCESS;
+}
+
+void Memory::release_pending(CUstream_st* stream) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = pending_.find(stream);
+  if (it == pending_.end()) return;
+  std::vector<PendingFree> keep;
+  for (const PendingFree& p : it->second) {
+    if (!p.done->done) {
+      keep.push_back(p);
+      continue;
+    }
+    auto a = allocations_.find(p.base);
+    if (a != allocations_.end() && a->second.freed_by == p.done) allocations_.erase(a);
+    protect(p.base, p.span);
+    va_release(p.base, p.span);
+  }
+  it->second = std::move(keep);
+}
+
+void Memory::release_all_pending() {
+  std::vector<CUstream_st*> streams;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto& [s, list] : pending_) streams.push_back(s);
+  }
+  for (CUstream_st* s : streams) release_pending(s);
+}
+
+CUresult Memory::alloc_managed(size_t bytes, CUdeviceptr* out) {
+  if (bytes == 0) return CUDA_ERROR_INVALID_VALUE;
+  const size_t span = round_up(bytes, SIMCUDA_UVM_BLOCK);
+  std::lock_guard<std::mutex> lock(mu_);
+  uintptr_t base = region_ ? va_alloc(span, SIMCUDA_UVM_BLOCK) : 0;
+  if (base == 0) return CUDA_ERROR_OUT_OF_MEMORY;
+  unprotect(base, span);  // host-accessible wherever it resides
+  Allocation a;
+  a.base = base;
+  a.bytes = bytes;
+  a.span = span;
+  a.kind = AllocKind::Managed;
+  allocations_[base] = a;
+  for (uintptr_t b = base; b < base + span; b += SIMCUDA_UVM_BLOCK) blocks_[b] = ManagedBlock{};
+  *out = base;
+  return CUDA_SUCCESS;
+}
+
+CUresult Memory::free_managed(CUdeviceptr ptr) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = allocations_.find(ptr);
+  if (it == allocations_.end() || it->second.kind != AllocKind::Managed) return CUDA_ERROR_INVALID_VALUE;
+  const Allocation a = it->second;
+  for (uintptr_t b = a.base; b < a.base + a.span; b += SIMCUDA_UVM_BLOCK) {
+    ManagedBlock& mb = blocks_[b];
+    if (mb.resident) {
+      lru_.erase({mb.stamp, b});
+      managed_resident_ -= SIMCUDA_UVM_BLOCK;
+      uncharge(SIMCUDA_UVM_BLOCK);
+    }
+    blocks_.erase(b);
+  }
+  protect(a.base, a.span);
+  va_release(a.base, a.span);
+  allocations_.erase(it);
+  return CUDA_SUCCESS;
+}
+
+CUresult Memory::alloc_pinned(size_t bytes, void** out) {
+  if (bytes == 0) {
+    *out = nullptr;
+    return CUDA_SUCCESS;
+  }
+  const size_t span = round_up(bytes, kPage);
+  void* p = mmap(nullptr, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) return CUDA_ERROR_OUT_OF_MEMORY;
+  std::lock_guard<std::mutex> lock(mu_);
+  Allocation a;
+  a.base = reinterpret_cast<uintptr_t>(p);
+  a.bytes = bytes;
+  a.span = span;
+  a.kind = AllocKind::Pinned;
+  allocations_[a.base] = a;
+  *out = p;
+  return CUDA_SUCCESS;
+}
+
+CUresult Memory::free_pinned(void* ptr) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = allocations_.find(reinterpret_cast<uintptr_t>(ptr));
+  if (it == allocations_.end() || it->second.kind != AllocKind::Pinned) return CUDA_ERROR_INVALID_VALUE;
+  munmap(ptr, it->second.span);
+  allocations_.erase(it);
+  return CUDA_SUCCESS;
+}
+
+PointerClass Memory::classify(uintptr_t ptr, size_t bytes, Allocation* alloc_out) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (const Allocation* a = find_allocation(ptr)) {
+    if (ptr + bytes > a->base + a->bytes) return PointerClass::Unknown;
+    if (alloc_out) *alloc_out = *a;
+    switch (a->kind) {
+      case AllocKind::Device: return PointerClass::Device;
+      case AllocKind::Managed: return PointerClass::Managed;
+      case AllocKind::Pinned: return PointerClass::Pinned;
+    }
+  }
+  if (const VmmMapping* m = find_mapping(ptr)) {
+    return handles_[m->handle].on_host ? PointerClass::VmmHost : PointerClass::VmmDevice;
+  }
+  if (ptr >= region_ && ptr < region_ + region_bytes_) return PointerClass::Device;  // unmapped
+  return PointerClass::Unknown;
+}
+
+bool Memory::is_managed(uintptr_t ptr) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const Allocation* a = find_allocation(ptr);
+  return a != nullptr && a->kind == AllocKind::Managed;
+}
+
+bool Memory::range_valid_for_copy(uintptr_t ptr, size_t bytes) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (const Allocation* a = find_allocation(ptr)) {
+    if (a->freed_by && a->freed_by->done) return false;
+    return ptr + bytes <= a->base + a->bytes;
+  }
+  // VMM: every byte must be mapped and accessible.
+  uintptr_t p = ptr;
+  const uintptr_t end = ptr + bytes;
+  while (p < end) {
+    const VmmMapping* m = find_mapping(p);
+    if (m == nullptr || !m->accessible) return false;
+    p = m->base + m->bytes;
+  }
+  return bytes > 0;
+}
+
+bool Memory::make_resident(uintptr_t block, double* cost_ns) {
+  ManagedBlock& b = blocks_[block];
+  if (b.resident) return true;
+  while (used_ + SIMCUDA_UVM_BLOCK > capacity_) {
+    if (!evict_one_managed(block)) return false;
+  }
+  b.resident = true;
+  managed_resident_ += SIMCUDA_UVM_BLOCK;
+  charge(SIMCUDA_UVM_BLOCK);
+  b.stamp = ++stamp_;
+  lru_.insert({b.stamp, block});
+  stats_.htod += SIMCUDA_UVM_BLOCK;
+  *cost_ns += SIMCUDA_UVM_BLOCK / SIMCUDA_PINNED_BYTES_PER_NS;
+  return true;
+}
+
+void Memory::make_host_resident(uintptr_t block, double* cost_ns) {
+  ManagedBlock& b = blocks_[block];
+  if (!b.resident) return;
+  lru_.erase({b.stamp, block});
+  b.resident = false;
+  managed_resident_ -= SIMCUDA_UVM_BLOCK;
+  uncharge(SIMCUDA_UVM_BLOCK);
+  stats_.dtoh += SIMCUDA_UVM_BLOCK;
+  *cost_ns += SIMCUDA_UVM_BLOCK / SIMCUDA_PINNED_BYTES_PER_NS;
+}
+
+bool Memory::declare_access(uintptr_t ptr, size_t bytes, double* cost_ns) {
+  if (bytes == 0) return true;
+  std::lock_guard<std::mutex> lock(mu_);
+  const uintptr_t end = ptr + bytes;
+  if (Allocation* a = find_allocation(ptr)) {
+    if (end > a->base + a->bytes) return false;
+    switch (a->kind) {
+      case AllocKind::Device:
+        if (a->freed_by && a->freed_by->done) return false;  // used after its stream-ordered free
+        *cost_ns += static_cast<double>(bytes) / SIMCUDA_DEVICE_BYTES_PER_NS;
+        return true;
+      case AllocKind::Pinned:  // zero-copy access over the bus
+        *cost_ns += static_cast<double>(bytes) / SIMCUDA_PINNED_BYTES_PER_NS;
+        return true;
+      case AllocKind::Managed:
+        break;
+    }
+    const uintptr_t first = ptr / SIMCUDA_UVM_BLOCK * SIMCUDA_UVM_BLOCK;
+    for (uintptr_t b = first; b < end; b += SIMCUDA_UVM_BLOCK) {
+      ManagedBlock& mb = blocks_[b];
+      if (mb.resident) {
+        lru_.erase({mb.stamp, b});
+        mb.stamp = ++stamp_;
+        lru_.insert({mb.stamp, b});
+        continue;
+      }
+      const size_t here = std::min<uintptr_t>(end, b + SIMCUDA_UVM_BLOCK) - std::max(ptr, b);
+      if (mb.prefer_host) {  // mapped remotely, not migrated
+        *cost_ns += static_cast<double>(here) / SIMCUDA_PINNED_BYTES_PER_NS;
+        continue;
+      }
+      stats_.faults++;
+      *cost_ns += SIMCUDA_FAULT_LATENCY_NS;
+      if (!make_resident(b, cost_ns)) {
+        // Nothing evictable (device full of cudaMalloc memory): served remotely.
+        *cost_ns += static_cast<double>(here) / SIMCUDA_PINNED_BYTES_PER_NS;
+      }
+    }
+    *cost_ns += static_cast<double>(bytes) / SIMCUDA_DEVICE_BYTES_PER_NS;
+    return true;
+  }
+  uintptr_t p = ptr;
+  while (p < end) {
+    const VmmMapping* m = find_mapping(p);
+    if (m == nullptr || !m->accessible) return false;
+    const size_t here = std::min<uintptr_t>(end, m->base + m->bytes) - p;
+    const bool host = handles_[m->handle].on_host;
+    *cost_ns += static_cast<double>(here) /
+                (host ? SIMCUDA_PINNED_BYTES_PER_NS : SIMCUDA_DEVICE_BYTES_PER_NS);
+    p = m->base + m->bytes;
+  }
+  return true;
+}
+
+void Memory::prefetch(uintptr_t ptr, size_t bytes, const CUmemLocation& to, double* cost_ns) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const uintptr_t end = ptr + bytes;
+  const uintptr_t first = ptr / SIMCUDA_UVM_BLOCK * SIMCUDA_UVM_BLOCK;
+  const bool to_device = to.type == CU_MEM_LOCATION_TYPE_DEVICE;
+  for (uintptr_t b = first; b < end; b += SIMCUDA_UVM_BLOCK) {
+    auto it = blocks_.find(b);
+    if (it == blocks_.end()) continue;
+    if (to_device) {
+      if (it->second.resident) {
+        lru_.erase({it->second.stamp, b});
+        it->second.stamp = ++stamp_;
+        lru_.insert({it->second.stamp, b});
+      } else if (!make_resident(b, cost_ns)) {
+        break;  // device full of unevictable memory: the rest stays on the host
+      }
+    } else {
+      make_host_resident(b, cost_ns);
+    }
+  }
+}
+
+CUresult Memory::advise(uintptr_t ptr, size_t bytes, CUmem_advise advice, const CUmemLocation& loc) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const Allocation* a = find_allocation(ptr);
+  if (a == nullptr || a->kind != AllocKind::Managed || ptr + bytes > a->base + a->span)
+    return CUDA_ERROR_INVALID_VALUE;
+  const uintptr_t first = ptr / SIMCUDA_UVM_BLOCK * SIMCUDA_UVM_BLOCK;
+  for (uintptr_t b = first; b < ptr + bytes; b += SIMCUDA_UVM_BLOCK) {
+    ManagedBlock& mb = blocks_[b];
+    switch (advice) {
+      case CU_MEM_ADVISE_SET_PREFERRED_LOCATION:
+        mb.prefer_host = loc.type == CU_MEM_LOCATION_TYPE_HOST || loc.type == CU_MEM_LOCATION_TYPE_HOST_NUMA;
+        break;
+      case CU_MEM_ADVISE_UNSET_PREFERRED_LOCATION:
+        mb.prefer_host = false;
+        break;
+      default:  // read-mostly and accessed-by only change performance hints we do not model
+        break;
+    }
+  }
+  return CUDA_SUCCESS;
+}
+
+// ---- VMM ----------------------------------------------------------------------------------
+
+CUresult Memory::address_reserve(size_t bytes, size_t alignment, CUdeviceptr hint, CUdeviceptr* out) {
+  if (bytes == 0 || bytes % SIMCUDA_VMM_GRANULARITY != 0) return CUDA_ERROR_INVALID_VALUE;
+  if (alignment == 0) alignment = SIMCUDA_VMM_GRANULARITY;
+  if ((alignment & (alignment - 1)) != 0) return CUDA_ERROR_INVALID_VALUE;
+  std::lock_guard<std::mutex> lock(mu_);
+  uintptr_t base = 0;
+  if (hint != 0 && hint % alignment == 0) {  // honour the hint when that range is free
+    auto it = va_free_.upper_bound(hint);
+    if (it != va_free_.begin()) {
+      --it;
+      if (hint >= it->first && hint + bytes <= it->first + it->second) {
+        const uintptr_t fb = it->first;
+        const size_t fs = it->second;
+        va_free_.erase(it);
+        if (hint > fb) va_free_[fb] = hint - fb;
+        if (hint + bytes < fb + fs) va_free_[hint + bytes] = fb + fs - (hint + bytes);
+        base = hint;
+      }
+    }
+  }
+  if (base == 0) base = va_alloc(bytes, alignment);
+  if (base == 0) return CUDA_ERROR_OUT_OF_MEMORY;
+  reservations_[base] = bytes;
+  *out = base;
+  return CUDA_SUCCESS;
+}
+
+CUresult Memory::address_free(CUdeviceptr ptr, size_t bytes) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = reservations_.find(ptr);
+  if (it == reservations_.end() || it->second != bytes) return CUDA_ERROR_INVALID_VALUE;
+  auto m = mappings_.lower_bound(ptr);
+  if (m != mappings_.end() && m->first < ptr + bytes) return CUDA_ERROR_INVALID_VALUE;  // still mapped
+  reservations_.erase(it);
+  va_release(ptr, bytes);
+  return CUDA_SUCCESS;
+}
+
+CUresult Memory::create(size_t bytes, const CUmemAllocationProp& prop, CUmemGenericAllocationHandle* out) {
+  if (bytes == 0 || bytes % SIMCUDA_VMM_GRANULARITY != 0) return CUDA_ERROR_INVALID_VALUE;
+  if (prop.type != CU_MEM_ALLOCATION_TYPE_PINNED) return CUDA_ERROR_INVALID_VALUE;
+  const bool on_host = prop.location.type == CU_MEM_LOCATION_TYPE_HOST ||
+                       prop.location.type == CU_MEM_LOCATION_TYPE_HOST_NUMA;
+  if (!on_host && (prop.location.type != CU_MEM_LOCATION_TYPE_DEVICE || prop.location.id != 0))
+    return CUDA_ERROR_INVALID_DEVICE;
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!on_host && !reserve_capacity(bytes)) return CUDA_ERROR_OUT_OF_MEMORY;
+  int fd = memfd_create("simcuda-vmm", MFD_CLOEXEC);
+  if (fd < 0 || ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
+    if (fd >= 0) close(fd);
+    if (!on_host) uncharge(bytes);
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  const CUmemGenericAllocationHandle h = next_handle_++;
+  handles_[h] = VmmHandle{fd, bytes, on_host, false, 0};
+  *out = h;
+  return CUDA_SUCCESS;
+}
+
+CUresult Memory::release(CUmemGenericAllocationHandle handle) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = handles_.find(handle);
+  if (it == handles_.end() || it->second.released) return CUDA_ERROR_INVALID_VALUE;
+  it->second.released = true;
+  if (it->second.mappings == 0) {  // else freed when the last mapping goes, as on the driver
+    close(it->second.fd);
+    if (!it->second.on_host) uncharge(it->second.bytes);
+    handles_.erase(it);
+  }
+  return CUDA_SUCCESS;
+}
+
+CUresult Memory::map(CUdeviceptr ptr, size_t bytes, size_t offset, CUmemGenericAllocationHandle handle) {
+  if (bytes == 0 || ptr % SIMCUDA_VMM_GRANULARITY != 0 || bytes % SIMCUDA_VMM_GRANULARITY != 0 ||
+      offset % SIMCUDA_VMM_GRANULARITY != 0)
+    return CUDA_ERROR_INVALID_VALUE;
+  std::lock_guard<std::mutex> lock(mu_);
+  auto h = handles_.find(handle);
+  if (h == handles_.end() || h->second.released) return CUDA_ERROR_INVALID_HANDLE;
+  if (offset + bytes > h->second.bytes) return CUDA_ERROR_INVALID_VALUE;
+  auto r = reservations_.upper_bound(ptr);
+  if (r == reservations_.begin()) return CUDA_ERROR_INVALID_VALUE;
+  --r;
+  if (ptr + bytes > r->first + r->second) return CUDA_ERROR_INVALID_VALUE;
+  auto m = mappings_.lower_bound(ptr);
+  if (m != mappings_.end() && m->first < ptr + bytes) return CUDA_ERROR_INVALID_VALUE;
+  if (m != mappings_.begin() && std::prev(m)->second.base + std::prev(m)->second.bytes > ptr)
+    return CUDA_ERROR_INVALID_VALUE;
+  void* p = mmap(reinterpret_cast<void*>(ptr), bytes, PROT_NONE, MAP_SHARED | MAP_FIXED, h->second.fd,
+                 static_cast<off_t>(offset));
+  if (p == MAP_FAILED) return CUDA_ERROR_OUT_OF_MEMORY;
+  mappings_[ptr] = VmmMapping{ptr, bytes, handle, false};
+  h->second.mappings++;
+  return CUDA_SUCCESS;
+}
+
+CUresult Memory::unmap(CUdeviceptr ptr, size_t bytes) {
+  std::lock_guard<std::mutex> lock(mu_);
+  // The range must cover whole mappings.
+  std::vector<uintptr_t> covered;
+  for (auto m = mappings_.lower_bound(ptr); m != mappings_.end() && m->first < ptr + bytes; ++m) {
+    if (m->first + m->second.bytes > ptr + bytes) return CUDA_ERROR_INVALID_VALUE;
+    covered.push_back(m->first);
+  }
+  if (covered.empty()) return CUDA_ERROR_INVALID_VALUE;
+  for (uintptr_t base : covered) {
+    VmmMapping m = mappings_[base];
+    mmap(reinterpret_cast<void*>(base), m.bytes, PROT_NONE,
+         MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
+    mappings_.erase(base);
+    auto h = handles_.find(m.handle);
+    if (h != handles_.end() && --h->second.mappings == 0 && h->second.released) {
+      close(h->second.fd);
+      if (!h->second.on_host) uncharge(h->second.bytes);
+      handles_.erase(h);
+    }
+  }
+  return CUDA_SUCCESS;
+}
+
+CUresult Memory::set_access(CUdeviceptr ptr, size_t bytes, bool accessible) {
+  std::lock_guard<std::mutex> lock(mu_);
+  uintptr_t p = ptr;
+  std::vector<VmmMapping*> touched;
+  while (p < ptr + bytes) {
+    auto it = mappings_.find(p);
+    if (it == mappings_.end()) return CUDA_ERROR_INVALID_VALUE;  // must cover mapped ranges
+    touched.push_back(&it->second);
+    p += it->second.bytes;
+  }
+  if (touched.empty() || p != ptr + bytes) return CUDA_ERROR_INVALID_VALUE;
+  for (VmmMapping* m : touched) {
+    m->accessible = accessible;
+    mprotect(reinterpret_cast<void*>(m->base), m->bytes, accessible ? PROT_READ | PROT_WRITE : PROT_NONE);
+  }
+  return CUDA_SUCCESS;
+}
+
+void Memory::note_copy(CopyRoute route, size_t bytes) {
+  std::lock_guard<std::mutex> lock(mu_);
+  switch (route) {
+    case CopyRoute::HostToDevice: stats_.htod += bytes; break;
+    case CopyRoute::DeviceToHost: stats_.dtoh += bytes; break;
+    case CopyRoute::DeviceToDevice: stats_.dtod += bytes; break;
+    case CopyRoute::HostToHost: break;
+  }
+}
+
+void Memory::get_stats(simcuda_stats* out) {
+  std::lock_guard<std::mutex> lock(mu_);
+  out->capacity_bytes = capacity_;
+  out->device_bytes_in_use = used_;
+  out->peak_device_bytes = stats_.peak;
+  out->managed_resident_bytes = managed_resident_;
+  out->uvm_faults = stats_.faults;
+  out->uvm_evictions = stats_.evictions;
+  out->bytes_htod = stats_.htod;
+  out->bytes_dtoh = stats_.dtoh;
+  out->bytes_dtod = stats_.dtod;
+}
+
+void Memory::reset_stats() {
+  std::lock_guard<std::mutex> lock(mu_);
+  stats_ = Stats{};
+  stats_.peak = used_;
+}
+
+}  // namespace simcuda

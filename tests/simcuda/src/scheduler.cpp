@@ -1,0 +1,427 @@
+// scheduler.cpp: simcuda's streams: one worker thread per stream executing its queue in order,
+// dependencies between streams (events, the legacy default stream's implicit synchronisation),
+// virtual time, stream capture into graphs, and the sticky context error.
+//
+// Contract: an op starts (in virtual time) at the latest of its stream's clock, the finish of
+// every op it depends on, and the host's virtual clock when it was enqueued; it finishes after
+// its cost. The host's clock advances to an op's finish when the host waits for it. The legacy
+// default stream waits for all prior work of blocking streams, and blocking streams (including
+// per-thread default streams) wait for prior legacy work; non-blocking streams do neither.
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+
+#include "internal.hpp"
+
+namespace simcuda {
+
+namespace {
+thread_local CUstream_st* tls_per_thread_stream = nullptr;
+}
+
+Scheduler::Scheduler() {
+  if (const char* j = std::getenv("SIMCUDA_JITTER_US")) jitter_us_ = static_cast<unsigned>(std::atoi(j));
+  legacy_ = new CUstream_st;
+  legacy_->kind = StreamKind::Legacy;
+  legacy_->id = next_stream_id_++;
+  streams_.push_back(legacy_);
+  start_worker(legacy_);
+}
+
+void Scheduler::start_worker(CUstream_st* s) {
+  s->worker = std::thread([this, s] { worker_loop(s); });
+}
+
+CUstream_st* Scheduler::per_thread_stream() {
+  // Caller holds mu_.
+  if (tls_per_thread_stream == nullptr) {
+    auto* s = new CUstream_st;
+    s->kind = StreamKind::PerThread;
+    s->id = next_stream_id_++;
+    streams_.push_back(s);
+    start_worker(s);
+    tls_per_thread_stream = s;
+  }
+  return tls_per_thread_stream;
+}
+
+CUstream_st* Scheduler::resolve(CUstream handle, DefaultStream which, CUresult* err) {
+  std::lock_guard<std::mutex> lock(mu_);
+  *err = CUDA_SUCCESS;
+  if (handle == nullptr) return which == DefaultStream::Legacy ? legacy_ : per_thread_stream();
+  if (handle == CU_STREAM_LEGACY) return legacy_;
+  if (handle == CU_STREAM_PER_THREAD) return per_thread_stream();
+  if (std::find(streams_.begin(), streams_.end(), handle) != streams_.end()) return handle;
+  *err = CUDA_ERROR_INVALID_HANDLE;
+  return nullptr;
+}
+
+bool Scheduler::is_stream(CUstream_st* s) {
+  std::lock_guard<std::mutex> lock(mu_);
+  return std::find(streams_.begin(), streams_.end(), s) != streams_.end();
+}
+
+CUstream_st* Scheduler::create_stream(unsigned flags, int priority) {
+  auto* s = new CUstream_st;
+  s->flags = flags;
+  s->priority = priority;
+  std::lock_guard<std::mutex> lock(mu_);
+  s->id = next_stream_id_++;
+  streams_.push_back(s);
+  start_worker(s);
+  return s;
+}
+
+CUresult Scheduler::destroy_stream(CUstream_st* s) {
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    auto it = std::find(streams_.begin(), streams_.end(), s);
+    if (it == streams_.end() || s->kind != StreamKind::Created) return CUDA_ERROR_INVALID_HANDLE;
+    // The real driver returns at once and finishes the work; we drain first, then retire.
+    CompletionPtr last = s->last_done;
+    cv_.wait(lock, [&] { return !last || last->done; });
+    s->stopping = true;
+    streams_.erase(std::find(streams_.begin(), streams_.end(), s));
+    cv_.notify_all();
+  }
+  s->worker.join();
+  driver().memory.release_pending(s);
+  delete s;
+  return CUDA_SUCCESS;
+}
+
+void Scheduler::set_sticky(CUresult err) {
+  CUresult expected = CUDA_SUCCESS;
+  sticky_.compare_exchange_strong(expected, err);
+}
+
+bool Scheduler::capturing(CUstream_st* s) {
+  std::lock_guard<std::mutex> lock(mu_);
+  return s->capture != nullptr;
+}
+
+bool Scheduler::any_global_capture() {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (CUstream_st* s : streams_)
+    if (s->capture && s->capture->mode == CU_STREAM_CAPTURE_MODE_GLOBAL) return true;
+  return false;
+}
+
+void Scheduler::invalidate_capture(CUstream_st* s) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (s->capture) s->capture->invalidated = true;
+}
+
+CUresult Scheduler::enqueue(CUstream_st* s, OpPayload payload, CompletionPtr* done_out,
+                            std::vector<CompletionPtr> extra_deps) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (done_out) *done_out = nullptr;
+  if (s->capture) {
+    if (payload.kind == OpKind::FreeAsync || payload.kind == OpKind::Prefetch) {
+      s->capture->invalidated = true;  // stream-ordered allocation nodes are not simulated
+      return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+    }
+    if (payload.kind != OpKind::Marker && payload.kind != OpKind::EventRecord)
+      s->capture->nodes.push_back(std::move(payload));
+    return CUDA_SUCCESS;
+  }
+  Op op;
+  op.deps = std::move(extra_deps);
+  if (s == legacy_) {
+    for (CUstream_st* t : streams_) {
+      if (t == legacy_ || !t->blocking()) continue;
+      if (t->capture) {  // an implicit dependency on a capturing stream breaks its capture
+        t->capture->invalidated = true;
+        return CUDA_ERROR_STREAM_CAPTURE_IMPLICIT;
+      }
+      if (t->last_done && !t->last_done->done) op.deps.push_back(t->last_done);
+    }
+  } else if (s->blocking() && legacy_->last_done && !legacy_->last_done->done) {
+    op.deps.push_back(legacy_->last_done);
+  }
+  op.payload = std::move(payload);
+  op.done = std::make_shared<Completion>();
+  op.not_before_ns = host_clock_ns_;
+  if (done_out) *done_out = op.done;
+  s->last_done = op.done;
+  s->queue.push_back(std::move(op));
+  if (s->queue.back().payload.kind == OpKind::Kernel) launched_++;
+  cv_.notify_all();
+  return CUDA_SUCCESS;
+}
+
+void Scheduler::worker_loop(CUstream_st* s) {
+  std::minstd_rand jitter_rng(static_cast<unsigned>(s->id * 7919 + static_cast<uint64_t>(
+      std::chrono::steady_clock::now().time_since_epoch().count())));
+  std::unique_lock<std::mutex> lock(mu_);
+  for (;;) {
+    cv_.wait(lock, [&] {
+      if (s->queue.empty()) return s->stopping;
+      for (const CompletionPtr& d : s->queue.front().deps)
+        if (!d->done) return false;
+      return true;
+    });
+    if (s->queue.empty()) return;
+    Op op = std::move(s->queue.front());
+    s->queue.pop_front();
+    double start = std::max(s->clock_ns, op.not_before_ns);
+    for (const CompletionPtr& d : op.deps) start = std::max(start, d->finish_ns);
+    lock.unlock();
+    if (jitter_us_ > 0) usleep(jitter_rng() % jitter_us_);
+    double cost = 0;
+    execute(s, op, start, &cost);
+    lock.lock();
+    s->clock_ns = start + cost;
+    s->ops_executed++;
+    op.done->finish_ns = s->clock_ns;
+    op.done->done = true;
+    cv_.notify_all();
+  }
+}
+
+double copy_cost_ns(const OpPayload& op) {
+  const double bytes = static_cast<double>(op.bytes);
+  switch (op.route) {
+    case CopyRoute::HostToDevice:
+    case CopyRoute::DeviceToHost:
+      return SIMCUDA_COPY_LATENCY_NS +
+             bytes / (op.pinned ? SIMCUDA_PINNED_BYTES_PER_NS : SIMCUDA_PAGEABLE_BYTES_PER_NS);
+    case CopyRoute::DeviceToDevice:
+      return SIMCUDA_COPY_LATENCY_NS + 2 * bytes / SIMCUDA_DEVICE_BYTES_PER_NS;
+    case CopyRoute::HostToHost:
+      return SIMCUDA_COPY_LATENCY_NS + bytes / SIMCUDA_PAGEABLE_BYTES_PER_NS;
+  }
+  return 0;
+}
+
+void Scheduler::execute(CUstream_st* /*s*/, Op& op, double /*start_ns*/, double* cost_ns) {
+  OpPayload& p = op.payload;
+  Memory& mem = driver().memory;
+  const bool failed = sticky() != CUDA_SUCCESS;  // a failed context runs no more device work
+  switch (p.kind) {
+    case OpKind::Kernel: {
+      if (failed) return;
+      bool illegal = false;
+      *cost_ns = run_kernel(p, &illegal);
+      executed_++;
+      if (illegal) set_sticky(CUDA_ERROR_ILLEGAL_ADDRESS);
+      return;
+    }
+    case OpKind::Copy: {
+      if (failed || p.bytes == 0) return;
+      const bool dst_dev = p.route == CopyRoute::HostToDevice || p.route == CopyRoute::DeviceToDevice;
+      const bool src_dev = p.route == CopyRoute::DeviceToHost || p.route == CopyRoute::DeviceToDevice;
+      if ((dst_dev && !mem.range_valid_for_copy(p.dst, p.bytes)) ||
+          (src_dev && !mem.range_valid_for_copy(p.src, p.bytes))) {
+        set_sticky(CUDA_ERROR_ILLEGAL_ADDRESS);
+        return;
+      }
+      std::memmove(reinterpret_cast<void*>(p.dst), reinterpret_cast<const void*>(p.src), p.bytes);
+      mem.note_copy(p.route, p.bytes);
+      *cost_ns = copy_cost_ns(p);
+      return;
+    }
+    case OpKind::Memset: {
+      if (failed) return;
+      const size_t bytes = p.bytes * p.memset_elem;
+      if (!mem.range_valid_for_copy(p.dst, bytes)) {
+        set_sticky(CUDA_ERROR_ILLEGAL_ADDRESS);
+        return;
+      }
+      auto* d = reinterpret_cast<unsigned char*>(p.dst);
+      if (p.memset_elem == 1) {
+        std::memset(d, static_cast<int>(p.memset_value & 0xff), p.bytes);
+      } else {
+        for (size_t i = 0; i < p.bytes; ++i) std::memcpy(d + i * p.memset_elem, &p.memset_value, p.memset_elem);
+      }
+      *cost_ns = SIMCUDA_COPY_LATENCY_NS + static_cast<double>(bytes) / SIMCUDA_DEVICE_BYTES_PER_NS;
+      return;
+    }
+    case OpKind::Prefetch:
+      if (!failed) mem.prefetch(p.dst, p.bytes, p.location, cost_ns);
+      return;
+    case OpKind::HostFn:
+      p.host_fn(p.user_data);
+      return;
+    case OpKind::EventRecord:
+    case OpKind::Marker:
+    case OpKind::FreeAsync:
+      return;
+  }
+}
+
+void Scheduler::wait_for(const CompletionPtr& c, std::unique_lock<std::mutex>& lock) {
+  if (!c) return;
+  cv_.wait(lock, [&] { return c->done; });
+  host_clock_ns_ = std::max(host_clock_ns_, c->finish_ns);
+}
+
+CUresult Scheduler::synchronize_stream(CUstream_st* s) {
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (s->capture) {
+      s->capture->invalidated = true;
+      return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+    }
+    CompletionPtr last = s->last_done;
+    wait_for(last, lock);
+  }
+  driver().memory.release_pending(s);
+  return sticky();
+}
+
+CUresult Scheduler::synchronize_device() {
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    for (CUstream_st* s : streams_) {
+      if (s->capture) {
+        s->capture->invalidated = true;
+        return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+      }
+    }
+    std::vector<CompletionPtr> all;
+    for (CUstream_st* s : streams_) all.push_back(s->last_done);
+    for (const CompletionPtr& c : all) wait_for(c, lock);
+  }
+  driver().memory.release_all_pending();
+  return sticky();
+}
+
+CUresult Scheduler::synchronize_event(CUevent_st* e) {
+  std::unique_lock<std::mutex> lock(mu_);
+  CompletionPtr last = e->last;
+  wait_for(last, lock);
+  return sticky();
+}
+
+CUresult Scheduler::query_stream(CUstream_st* s) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (sticky() != CUDA_SUCCESS) return sticky();
+  return (!s->last_done || s->last_done->done) ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
+}
+
+CUresult Scheduler::query_event(CUevent_st* e) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (sticky() != CUDA_SUCCESS) return sticky();
+  return (!e->last || e->last->done) ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
+}
+
+CUresult Scheduler::record_event(CUstream_st* s, CUevent_st* e) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (s->capture) {
+      e->recorded_in_capture = true;
+      e->capture = s->capture;
+      return CUDA_SUCCESS;
+    }
+  }
+  OpPayload p;
+  p.kind = OpKind::EventRecord;
+  CompletionPtr done;
+  CUresult r = enqueue(s, std::move(p), &done);
+  if (r != CUDA_SUCCESS) return r;
+  std::lock_guard<std::mutex> lock(mu_);
+  e->last = done;
+  e->recorded_in_capture = false;
+  e->capture = nullptr;
+  return CUDA_SUCCESS;
+}
+
+CUresult Scheduler::wait_event(CUstream_st* s, CUevent_st* e) {
+  CompletionPtr dep;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (e->recorded_in_capture && e->capture) {
+      if (!s->capture) s->capture = e->capture;  // fork: s joins the capture
+      return CUDA_SUCCESS;
+    }
+    dep = e->last;
+  }
+  if (!dep) return CUDA_SUCCESS;
+  OpPayload p;
+  p.kind = OpKind::Marker;
+  return enqueue(s, std::move(p), nullptr, {dep});
+}
+
+CUresult Scheduler::elapsed_ms(CUevent_st* start, CUevent_st* end, float* ms) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if ((start->flags | end->flags) & CU_EVENT_DISABLE_TIMING) return CUDA_ERROR_INVALID_HANDLE;
+  if (!start->last || !end->last) return CUDA_ERROR_INVALID_HANDLE;
+  if (!start->last->done || !end->last->done) return CUDA_ERROR_NOT_READY;
+  *ms = static_cast<float>((end->last->finish_ns - start->last->finish_ns) / 1e6);
+  return CUDA_SUCCESS;
+}
+
+CUresult Scheduler::begin_capture(CUstream_st* s, CUstreamCaptureMode mode) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (s == legacy_) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+  if (s->capture) return CUDA_ERROR_ILLEGAL_STATE;
+  s->capture = std::make_shared<CaptureGraph>();
+  s->capture->mode = mode;
+  s->capture->id = next_capture_id_++;
+  return CUDA_SUCCESS;
+}
+
+CUresult Scheduler::end_capture(CUstream_st* s, CUgraph* graph) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!s->capture) return CUDA_ERROR_ILLEGAL_STATE;
+  std::shared_ptr<CaptureGraph> g = s->capture;
+  for (CUstream_st* t : streams_)
+    if (t->capture == g) t->capture = nullptr;
+  if (g->invalidated) {
+    *graph = nullptr;
+    return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+  }
+  auto* out = new CUgraph_st;
+  out->nodes = std::move(g->nodes);
+  *graph = out;
+  return CUDA_SUCCESS;
+}
+
+CUresult Scheduler::capture_status(CUstream_st* s, CUstreamCaptureStatus* status, cuuint64_t* id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!s->capture) {
+    *status = CU_STREAM_CAPTURE_STATUS_NONE;
+  } else {
+    *status = s->capture->invalidated ? CU_STREAM_CAPTURE_STATUS_INVALIDATED : CU_STREAM_CAPTURE_STATUS_ACTIVE;
+    if (id) *id = s->capture->id;
+  }
+  return CUDA_SUCCESS;
+}
+
+CUresult Scheduler::launch_graph(CUgraphExec_st* exec, CUstream_st* s) {
+  for (const OpPayload& node : exec->nodes) {
+    CUresult r = enqueue(s, node);
+    if (r != CUDA_SUCCESS) return r;
+  }
+  return CUDA_SUCCESS;
+}
+
+uint64_t Scheduler::stream_virtual_ns(CUstream handle) {
+  std::lock_guard<std::mutex> lock(mu_);
+  CUstream_st* s = nullptr;
+  if (handle == nullptr || handle == CU_STREAM_LEGACY) s = legacy_;
+  else if (handle == CU_STREAM_PER_THREAD) s = tls_per_thread_stream;
+  else if (std::find(streams_.begin(), streams_.end(), handle) != streams_.end()) s = handle;
+  return s ? static_cast<uint64_t>(s->clock_ns) : 0;
+}
+
+double Scheduler::max_virtual_ns() {
+  std::lock_guard<std::mutex> lock(mu_);
+  double m = host_clock_ns_;
+  for (CUstream_st* s : streams_) m = std::max(m, s->clock_ns);
+  return m;
+}
+
+std::vector<std::pair<uint64_t, double>> Scheduler::stream_clocks() {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<std::pair<uint64_t, double>> out;
+  for (CUstream_st* s : streams_) out.emplace_back(s->id, s->clock_ns);
+  return out;
+}
+
+}  // namespace simcuda
