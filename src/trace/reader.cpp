@@ -18,6 +18,7 @@ namespace {
 namespace sj = simdjson;
 
 constexpr std::size_t kChunk = 1 << 20;
+constexpr std::size_t kFirstChunk = 1 << 16;
 
 struct Fail {
   TraceErrc code;
@@ -71,7 +72,7 @@ struct TraceReader::Impl {
   TraceExpected<bool> next_line(std::string_view& out) {
     for (;;) {
       const char* p = buf.data() + begin;
-      const void* nl = std::memchr(p, '\n', end - begin);
+      const void* nl = end > begin ? std::memchr(p, '\n', end - begin) : nullptr;  // memchr(null, 0) is UB
       if (nl) {
         std::size_t len = static_cast<const char*>(nl) - p;
         out = std::string_view(p, len);
@@ -96,9 +97,11 @@ struct TraceReader::Impl {
         end -= begin;
         begin = 0;
       }
-      std::size_t want = end + kChunk + sj::SIMDJSON_PADDING;
+      // Small first read (small traces and fuzz inputs stay cheap), full chunks after.
+      const std::size_t chunk = buf.empty() ? kFirstChunk : kChunk;
+      std::size_t want = end + chunk + sj::SIMDJSON_PADDING;
       if (buf.size() < want) buf.resize(want);
-      auto r = src->read(buf.data() + end, kChunk);
+      auto r = src->read(buf.data() + end, chunk);
       if (!r) {
         ++line_no;
         return fail(TraceErrc::Decompress, r.error().message);
