@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Benchmark: every baseline policy at every budget on the real-model traces in
+# ../shared/traces, side by side; prints the markdown table and writes sweep.md, sweep.csv
+# and one SVG plot per trace. All figures are simulated for the named GPU profile.
+# Usage: scripts/sim_sweep.sh [GPU ...]   (default: h200; e.g. `scripts/sim_sweep.sh p100 h200`)
+# Env: CAPUCHIN_BIN (default build/release/bin/capuchin, built if missing),
+#      OUT (default build/sim-sweep), BUDGETS, POLICIES.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bin=${CAPUCHIN_BIN:-build/release/bin/capuchin}
+if [ ! -x "$bin" ]; then
+  cmake --preset release >/dev/null
+  cmake --build --preset release --target capuchin_cli -j "$(nproc)"
+fi
+traces=(../shared/traces/*.jsonl.gz)
+if [ ! -e "${traces[0]}" ]; then
+  echo "sim_sweep: no traces in ../shared/traces" >&2
+  exit 1
+fi
+out=${OUT:-build/sim-sweep}
+budgets=${BUDGETS:-1.0,0.8,0.6,0.5,0.4,0.3,0.2}
+policies=${POLICIES:-ideal,none,lru-uvm,vdnn,dtr,checkpoint-sqrt}
+gpus=("$@")
+[ ${#gpus[@]} -eq 0 ] && gpus=(h200)
+for gpu in "${gpus[@]}"; do
+  echo "== $gpu"
+  "$bin" sim sweep --trace "${traces[@]}" --gpu "$gpu" --budgets "$budgets" --policies "$policies" --out "$out/$gpu"
+done
