@@ -1,0 +1,491 @@
+// capture.cpp: process-wide capture state (init, lazy start, exit, fork) and the record_*
+// functions the hooks call (see capture.hpp).
+#include "capture.hpp"
+
+#include <pthread.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <new>
+#include <string>
+
+#include "capuchin/version.hpp"
+#include "drain.hpp"
+#include "real_api.hpp"
+#include "sink.hpp"
+
+namespace capuchin::interpose {
+
+__attribute__((tls_model("initial-exec"))) thread_local int t_hook_depth = 0;
+std::atomic<bool> g_capturing{false};
+std::atomic<bool> g_started{false};
+
+namespace {
+
+// Never destroyed: hooks may run on other threads while static destructors run.
+struct State {
+  Config config;
+  RingPool pool;
+  FuncCache cache;
+  LiveMap* live = nullptr;
+  Drain* drain = nullptr;
+  std::mutex* start_mu = nullptr;
+  std::atomic<std::uint64_t> next_id{0};
+  std::atomic<std::uint64_t> host_bytes{0};
+  // Streams being captured: {stream handle + 1, capture sequence}. Lock-free readers.
+  static constexpr int kMaxCaptures = 64;
+  std::atomic<std::uint64_t> capture_stream[kMaxCaptures] = {};
+  std::atomic<std::uint32_t> capture_seq[kMaxCaptures] = {};
+  std::atomic<int> active_captures{0};
+  std::atomic<std::uint32_t> next_capture{0};
+};
+alignas(State) unsigned char g_state_mem[sizeof(State)];
+State* g_state = nullptr;
+
+State& st() { return *g_state; }
+
+std::uint64_t stream_key(std::uint64_t stream, bool per_thread) {
+  if (stream == 0 && per_thread) stream = 0x2;
+  return stream + 1;
+}
+
+void start_locked() {
+  State& s = st();
+  std::unique_ptr<Sink> sink;
+  if (s.config.sink == SinkKind::File) {
+    trace::Header h;
+    h.source = "capuchin-interpose";
+    char notes[256];
+    std::snprintf(notes, sizeof notes, "recorded by libcapuchin.so %s from pid %d", capuchin::kVersion.data(),
+                  static_cast<int>(getpid()));
+    h.notes = notes;
+    auto opened = open_file_sink(s.config.record_path, h);
+    if (!opened) {
+      log(LogLevel::Error, "cannot record to %s: %s; capture is off, the program runs unchanged",
+          s.config.record_path, opened.error().message.c_str());
+      g_capturing.store(false, std::memory_order_relaxed);
+      return;
+    }
+    sink = std::move(*opened);
+    log(LogLevel::Info, "recording to %s", s.config.record_path);
+  } else {
+    sink = make_null_sink();
+  }
+  s.drain = new Drain;
+  if (!s.drain->start(s.pool, s.cache, std::move(sink), s.config.drain_interval_us)) {
+    log(LogLevel::Error, "cannot start the drain thread; capture is off");
+    g_capturing.store(false, std::memory_order_relaxed);
+  }
+}
+
+void at_fork_child() {
+  if (g_state == nullptr) return;
+  State& s = st();
+  forget_current_slot();
+  t_hook_depth = 0;
+  if (!g_capturing.load(std::memory_order_relaxed) && !g_started.load(std::memory_order_relaxed)) return;
+  // The parent's drain thread, sink and locks do not exist here: leak them, start afresh.
+  s.pool.reset_after_fork();
+  if (s.live != nullptr) s.live->reset_after_fork();
+  s.drain = nullptr;
+  s.start_mu = new (std::nothrow) std::mutex;
+  g_started.store(false, std::memory_order_release);
+  if (s.config.sink == SinkKind::File && !s.config.record_path_has_pid) {
+    g_capturing.store(false, std::memory_order_relaxed);
+    log(LogLevel::Info, "forked child does not record (CAPUCHIN_RECORD has no %%p)");
+    return;
+  }
+  s.config.expand_record_path();
+  g_capturing.store(s.config.capturing(), std::memory_order_relaxed);
+}
+
+void at_exit() { shutdown_capture(nullptr, 0); }
+
+}  // namespace
+
+const Config& config() { return st().config; }
+
+void init_from_env() {
+  if (g_state != nullptr) return;
+  g_state = new (g_state_mem) State();
+  State& s = st();
+  s.config = Config::from_env();
+  s.start_mu = new std::mutex;
+  if (s.config.disabled) {
+    log(LogLevel::Info, "CAPUCHIN_DISABLE set: pure pass-through");
+    return;
+  }
+  if (!s.config.capturing()) {
+    log(LogLevel::Debug, "no CAPUCHIN_RECORD / CAPUCHIN_SINK: pass-through");
+    return;
+  }
+  if (!s.pool.init(s.config.max_threads, s.config.ring_records) || !s.cache.init()) {
+    log(LogLevel::Error, "cannot map the event rings; capture is off");
+    return;
+  }
+  s.live = new LiveMap(s.pool);
+  pthread_atfork(nullptr, nullptr, at_fork_child);
+  std::atexit(at_exit);
+  g_capturing.store(true, std::memory_order_release);
+}
+
+void ensure_started_slow() {
+  if (g_state == nullptr) return;
+  State& s = st();
+  std::lock_guard<std::mutex> lock(*s.start_mu);
+  if (g_started.load(std::memory_order_relaxed)) return;
+  if (g_capturing.load(std::memory_order_relaxed)) start_locked();
+  g_started.store(true, std::memory_order_release);
+}
+
+void shutdown_capture(char* summary, std::size_t summary_bytes) {
+  if (g_state == nullptr) return;
+  State& s = st();
+  const bool was = g_capturing.exchange(false, std::memory_order_acq_rel);
+  if (summary != nullptr && summary_bytes > 0) summary[0] = '\0';
+  if (!was && s.drain == nullptr) return;
+  std::lock_guard<std::mutex> lock(*s.start_mu);
+  if (s.drain == nullptr) return;
+  const CaptureStats stats = s.drain->stop();
+  const std::string line = summarize(stats);
+  if (summary != nullptr && summary_bytes > 0) std::snprintf(summary, summary_bytes, "%s", line.c_str());
+  const bool lossy = stats.ring_lost_events + stats.no_slot_events + stats.sink_failed_events +
+                         stats.unknown_ids_dropped + stats.unscanned_launches + stats.truncated_launches >
+                     0;
+  log(lossy ? LogLevel::Warn : LogLevel::Info, "capture summary: %s", line.c_str());
+}
+
+// --- recording -----------------------------------------------------------------------------
+
+namespace {
+
+// Writes one head record (and continuation records with ids) into the caller's ring.
+inline void put(Record head, const std::uint64_t* ids, unsigned nids) {
+  State& s = st();
+  ThreadSlot* slot = current_slot(s.pool);
+  if (slot == nullptr) {
+    s.pool.no_slot_events.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
+  const unsigned conts = (nids + kIdsPerCont - 1) / kIdsPerCont;
+  if (!slot->has_room(1 + conts)) {
+    slot->drop();
+    return;
+  }
+  std::uint64_t pos = slot->head.load(std::memory_order_relaxed);
+  head.cont = static_cast<std::uint8_t>(conts);
+  head.h.ts = now_ns();
+  *slot->reserve_at(pos) = head;
+  for (unsigned c = 0; c < conts; ++c) {
+    Record* r = slot->reserve_at(pos + 1 + c);
+    r->kind = Kind::Ids;
+    const unsigned n = nids - c * kIdsPerCont < kIdsPerCont ? nids - c * kIdsPerCont : kIdsPerCont;
+    r->cont = static_cast<std::uint8_t>(n);
+    for (unsigned j = 0; j < n; ++j) r->ids[j] = ids[c * kIdsPerCont + j];
+  }
+  slot->commit(1 + conts);
+}
+
+inline Record make(Kind kind, std::uint8_t flags) {
+  Record r;
+  std::memset(&r, 0, sizeof r);
+  r.kind = kind;
+  r.flags = flags;
+  return r;
+}
+
+inline std::uint64_t id_at(std::uint64_t addr, ThreadSlot* slot, bool* host) {
+  LiveMap::Reader reader(*st().live, slot);
+  const LiveEntry* e = reader.find(addr);
+  *host = e != nullptr && e->kind == MemKind::Host;
+  return e == nullptr || e->kind == MemKind::Host ? kNoId : e->id;
+}
+
+void free_evicted(const LiveEntry* ev, std::size_t n) {
+  for (std::size_t i = 0; i < n; ++i) {
+    if (ev[i].kind == MemKind::Host) continue;
+    Record r = make(Kind::Free, 0);
+    r.h.a = ev[i].id;
+    put(r, nullptr, 0);
+  }
+}
+
+}  // namespace
+
+void record_alloc(std::uint64_t base, std::uint64_t bytes, MemKind kind, AllocSub sub, std::uint64_t stream,
+                  std::uint8_t flags) {
+  if (bytes == 0) return;
+  State& s = st();
+  const std::uint64_t id = s.next_id.fetch_add(1, std::memory_order_relaxed);
+  LiveEntry evicted[16];
+  const std::size_t n = s.live->insert(LiveEntry{base, base + bytes, id, kind}, evicted, 16);
+  free_evicted(evicted, n);
+  Record r = make(Kind::Alloc, flags);
+  r.sub = static_cast<std::uint8_t>(sub);
+  r.h.a = id;
+  r.h.b = base;
+  r.h.c = bytes;
+  r.h.d = stream;
+  put(r, nullptr, 0);
+}
+
+void record_free(std::uint64_t base, std::uint64_t stream, std::uint8_t flags) {
+  LiveEntry e;
+  if (!st().live->remove(base, &e)) return;
+  if (e.kind == MemKind::Host) return;
+  Record r = make(Kind::Free, flags);
+  r.h.a = e.id;
+  r.h.d = stream;
+  put(r, nullptr, 0);
+}
+
+void record_unmap(std::uint64_t base, std::uint64_t bytes) {
+  LiveEntry removed[256];
+  const std::size_t n = st().live->remove_range(base, base + bytes, removed, 256);
+  free_evicted(removed, n);
+}
+
+void record_host_alloc(std::uint64_t base, std::uint64_t bytes) {
+  if (bytes == 0) return;
+  State& s = st();
+  LiveEntry evicted[16];
+  const std::size_t n = s.live->insert(LiveEntry{base, base + bytes, kNoId, MemKind::Host}, evicted, 16);
+  free_evicted(evicted, n);
+  s.host_bytes.fetch_add(bytes, std::memory_order_relaxed);
+}
+
+void record_host_free(std::uint64_t base) { st().live->remove(base, nullptr); }
+
+void record_launch(const FuncLayout* layout, std::uint64_t func, void** params, void** extra, std::uint64_t stream,
+                   std::uint8_t flags) {
+  State& s = st();
+  ThreadSlot* slot = current_slot(s.pool);
+  if (slot == nullptr) {
+    s.pool.no_slot_events.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
+  constexpr unsigned kMaxIds = 255 * kIdsPerCont;
+  std::uint64_t ids[kMaxIds];
+  unsigned n = 0;
+  std::uint64_t unknown = 0;
+  {
+    LiveMap::Reader reader(*s.live, slot);
+    auto scan = [&](std::uint64_t w) {
+      const LiveEntry* e = reader.find(w);
+      if (e == nullptr) {
+        unknown += reader.in_span(w) ? 1 : 0;
+        return;
+      }
+      if (e->kind == MemKind::Host) return;
+      for (unsigned j = 0; j < n; ++j)
+        if (ids[j] == e->id) return;
+      if (n < kMaxIds) ids[n++] = e->id;
+      else flags |= kTruncated;
+    };
+    if (params != nullptr && layout != nullptr) {
+      const std::uint32_t* plan = s.cache.words(*layout);
+      for (std::uint32_t k = 0; k < layout->nwords; ++k) {
+        const std::uint32_t p = plan[k];
+        const char* value = static_cast<const char*>(params[p >> 16]);
+        if (value == nullptr) continue;
+        std::uint64_t w;
+        std::memcpy(&w, value + (p & 0xffffu), sizeof w);
+        scan(w);
+      }
+    } else if (params == nullptr && extra != nullptr) {
+      // CU_LAUNCH_PARAM_BUFFER_POINTER / _SIZE pairs, CU_LAUNCH_PARAM_END-terminated.
+      const char* buf = nullptr;
+      std::size_t size = 0;
+      for (int i = 0; i < 64 && extra[i] != CU_LAUNCH_PARAM_END; i += 2) {
+        if (extra[i] == CU_LAUNCH_PARAM_BUFFER_POINTER) buf = static_cast<const char*>(extra[i + 1]);
+        else if (extra[i] == CU_LAUNCH_PARAM_BUFFER_SIZE && extra[i + 1] != nullptr)
+          size = *static_cast<const std::size_t*>(extra[i + 1]);
+      }
+      if (buf != nullptr)
+        for (std::size_t off = 0; off + 8 <= size; off += 8) {
+          std::uint64_t w;
+          std::memcpy(&w, buf + off, sizeof w);
+          scan(w);
+        }
+    }
+  }
+  const std::uint32_t seq = capture_sequence(stream, (flags & kPerThread) != 0);
+  Record r = make(Kind::Launch, static_cast<std::uint8_t>(flags | (seq != 0 ? kCaptured : 0)));
+  r.aux = layout != nullptr ? s.cache.index_of(layout) : ~0u;
+  r.h.a = func;
+  r.h.b = n;
+  r.h.c = unknown;
+  r.h.d = stream;
+  r.h.e = seq;  // a captured launch carries its capture sequence in e (aux is the layout)
+  put(r, ids, n);
+}
+
+void record_copy(std::uint64_t dst, std::uint64_t src, std::uint64_t bytes, CopyHint hint, std::uint64_t stream,
+                 std::uint8_t flags) {
+  State& s = st();
+  ThreadSlot* slot = current_slot(s.pool);
+  if (slot == nullptr) {
+    s.pool.no_slot_events.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
+  bool dst_host = false, src_host = false;
+  const std::uint64_t dst_id = id_at(dst, slot, &dst_host);
+  const std::uint64_t src_id = id_at(src, slot, &src_host);
+  CopySub sub;
+  switch (hint) {
+    case CopyHint::H2D: sub = CopySub::H2D; break;
+    case CopyHint::D2H: sub = CopySub::D2H; break;
+    case CopyHint::D2D: sub = CopySub::D2D; break;
+    default:
+      if (dst_id != kNoId && src_id != kNoId) sub = CopySub::D2D;
+      else if (dst_id != kNoId) sub = CopySub::H2D;
+      else if (src_id != kNoId) sub = CopySub::D2H;
+      else return;  // host to host, or two unknown addresses: nothing on the device we know
+  }
+  std::uint64_t unknown = 0;
+  if ((sub == CopySub::H2D || sub == CopySub::D2D) && dst_id == kNoId) ++unknown;
+  if ((sub == CopySub::D2H || sub == CopySub::D2D) && src_id == kNoId) ++unknown;
+  const std::uint32_t seq = capture_sequence(stream, (flags & kPerThread) != 0);
+  Record r = make(Kind::Copy, static_cast<std::uint8_t>(flags | (seq != 0 ? kCaptured : 0)));
+  r.sub = static_cast<std::uint8_t>(sub);
+  r.aux = seq;
+  r.h.a = sub == CopySub::H2D ? kNoId : src_id;
+  r.h.b = sub == CopySub::D2H ? kNoId : dst_id;
+  r.h.c = bytes;
+  r.h.d = stream;
+  r.h.f = unknown;
+  put(r, nullptr, 0);
+}
+
+void record_memset(std::uint64_t dst, std::uint64_t bytes, std::uint64_t stream, std::uint8_t flags) {
+  State& s = st();
+  ThreadSlot* slot = current_slot(s.pool);
+  if (slot == nullptr) {
+    s.pool.no_slot_events.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
+  bool host = false;
+  const std::uint64_t id = id_at(dst, slot, &host);
+  const std::uint32_t seq = capture_sequence(stream, (flags & kPerThread) != 0);
+  Record r = make(Kind::Memset, static_cast<std::uint8_t>(flags | (seq != 0 ? kCaptured : 0)));
+  r.aux = seq;
+  r.h.a = id;
+  r.h.c = bytes;
+  r.h.d = stream;
+  r.h.f = id == kNoId ? 1 : 0;
+  put(r, nullptr, 0);
+}
+
+void record_sync(SyncSub sub) {
+  Record r = make(Kind::Sync, 0);
+  r.sub = static_cast<std::uint8_t>(sub);
+  put(r, nullptr, 0);
+}
+
+void record_capture_begin(std::uint64_t stream, std::uint8_t flags) {
+  State& s = st();
+  const std::uint64_t key = stream_key(stream, (flags & kPerThread) != 0);
+  const std::uint32_t seq = s.next_capture.fetch_add(1, std::memory_order_relaxed) + 1;
+  for (int i = 0; i < State::kMaxCaptures; ++i) {
+    std::uint64_t expect = 0;
+    if (s.capture_stream[i].compare_exchange_strong(expect, key, std::memory_order_acq_rel)) {
+      s.capture_seq[i].store(seq, std::memory_order_release);
+      s.active_captures.fetch_add(1, std::memory_order_acq_rel);
+      Record r = make(Kind::CaptureBegin, flags);
+      r.aux = seq;
+      r.h.d = stream;
+      put(r, nullptr, 0);
+      return;
+    }
+  }
+  log(LogLevel::Warn, "more than %d concurrent stream captures; this one is not tracked", State::kMaxCaptures);
+}
+
+void record_capture_end(std::uint64_t stream, std::uint64_t graph, std::uint8_t flags) {
+  State& s = st();
+  const std::uint64_t key = stream_key(stream, (flags & kPerThread) != 0);
+  for (int i = 0; i < State::kMaxCaptures; ++i) {
+    if (s.capture_stream[i].load(std::memory_order_acquire) != key) continue;
+    const std::uint32_t seq = s.capture_seq[i].load(std::memory_order_acquire);
+    s.capture_seq[i].store(0, std::memory_order_release);
+    s.capture_stream[i].store(0, std::memory_order_release);
+    s.active_captures.fetch_sub(1, std::memory_order_acq_rel);
+    if (graph != 0) {
+      Record r = make(Kind::CaptureEnd, flags);
+      r.aux = seq;
+      r.h.a = graph;
+      put(r, nullptr, 0);
+    }
+    return;
+  }
+}
+
+void record_instantiate(std::uint64_t graph, std::uint64_t exec) {
+  Record r = make(Kind::Instantiate, 0);
+  r.h.a = graph;
+  r.h.b = exec;
+  put(r, nullptr, 0);
+}
+
+void record_graph_launch(std::uint64_t exec, std::uint64_t stream, std::uint8_t flags) {
+  Record r = make(Kind::GraphLaunch, flags);
+  r.h.a = exec;
+  r.h.d = stream;
+  put(r, nullptr, 0);
+}
+
+void record_iteration() { put(make(Kind::Iteration, 0), nullptr, 0); }
+
+std::uint32_t capture_sequence(std::uint64_t stream, bool per_thread) {
+  State& s = st();
+  if (s.active_captures.load(std::memory_order_acquire) == 0) [[likely]] return 0;
+  const std::uint64_t key = stream_key(stream, per_thread);
+  for (int i = 0; i < State::kMaxCaptures; ++i)
+    if (s.capture_stream[i].load(std::memory_order_acquire) == key)
+      return s.capture_seq[i].load(std::memory_order_acquire);
+  return 0;
+}
+
+// --- parameter layouts ---------------------------------------------------------------------
+
+const FuncLayout* layout_for_function(CUfunction f) {
+  State& s = st();
+  const auto key = reinterpret_cast<std::uint64_t>(f);
+  if (const FuncLayout* l = s.cache.lookup(key)) [[likely]] return l;
+  using ParamInfoFn = CUresult (*)(CUfunction, size_t, size_t*, size_t*);
+  using NameFn = CUresult (*)(const char**, CUfunction);
+  auto param_info = reinterpret_cast<ParamInfoFn>(driver_symbol("cuFuncGetParamInfo"));
+  auto get_name = reinterpret_cast<NameFn>(driver_symbol("cuFuncGetName"));
+  if (param_info == nullptr || f == nullptr) return nullptr;
+  ParamSpec specs[1024];
+  std::uint32_t n = 0;
+  for (; n < 1024; ++n) {
+    size_t off = 0, size = 0;
+    if (param_info(f, n, &off, &size) != CUDA_SUCCESS) break;
+    specs[n] = ParamSpec{static_cast<std::uint32_t>(off), static_cast<std::uint32_t>(size)};
+  }
+  if (n == 1024) return nullptr;  // more parameters than we scan: record unscanned
+  const char* name = nullptr;
+  if (get_name == nullptr || get_name(&name, f) != CUDA_SUCCESS) name = nullptr;
+  const FuncLayout* l = s.cache.insert(key, key, specs, n, name);
+  if (l == nullptr) log(LogLevel::Warn, "kernel parameter cache is full; launches of %s go unscanned", name ? name : "?");
+  return l;
+}
+
+const FuncLayout* layout_for_stub(const void* stub) {
+  State& s = st();
+  // Host stubs and CUfunctions never share an address, but keep the keys apart anyway.
+  const std::uint64_t key = reinterpret_cast<std::uint64_t>(stub) ^ 0x8000000000000000ull;
+  if (const FuncLayout* l = s.cache.lookup(key)) [[likely]] return l;
+  using GetFuncFn = int (*)(CUfunction*, const void*);
+  auto get_func = reinterpret_cast<GetFuncFn>(runtime_symbol("cudaGetFuncBySymbol"));
+  CUfunction f = nullptr;
+  if (get_func == nullptr || get_func(&f, stub) != 0 || f == nullptr) return nullptr;
+  const FuncLayout* l = layout_for_function(f);
+  if (l != nullptr) s.cache.alias(key, l);
+  return l;
+}
+
+}  // namespace capuchin::interpose

@@ -1,0 +1,96 @@
+// capture.hpp: the process-wide capture state and the record_* calls the hooks make.
+//
+// Contract: hooks open a HookScope first; only the outermost scope of a thread records
+// (the library's own CUDA calls, and CUDA calling itself, e.g. cudart calling the driver
+// wrappers, pass straight through). record_* never lock, sleep or allocate, except
+// record_alloc/record_free (they update the LiveMap under its writer mutex) and the first
+// launch of each function (one parameter-layout query to the driver, then cached). errno
+// is preserved across everything a hook adds. When capture is off (CAPUCHIN_DISABLE=1, no
+// sink configured, after fork without %p, after shutdown) hooks are pure pass-throughs.
+#pragma once
+
+#include <cuda.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstdint>
+
+#include "config.hpp"
+#include "func_cache.hpp"
+#include "live_map.hpp"
+#include "record.hpp"
+#include "ring.hpp"
+
+namespace capuchin::interpose {
+
+extern __attribute__((tls_model("initial-exec"))) thread_local int t_hook_depth;
+
+// Capture is on (set after init; cleared by shutdown and in a forked child without %p).
+extern std::atomic<bool> g_capturing;
+// The sink and drain thread start on first CUDA use, not at load (a program that never
+// touches CUDA gets no file and no thread).
+void ensure_started_slow();
+extern std::atomic<bool> g_started;
+inline bool capture_on() {
+  if (!g_capturing.load(std::memory_order_relaxed)) return false;
+  if (!g_started.load(std::memory_order_acquire)) [[unlikely]] ensure_started_slow();
+  return g_capturing.load(std::memory_order_relaxed);
+}
+
+struct HookScope {
+  HookScope() : outer(t_hook_depth++ == 0) {}
+  ~HookScope() { --t_hook_depth; }
+  HookScope(const HookScope&) = delete;
+  HookScope& operator=(const HookScope&) = delete;
+  bool record() const { return outer && capture_on(); }
+  const bool outer;
+};
+
+// Restores errno when it leaves scope (what the real call set it to).
+struct ErrnoKeeper {
+  ErrnoKeeper() : saved(errno) {}
+  ~ErrnoKeeper() { errno = saved; }
+  int saved;
+};
+
+// Process-wide init (library constructor), exit and fork handling.
+void init_from_env();
+void shutdown_capture(char* summary, std::size_t summary_bytes);
+const Config& config();
+
+// --- what hooks record -------------------------------------------------------------------
+enum class CopyHint : std::uint8_t { Infer, H2D, D2H, D2D };
+
+void record_alloc(std::uint64_t base, std::uint64_t bytes, MemKind kind, AllocSub sub, std::uint64_t stream,
+                  std::uint8_t flags);
+// Removes the allocation starting at base (before the real free runs, so the address can
+// never be mapped twice) and records its free; unknown bases are ignored.
+void record_free(std::uint64_t base, std::uint64_t stream, std::uint8_t flags);
+// A VMM unmap: frees every mapping that starts in [base, base + bytes).
+void record_unmap(std::uint64_t base, std::uint64_t bytes);
+void record_host_alloc(std::uint64_t base, std::uint64_t bytes);
+void record_host_free(std::uint64_t base);
+
+// A launch: the layout (null when unknown: the launch is recorded unscanned), the params as
+// cuLaunchKernel takes them (kernelParams or extra).
+void record_launch(const FuncLayout* layout, std::uint64_t func, void** params, void** extra,
+                   std::uint64_t stream, std::uint8_t flags);
+void record_copy(std::uint64_t dst, std::uint64_t src, std::uint64_t bytes, CopyHint hint, std::uint64_t stream,
+                 std::uint8_t flags);
+void record_memset(std::uint64_t dst, std::uint64_t bytes, std::uint64_t stream, std::uint8_t flags);
+void record_sync(SyncSub sub);
+void record_capture_begin(std::uint64_t stream, std::uint8_t flags);
+void record_capture_end(std::uint64_t stream, std::uint64_t graph, std::uint8_t flags);
+void record_instantiate(std::uint64_t graph, std::uint64_t exec);
+void record_graph_launch(std::uint64_t exec, std::uint64_t stream, std::uint8_t flags);
+void record_iteration();
+
+// Parameter layouts, cached: by CUfunction (queries the driver once), by runtime host stub
+// (cudaGetFuncBySymbol once). Null when the driver cannot tell.
+const FuncLayout* layout_for_function(CUfunction f);
+const FuncLayout* layout_for_stub(const void* stub);
+
+// The capture sequence a stream is being captured into (0 = not capturing). Lock-free.
+std::uint32_t capture_sequence(std::uint64_t stream, bool per_thread);
+
+}  // namespace capuchin::interpose

@@ -1,0 +1,225 @@
+// dlsym_hook.cpp: how programs reach the driver, intercepted: an exported dlsym (glibc's
+// found with dlvsym), exported cuGetProcAddress / cuGetProcAddress_v2 wrappers, the
+// real-symbol resolution the interposer itself uses (real_api.hpp), the library's public
+// C API and its constructor.
+//
+// Contract: dlsym returns exactly what glibc's would, except that a hooked driver entry
+// point comes back wrapped (forwarding to that exact pointer); RTLD_NEXT is resolved
+// relative to the real caller (walking the link map after the caller's object), not
+// relative to this library. cuGetProcAddress forwards every argument unchanged and wraps
+// *pfn only on success for hooked names at the requested cudaVersion / flags.
+#include <cuda.h>
+#include <dlfcn.h>
+#include <link.h>
+
+#include <atomic>
+#include <cstring>
+
+#include "capture.hpp"
+#include "capuchin/version.hpp"
+#include "hooks.hpp"
+#include "real_api.hpp"
+
+#define CAPUCHIN_EXPORT extern "C" __attribute__((visibility("default")))
+
+// cuda.h renames cuGetProcAddress to _v2; the pre-12.0 four-argument entry keeps the old
+// name, so ours is declared under an assembler name.
+CAPUCHIN_EXPORT CUresult capuchin_cuGetProcAddress_v1(const char* symbol, void** pfn, int version, cuuint64_t flags)
+    __asm__("cuGetProcAddress");
+
+namespace capuchin::interpose {
+namespace {
+
+using DlsymFn = void* (*)(void*, const char*);
+using DlvsymFn = void* (*)(void*, const char*, const char*);
+using GetProcV2Fn = CUresult (*)(const char*, void**, int, cuuint64_t, CUdriverProcAddressQueryResult*);
+using GetProcV1Fn = CUresult (*)(const char*, void**, int, cuuint64_t);
+
+std::atomic<DlsymFn> g_real_dlsym{nullptr};
+std::atomic<void*> g_real_gpa_v2{nullptr};
+std::atomic<void*> g_real_gpa_v1{nullptr};
+
+DlsymFn find_real_dlsym() {
+  DlsymFn f = g_real_dlsym.load(std::memory_order_acquire);
+  if (f != nullptr) return f;
+  // glibc 2.34 moved dlsym into libc under a new version; older ones have GLIBC_2.2.5.
+  void* p = dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.34");
+  if (p == nullptr) p = dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.2.5");
+  if (p == nullptr) p = dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.17");  // aarch64
+  f = reinterpret_cast<DlsymFn>(p);
+  g_real_dlsym.store(f, std::memory_order_release);
+  return f;
+}
+
+// RTLD_NEXT on behalf of `caller`: the first definition in an object loaded after it.
+void* next_after(const void* caller, const char* name) {
+  Dl_info info;
+  link_map* lm = nullptr;
+  if (dladdr1(caller, &info, reinterpret_cast<void**>(&lm), RTLD_DL_LINKMAP) == 0 || lm == nullptr)
+    return real_dlsym(RTLD_NEXT, name);
+  for (link_map* l = lm->l_next; l != nullptr; l = l->l_next) {
+    void* h = dlopen(l->l_name != nullptr && l->l_name[0] != '\0' ? l->l_name : nullptr, RTLD_LAZY | RTLD_NOLOAD);
+    if (h == nullptr) continue;
+    void* sym = real_dlsym(h, name);
+    dlclose(h);
+    if (sym != nullptr) return sym;
+  }
+  return nullptr;
+}
+
+// Names whose real pointers we must see and swap.
+void* intercept(const char* name, void* real) {
+  if (real == nullptr || name == nullptr || name[0] != 'c' || name[1] != 'u') return real;
+  if (std::strcmp(name, "cuGetProcAddress_v2") == 0) {
+    g_real_gpa_v2.store(real, std::memory_order_release);
+    return reinterpret_cast<void*>(&cuGetProcAddress_v2);
+  }
+  if (std::strcmp(name, "cuGetProcAddress") == 0) {
+    g_real_gpa_v1.store(real, std::memory_order_release);
+    return reinterpret_cast<void*>(&capuchin_cuGetProcAddress_v1);
+  }
+  if (config().disabled) return real;
+  return wrap_driver_pointer(name, real, false, CUDA_VERSION, false);
+}
+
+struct DriverSymbol {
+  const char* name;
+  std::atomic<void*> ptr;
+};
+DriverSymbol g_driver_symbols[] = {{"cuFuncGetParamInfo", {}}, {"cuFuncGetName", {}}};
+
+}  // namespace
+
+void* real_dlsym(void* handle, const char* name) {
+  DlsymFn f = find_real_dlsym();
+  return f == nullptr ? nullptr : f(handle, name);
+}
+void* real_dlvsym(void* handle, const char* name, const char* version) { return dlvsym(handle, name, version); }
+
+void* real_get_proc_address() {
+  void* p = g_real_gpa_v2.load(std::memory_order_acquire);
+  if (p != nullptr) return p;
+  p = real_dlsym(RTLD_NEXT, "cuGetProcAddress_v2");
+  if (p == nullptr) {
+    if (void* h = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD)) {
+      p = real_dlsym(h, "cuGetProcAddress_v2");
+      dlclose(h);
+    }
+  }
+  if (p != nullptr) g_real_gpa_v2.store(p, std::memory_order_release);
+  return p;
+}
+
+void note_real_get_proc_address(void* real_v2, void* real_v1) {
+  if (real_v2 != nullptr) g_real_gpa_v2.store(real_v2, std::memory_order_release);
+  if (real_v1 != nullptr) g_real_gpa_v1.store(real_v1, std::memory_order_release);
+}
+
+void note_driver_symbol(const char* name, void* real) {
+  for (DriverSymbol& s : g_driver_symbols)
+    if (std::strcmp(s.name, name) == 0 && real != nullptr) s.ptr.store(real, std::memory_order_release);
+}
+
+void* driver_symbol(const char* name) {
+  DriverSymbol* slot = nullptr;
+  for (DriverSymbol& s : g_driver_symbols)
+    if (std::strcmp(s.name, name) == 0) slot = &s;
+  if (slot != nullptr)
+    if (void* p = slot->ptr.load(std::memory_order_acquire)) return p;
+  void* p = nullptr;
+  if (auto gpa = reinterpret_cast<GetProcV2Fn>(real_get_proc_address())) {
+    CUdriverProcAddressQueryResult status{};
+    if (gpa(name, &p, CUDA_VERSION, CU_GET_PROC_ADDRESS_DEFAULT, &status) != CUDA_SUCCESS) p = nullptr;
+  }
+  if (p == nullptr) p = real_dlsym(RTLD_NEXT, name);
+  if (p != nullptr && slot != nullptr) slot->ptr.store(p, std::memory_order_release);
+  return p;
+}
+
+void* runtime_symbol(const char* name) { return real_dlsym(RTLD_NEXT, name); }
+
+}  // namespace capuchin::interpose
+
+namespace cap = capuchin::interpose;
+
+CAPUCHIN_EXPORT void* dlsym(void* handle, const char* name) {
+  void* real = handle == RTLD_NEXT ? cap::next_after(__builtin_return_address(0), name) : cap::real_dlsym(handle, name);
+  return cap::intercept(name, real);
+}
+
+namespace {
+void* wrap_proc(const char* symbol, void* real, int version, cuuint64_t flags) {
+  if (symbol == nullptr || real == nullptr) return real;
+  cap::note_driver_symbol(symbol, real);
+  if (std::strcmp(symbol, "cuGetProcAddress") == 0) {
+    // The driver handing out its own cuGetProcAddress: the v2 ABI from 12.0 on.
+    if (version >= 12000) {
+      cap::note_real_get_proc_address(real, nullptr);
+      return reinterpret_cast<void*>(&cuGetProcAddress_v2);
+    }
+    cap::note_real_get_proc_address(nullptr, real);
+    return reinterpret_cast<void*>(&capuchin_cuGetProcAddress_v1);
+  }
+  if (cap::config().disabled) return real;
+  return cap::wrap_driver_pointer(symbol, real, true, version,
+                                  (flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) != 0);
+}
+}  // namespace
+
+CAPUCHIN_EXPORT CUresult cuGetProcAddress_v2(const char* symbol, void** pfn, int version, cuuint64_t flags,
+                                             CUdriverProcAddressQueryResult* status) {
+  auto real = reinterpret_cast<cap::GetProcV2Fn>(cap::real_get_proc_address());
+  if (real == nullptr) return CUDA_ERROR_NOT_INITIALIZED;
+  const CUresult r = real(symbol, pfn, version, flags, status);
+  if (r == CUDA_SUCCESS && pfn != nullptr && *pfn != nullptr) {
+    cap::ErrnoKeeper keep;
+    *pfn = wrap_proc(symbol, *pfn, version, flags);
+  }
+  return r;
+}
+
+CUresult capuchin_cuGetProcAddress_v1(const char* symbol, void** pfn, int version, cuuint64_t flags) {
+  auto real = reinterpret_cast<cap::GetProcV1Fn>(cap::g_real_gpa_v1.load(std::memory_order_acquire));
+  if (real == nullptr) {
+    real = reinterpret_cast<cap::GetProcV1Fn>(cap::real_dlsym(RTLD_NEXT, "cuGetProcAddress"));
+    if (real == nullptr) return CUDA_ERROR_NOT_INITIALIZED;
+    cap::g_real_gpa_v1.store(reinterpret_cast<void*>(real), std::memory_order_release);
+  }
+  const CUresult r = real(symbol, pfn, version, flags);
+  if (r == CUDA_SUCCESS && pfn != nullptr && *pfn != nullptr) {
+    cap::ErrnoKeeper keep;
+    *pfn = wrap_proc(symbol, *pfn, version, flags);
+  }
+  return r;
+}
+
+// --- the library's own C API ------------------------------------------------------------------
+
+CAPUCHIN_EXPORT const char* capuchin_interposer_version() { return capuchin::kVersion.data(); }
+
+// Marks the start of a training iteration (an `iter` event); frameworks or the program may
+// call it through dlsym(RTLD_DEFAULT, "capuchin_mark_iteration") without linking us.
+CAPUCHIN_EXPORT void capuchin_mark_iteration(void) {
+  cap::HookScope scope;
+  if (scope.record()) {
+    cap::ErrnoKeeper keep;
+    cap::record_iteration();
+  }
+}
+
+// Stops capture now (final drain, sink closed) and writes the totals line into `summary`.
+// Later CUDA calls pass straight through. Returns 0.
+CAPUCHIN_EXPORT int capuchin_finish(char* summary, size_t summary_bytes) {
+  cap::shutdown_capture(summary, summary_bytes);
+  return 0;
+}
+
+// The pointer cuGetProcAddress(symbol, ..., cudaVersion, flags) would hand the program
+// for the real driver pointer `real` (exactly the interception path; for tests/benchmarks
+// that bring their own driver).
+CAPUCHIN_EXPORT void* capuchin_wrap_driver_proc(const char* symbol, void* real, int cuda_version,
+                                                unsigned long long flags) {
+  return wrap_proc(symbol, real, cuda_version, flags);
+}
+
+__attribute__((constructor)) static void capuchin_init() { cap::init_from_env(); }

@@ -1,0 +1,292 @@
+// drain.cpp: the drain thread's passes and the raw-record -> trace-event translation
+// (see drain.hpp).
+#include "drain.hpp"
+
+#include <time.h>
+
+#include <algorithm>
+#include <cinttypes>
+#include <cstdio>
+
+#include "config.hpp"
+
+namespace capuchin::interpose {
+
+using trace::EventView;
+using trace::Op;
+
+std::uint32_t Translator::stream_number(std::uint64_t handle, bool per_thread, std::uint32_t slot) {
+  // CUDA's NULL stream is the legacy stream unless the call came through a _ptsz entry
+  // point; 0x1 / 0x2 are cudaStreamLegacy / cudaStreamPerThread.
+  if (handle == 0x2 || (handle == 0 && per_thread)) handle = 0x2ull << 56 | slot;
+  else if (handle == 0 || handle == 0x1) return 0;
+  auto [it, inserted] = streams_.try_emplace(handle, static_cast<std::uint32_t>(streams_.size() + 1));
+  return it->second;
+}
+
+void Translator::emit(EventView& ev) {
+  if (sink_failed_ || sink_ == nullptr) {
+    ++stats_.sink_failed_events;
+    return;
+  }
+  if (auto s = sink_->write(ev); !s) {
+    log(LogLevel::Error, "trace sink (%s) failed: %s; capture continues, events are counted, not written",
+        sink_->kind(), s.error().message.c_str());
+    sink_failed_ = true;
+    ++stats_.sink_failed_events;
+    return;
+  }
+  ++stats_.events_written;
+}
+
+void Translator::on(const Record& head, const std::uint64_t* ids, std::size_t nids, std::uint32_t slot) {
+  if ((head.flags & kCaptured) != 0 && (head.kind == Kind::Launch || head.kind == Kind::Copy ||
+                                         head.kind == Kind::Memset)) {
+    const std::uint32_t seq = head.kind == Kind::Launch ? static_cast<std::uint32_t>(head.h.e) : head.aux;
+    captures_[seq].push_back(Captured{head, std::vector<std::uint64_t>(ids, ids + nids), slot});
+    return;
+  }
+  EventView ev;
+  const bool per_thread = (head.flags & kPerThread) != 0;
+  auto set_stream = [&](std::uint64_t handle) {
+    ev.stream = stream_number(handle, per_thread, slot);
+    if (ev.stream != 0) ev.flags |= trace::kHasStream;
+  };
+  switch (head.kind) {
+    case Kind::Alloc:
+      if (!live_.insert(head.h.a).second) return;  // cannot happen: ids are unique
+      ev.op = Op::Alloc;
+      ev.id = head.h.a;
+      ev.bytes = head.h.c;
+      set_stream(head.h.d);
+      ++stats_.allocs;
+      emit(ev);
+      return;
+    case Kind::Free:
+      if (live_.erase(head.h.a) == 0) {
+        ++stats_.unknown_ids_dropped;
+        return;
+      }
+      ev.op = Op::Free;
+      ev.id = head.h.a;
+      ++stats_.frees;
+      emit(ev);
+      return;
+    case Kind::Launch: {
+      scratch_.clear();
+      for (std::size_t i = 0; i < nids; ++i) {
+        if (live(ids[i])) scratch_.push_back(ids[i]);
+        else ++stats_.unknown_ids_dropped;
+      }
+      stats_.unknown_words += head.h.c;
+      if ((head.flags & kTruncated) != 0) ++stats_.truncated_launches;
+      const FuncLayout* layout = head.aux == ~0u ? nullptr : cache_.at(head.aux);
+      if (layout != nullptr && layout->name != nullptr && layout->name[0] != '\0') {
+        ev.name = layout->name;
+      } else {
+        if (layout == nullptr) ++stats_.unscanned_launches;
+        char buf[40];
+        std::snprintf(buf, sizeof buf, "kernel@0x%" PRIx64, head.h.a);
+        name_ = buf;
+        ev.name = name_;
+      }
+      ev.op = Op::Kernel;
+      ev.flags |= trace::kHasTouch;
+      ev.touch = scratch_;
+      set_stream(head.h.d);
+      ++stats_.kernels;
+      emit(ev);
+      return;
+    }
+    case Kind::Copy: {
+      stats_.unknown_copy_sides += head.h.f;
+      ev.op = Op::Copy;
+      ev.bytes = head.h.c;
+      const auto sub = static_cast<CopySub>(head.sub);
+      ev.dir = sub == CopySub::H2D ? trace::CopyDir::H2D : sub == CopySub::D2H ? trace::CopyDir::D2H
+                                                                              : trace::CopyDir::D2D;
+      if (head.h.a != kNoId) {
+        if (live(head.h.a)) { ev.src = head.h.a; ev.flags |= trace::kHasSrc; }
+        else ++stats_.unknown_ids_dropped;
+      }
+      if (head.h.b != kNoId) {
+        if (live(head.h.b)) { ev.dst = head.h.b; ev.flags |= trace::kHasDst; }
+        else ++stats_.unknown_ids_dropped;
+      }
+      set_stream(head.h.d);
+      ++stats_.copies;
+      emit(ev);
+      return;
+    }
+    case Kind::Memset: {
+      // The format has no memset: it is a kernel that writes its destination.
+      stats_.unknown_copy_sides += head.h.f;
+      scratch_.clear();
+      if (head.h.a != kNoId) {
+        if (live(head.h.a)) scratch_.push_back(head.h.a);
+        else ++stats_.unknown_ids_dropped;
+      }
+      ev.op = Op::Kernel;
+      ev.name = "memset";
+      ev.flags |= trace::kHasReadsWrites | trace::kHasBytes;
+      ev.writes = scratch_;
+      ev.bytes = head.h.c;
+      set_stream(head.h.d);
+      ++stats_.kernels;
+      emit(ev);
+      return;
+    }
+    case Kind::Sync:
+      ev.op = Op::Sync;
+      ++stats_.syncs;
+      emit(ev);
+      return;
+    case Kind::Iteration:
+      ev.op = Op::Iter;
+      ev.n = ++iterations_;
+      emit(ev);
+      return;
+    case Kind::CaptureBegin:
+      captures_[head.aux].clear();
+      return;
+    case Kind::CaptureEnd:
+      graph_capture_[head.h.a] = head.aux;
+      return;
+    case Kind::Instantiate: {
+      auto it = graph_capture_.find(head.h.a);
+      if (it != graph_capture_.end()) exec_capture_[head.h.b] = it->second;
+      return;
+    }
+    case Kind::GraphLaunch: {
+      ++stats_.graph_launches;
+      auto it = exec_capture_.find(head.h.a);
+      if (it == exec_capture_.end()) return;  // a graph built node by node: not captured by us
+      auto cap = captures_.find(it->second);
+      if (cap == captures_.end()) return;
+      for (const Captured& c : cap->second) {
+        Record r = c.head;
+        r.flags = static_cast<std::uint8_t>((r.flags & ~kCaptured & ~kPerThread) | (head.flags & kPerThread));
+        r.h.d = head.h.d;  // the graph runs on the stream it is launched into
+        ++stats_.graph_events_replayed;
+        on(r, c.ids.data(), c.ids.size(), slot);
+      }
+      return;
+    }
+    case Kind::Ids:
+      return;
+  }
+}
+
+bool Drain::start(RingPool& pool, const FuncCache& cache, std::unique_ptr<Sink> sink, std::uint32_t interval_us) {
+  pool_ = &pool;
+  sink_ = std::move(sink);
+  translator_ = std::make_unique<Translator>(cache, sink_.get());
+  interval_us_ = interval_us;
+  try {
+    thread_ = std::thread([this] { run(); });
+  } catch (...) {
+    return false;
+  }
+  return true;
+}
+
+void Drain::run() {
+  while (!stop_.load(std::memory_order_acquire)) {
+    if (!pass(false)) {
+      timespec ts{0, static_cast<long>(interval_us_) * 1000};
+      nanosleep(&ts, nullptr);
+    }
+  }
+}
+
+bool Drain::pass(bool final) {
+  const std::uint64_t horizon = final ? ~std::uint64_t{0} : now_ns();
+  bool got = false;
+  for (std::uint32_t i = 0; i < pool_->size(); ++i) {
+    ThreadSlot& s = pool_->slot(i);
+    const SlotState st = s.state.load(std::memory_order_acquire);
+    if (st == SlotState::Free) continue;
+    const std::uint64_t h = s.head.load(std::memory_order_acquire);
+    std::uint64_t t = s.tail.load(std::memory_order_relaxed);
+    while (t < h) {
+      const Record& r = s.records[t & s.mask];
+      const std::uint64_t n = r.cont;
+      if (r.kind == Kind::Ids || t + 1 + n > h) {  // cannot happen: events commit whole
+        t = h;
+        break;
+      }
+      Pending p{r.h.ts, i, seq_++, r, static_cast<std::uint32_t>(ids_.size()), 0};
+      std::uint64_t want = r.kind == Kind::Launch ? r.h.b : 0;
+      for (std::uint64_t k = 1; k <= n; ++k) {
+        const Record& c = s.records[(t + k) & s.mask];
+        for (unsigned j = 0; j < c.cont && j < kIdsPerCont && want > 0; ++j, --want) ids_.push_back(c.ids[j]);
+      }
+      p.nids = static_cast<std::uint32_t>(ids_.size() - p.ids_off);
+      pending_.push_back(p);
+      t += 1 + n;
+      got = true;
+    }
+    s.tail.store(t, std::memory_order_release);
+    if (st == SlotState::Abandoned && t == h) {
+      lost_from_recycled_ += s.lost_events.load(std::memory_order_relaxed);
+      pool_->recycle(&s);
+    }
+  }
+  if (pending_.empty()) return got;
+  std::sort(pending_.begin(), pending_.end(), [](const Pending& a, const Pending& b) {
+    if (a.ts != b.ts) return a.ts < b.ts;
+    if (a.slot != b.slot) return a.slot < b.slot;
+    return a.seq < b.seq;
+  });
+  keep_.clear();
+  keep_ids_.clear();
+  for (const Pending& p : pending_) {
+    if (p.ts < horizon) {
+      translator_->on(p.head, ids_.data() + p.ids_off, p.nids, p.slot);
+    } else {
+      Pending k = p;
+      k.ids_off = static_cast<std::uint32_t>(keep_ids_.size());
+      keep_ids_.insert(keep_ids_.end(), ids_.begin() + p.ids_off, ids_.begin() + p.ids_off + p.nids);
+      keep_.push_back(k);
+    }
+  }
+  pending_.swap(keep_);
+  ids_.swap(keep_ids_);
+  return got;
+}
+
+CaptureStats Drain::stop() {
+  if (stopped_) return final_;
+  stopped_ = true;
+  stop_.store(true, std::memory_order_release);
+  if (thread_.joinable()) thread_.join();
+  if (pool_ == nullptr) return final_;
+  pass(true);
+  if (sink_) {
+    if (auto s = sink_->close(); !s)
+      log(LogLevel::Error, "closing the trace sink (%s) failed: %s", sink_->kind(), s.error().message.c_str());
+  }
+  final_ = translator_->stats();
+  final_.ring_lost_events = lost_from_recycled_;
+  for (std::uint32_t i = 0; i < pool_->size(); ++i)
+    final_.ring_lost_events += pool_->slot(i).lost_events.load(std::memory_order_relaxed);
+  final_.no_slot_events = pool_->no_slot_events.load(std::memory_order_relaxed);
+  return final_;
+}
+
+std::string summarize(const CaptureStats& s) {
+  char buf[768];
+  std::snprintf(buf, sizeof buf,
+                "events_written=%" PRIu64 " allocs=%" PRIu64 " frees=%" PRIu64 " kernels=%" PRIu64
+                " copies=%" PRIu64 " syncs=%" PRIu64 " graph_launches=%" PRIu64 " graph_events_replayed=%" PRIu64
+                " ring_lost_events=%" PRIu64 " no_slot_events=%" PRIu64 " unknown_ids_dropped=%" PRIu64
+                " unknown_words=%" PRIu64 " unknown_copy_sides=%" PRIu64 " unscanned_launches=%" PRIu64
+                " truncated_launches=%" PRIu64 " sink_failed_events=%" PRIu64,
+                s.events_written, s.allocs, s.frees, s.kernels, s.copies, s.syncs, s.graph_launches,
+                s.graph_events_replayed, s.ring_lost_events, s.no_slot_events, s.unknown_ids_dropped,
+                s.unknown_words, s.unknown_copy_sides, s.unscanned_launches, s.truncated_launches,
+                s.sink_failed_events);
+  return buf;
+}
+
+}  // namespace capuchin::interpose

@@ -1,0 +1,112 @@
+// drain.hpp: the background thread that empties every ring, orders events across threads
+// and turns raw records into trace events for a Sink.
+//
+// Ordering contract: each pass first reads the clock (T), then the rings; it emits, sorted
+// by (timestamp, slot, ring order), only the events stamped before T and keeps the rest for
+// the next pass. An event that causally precedes an emitted one (an allocation whose
+// pointer another thread then launched with) was committed before that event was stamped,
+// so it is always emitted first. Translation (Translator, drain thread only, may allocate):
+// stream handles become small stream numbers, kernel names come from the function cache,
+// launches and copies made during stream capture are kept per capture and replayed on each
+// graph launch, and ids the sink never saw allocated are dropped and counted so the trace
+// stays valid even when records were lost.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "func_cache.hpp"
+#include "record.hpp"
+#include "ring.hpp"
+#include "sink.hpp"
+
+namespace capuchin::interpose {
+
+struct CaptureStats {
+  std::uint64_t events_written = 0;
+  std::uint64_t allocs = 0, frees = 0, kernels = 0, copies = 0, syncs = 0;
+  std::uint64_t graph_launches = 0, graph_events_replayed = 0;
+  std::uint64_t ring_lost_events = 0;     // dropped because a ring was full
+  std::uint64_t no_slot_events = 0;       // dropped because every ring slot was taken
+  std::uint64_t unknown_ids_dropped = 0;  // touches/frees of ids whose alloc was lost
+  std::uint64_t unknown_words = 0;        // launch words inside the device span, in no allocation
+  std::uint64_t unknown_copy_sides = 0;   // device sides of copies/memsets in no allocation
+  std::uint64_t unscanned_launches = 0;   // no parameter layout (driver refused, cache full)
+  std::uint64_t truncated_launches = 0;   // more touched allocations than one event holds
+  std::uint64_t sink_failed_events = 0;   // not delivered because the sink failed
+};
+
+class Translator {
+ public:
+  Translator(const FuncCache& cache, Sink* sink) : cache_(cache), sink_(sink) {}
+  // One event: its head record, the ids of its continuation records, the producing slot.
+  void on(const Record& head, const std::uint64_t* ids, std::size_t nids, std::uint32_t slot);
+  CaptureStats& stats() { return stats_; }
+  bool sink_failed() const { return sink_failed_; }
+
+ private:
+  struct Captured {
+    Record head;
+    std::vector<std::uint64_t> ids;
+    std::uint32_t slot;
+  };
+  std::uint32_t stream_number(std::uint64_t handle, bool per_thread, std::uint32_t slot);
+  void emit(trace::EventView& ev);
+  bool live(std::uint64_t id) const { return live_.count(id) != 0; }
+
+  const FuncCache& cache_;
+  Sink* sink_;
+  bool sink_failed_ = false;
+  CaptureStats stats_;
+  std::unordered_set<std::uint64_t> live_;
+  std::unordered_map<std::uint64_t, std::uint32_t> streams_;
+  std::unordered_map<std::uint32_t, std::vector<Captured>> captures_;
+  std::unordered_map<std::uint64_t, std::uint32_t> graph_capture_, exec_capture_;
+  std::uint64_t iterations_ = 0;
+  std::vector<std::uint64_t> scratch_;
+  std::string name_;
+};
+
+class Drain {
+ public:
+  // Starts the drain thread. `sink` may be null (events are then only counted).
+  bool start(RingPool& pool, const FuncCache& cache, std::unique_ptr<Sink> sink, std::uint32_t interval_us);
+  // Final pass, closes the sink, joins the thread; returns the totals. Idempotent.
+  CaptureStats stop();
+  bool running() const { return thread_.joinable(); }
+
+ private:
+  struct Pending {
+    std::uint64_t ts;
+    std::uint32_t slot;
+    std::uint64_t seq;
+    Record head;
+    std::uint32_t ids_off, nids;
+  };
+  void run();
+  bool pass(bool final);
+
+  RingPool* pool_ = nullptr;
+  std::unique_ptr<Sink> sink_;
+  std::unique_ptr<Translator> translator_;
+  std::thread thread_;
+  std::atomic<bool> stop_{false};
+  std::uint32_t interval_us_ = 2000;
+  std::vector<Pending> pending_, keep_;
+  std::vector<std::uint64_t> ids_, keep_ids_;
+  std::uint64_t seq_ = 0;
+  std::uint64_t lost_from_recycled_ = 0;
+  CaptureStats final_;
+  bool stopped_ = false;
+};
+
+// A one-line summary of the totals (for the exit log).
+std::string summarize(const CaptureStats& s);
+
+}  // namespace capuchin::interpose

@@ -1,0 +1,358 @@
+// driver_hooks.cpp: the driver hooks (bodies written once per entry point, wrappers and
+// exports generated from driver_hooks.def) and wrap_driver_pointer (see hooks.hpp).
+//
+// Each table entry gets: kVariants template wrappers (the pointers handed out through
+// cuGetProcAddress / dlsym, each forwarding to the exact real pointer stored in its slot)
+// and one exported symbol of the same name as libcuda's (for programs linked with -lcuda;
+// it forwards to dlsym(RTLD_NEXT)). Every body returns the real call's result unchanged.
+#include <cuda.h>
+#include <dlfcn.h>
+
+#include <atomic>
+#include <cstring>
+#include <mutex>
+
+#include "capture.hpp"
+#include "driver_hooks.def"
+#include "hooks.hpp"
+#include "real_api.hpp"
+
+#define CAPUCHIN_EXPORT extern "C" __attribute__((visibility("default")))
+#define CAPUCHIN_UNPACK(...) __VA_ARGS__
+
+namespace capuchin::interpose {
+namespace {
+
+constexpr int kVariants = 4;
+
+template <class Fn>
+inline Fn real_of(const Variant& v) {
+  return reinterpret_cast<Fn>(v.real);
+}
+
+inline std::uint8_t thread_flag(const Variant& v) { return v.per_thread ? kPerThread : 0; }
+inline std::uint64_t u64(const void* p) { return reinterpret_cast<std::uint64_t>(p); }
+
+#define CAPUCHIN_PFN(id, exported, ver, params, fwd) using pfn_##id = CUresult(*) params;
+CAPUCHIN_DRIVER_HOOKS(CAPUCHIN_PFN)
+#undef CAPUCHIN_PFN
+#define REAL(id) real_of<pfn_##id>(v)
+
+// --- bodies --------------------------------------------------------------------------------
+// Allocation: record after success (we need the pointer). Free: record before the call so
+// the address is never live twice in our map.
+
+CUresult body_MemAlloc(const Variant& v, CUdeviceptr* dptr, size_t bytes) {
+  HookScope scope;
+  const CUresult r = REAL(MemAlloc)(dptr, bytes);
+  if (r == CUDA_SUCCESS && scope.record()) {
+    ErrnoKeeper keep;
+    record_alloc(*dptr, bytes, MemKind::Device, AllocSub::Device, 0, 0);
+  }
+  return r;
+}
+CUresult body_MemAllocManaged(const Variant& v, CUdeviceptr* dptr, size_t bytes, unsigned int fl) {
+  HookScope scope;
+  const CUresult r = REAL(MemAllocManaged)(dptr, bytes, fl);
+  if (r == CUDA_SUCCESS && scope.record()) {
+    ErrnoKeeper keep;
+    record_alloc(*dptr, bytes, MemKind::Managed, AllocSub::Managed, 0, 0);
+  }
+  return r;
+}
+CUresult body_MemAllocAsync(const Variant& v, CUdeviceptr* dptr, size_t bytes, CUstream s) {
+  HookScope scope;
+  const CUresult r = REAL(MemAllocAsync)(dptr, bytes, s);
+  if (r == CUDA_SUCCESS && scope.record()) {
+    ErrnoKeeper keep;
+    record_alloc(*dptr, bytes, MemKind::Device, AllocSub::Async, u64(s), thread_flag(v));
+  }
+  return r;
+}
+CUresult body_MemAllocFromPoolAsync(const Variant& v, CUdeviceptr* dptr, size_t bytes, CUmemoryPool pool, CUstream s) {
+  HookScope scope;
+  const CUresult r = REAL(MemAllocFromPoolAsync)(dptr, bytes, pool, s);
+  if (r == CUDA_SUCCESS && scope.record()) {
+    ErrnoKeeper keep;
+    record_alloc(*dptr, bytes, MemKind::Device, AllocSub::Async, u64(s), thread_flag(v));
+  }
+  return r;
+}
+CUresult body_MemFree(const Variant& v, CUdeviceptr p) {
+  HookScope scope;
+  if (scope.record() && p != 0) {
+    ErrnoKeeper keep;
+    record_free(p, 0, 0);
+  }
+  return REAL(MemFree)(p);
+}
+CUresult body_MemFreeAsync(const Variant& v, CUdeviceptr p, CUstream s) {
+  HookScope scope;
+  if (scope.record() && p != 0) {
+    ErrnoKeeper keep;
+    record_free(p, u64(s), thread_flag(v));
+  }
+  return REAL(MemFreeAsync)(p, s);
+}
+CUresult body_MemCreate(const Variant& v, CUmemGenericAllocationHandle* h, size_t bytes, const CUmemAllocationProp* prop,
+                        unsigned long long fl) {
+  // Physical memory becomes addressable (and so an allocation) only when mapped.
+  return REAL(MemCreate)(h, bytes, prop, fl);
+}
+CUresult body_MemMap(const Variant& v, CUdeviceptr p, size_t bytes, size_t off, CUmemGenericAllocationHandle h,
+                     unsigned long long fl) {
+  HookScope scope;
+  const CUresult r = REAL(MemMap)(p, bytes, off, h, fl);
+  if (r == CUDA_SUCCESS && scope.record()) {
+    ErrnoKeeper keep;
+    record_alloc(p, bytes, MemKind::Vmm, AllocSub::Vmm, 0, 0);
+  }
+  return r;
+}
+CUresult body_MemUnmap(const Variant& v, CUdeviceptr p, size_t bytes) {
+  HookScope scope;
+  if (scope.record()) {
+    ErrnoKeeper keep;
+    record_unmap(p, bytes);
+  }
+  return REAL(MemUnmap)(p, bytes);
+}
+
+// The launch path: no lock, no allocation, no sleep (after the first launch of a function).
+CUresult body_LaunchKernel(const Variant& v, CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
+                           unsigned by, unsigned bz, unsigned shmem, CUstream s, void** params, void** extra) {
+  HookScope scope;
+  const CUresult r = REAL(LaunchKernel)(f, gx, gy, gz, bx, by, bz, shmem, s, params, extra);
+  if (r == CUDA_SUCCESS && scope.record()) {
+    ErrnoKeeper keep;
+    record_launch(layout_for_function(f), u64(f), params, extra, u64(s), thread_flag(v));
+  }
+  return r;
+}
+CUresult body_LaunchKernelEx(const Variant& v, const CUlaunchConfig* cfg, CUfunction f, void** params, void** extra) {
+  HookScope scope;
+  const CUresult r = REAL(LaunchKernelEx)(cfg, f, params, extra);
+  if (r == CUDA_SUCCESS && scope.record()) {
+    ErrnoKeeper keep;
+    record_launch(layout_for_function(f), u64(f), params, extra, cfg != nullptr ? u64(cfg->hStream) : 0,
+                  thread_flag(v));
+  }
+  return r;
+}
+
+#define CAPUCHIN_COPY_BODY(id, dst_expr, src_expr, hint, stream_expr, call)            \
+  HookScope scope;                                                                   \
+  const CUresult r = call;                                                           \
+  if (r == CUDA_SUCCESS && scope.record()) {                                         \
+    ErrnoKeeper keep;                                                                \
+    record_copy(dst_expr, src_expr, n, hint, stream_expr, thread_flag(v));           \
+  }                                                                                  \
+  return r;
+
+CUresult body_Memcpy(const Variant& v, CUdeviceptr dst, CUdeviceptr src, size_t n) {
+  CAPUCHIN_COPY_BODY(Memcpy, dst, src, CopyHint::Infer, 0, REAL(Memcpy)(dst, src, n))
+}
+CUresult body_MemcpyAsync(const Variant& v, CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s) {
+  CAPUCHIN_COPY_BODY(MemcpyAsync, dst, src, CopyHint::Infer, u64(s), REAL(MemcpyAsync)(dst, src, n, s))
+}
+CUresult body_MemcpyHtoD(const Variant& v, CUdeviceptr dst, const void* src, size_t n) {
+  CAPUCHIN_COPY_BODY(MemcpyHtoD, dst, u64(src), CopyHint::H2D, 0, REAL(MemcpyHtoD)(dst, src, n))
+}
+CUresult body_MemcpyDtoH(const Variant& v, void* dst, CUdeviceptr src, size_t n) {
+  CAPUCHIN_COPY_BODY(MemcpyDtoH, u64(dst), src, CopyHint::D2H, 0, REAL(MemcpyDtoH)(dst, src, n))
+}
+CUresult body_MemcpyDtoD(const Variant& v, CUdeviceptr dst, CUdeviceptr src, size_t n) {
+  CAPUCHIN_COPY_BODY(MemcpyDtoD, dst, src, CopyHint::D2D, 0, REAL(MemcpyDtoD)(dst, src, n))
+}
+CUresult body_MemcpyHtoDAsync(const Variant& v, CUdeviceptr dst, const void* src, size_t n, CUstream s) {
+  CAPUCHIN_COPY_BODY(MemcpyHtoDAsync, dst, u64(src), CopyHint::H2D, u64(s), REAL(MemcpyHtoDAsync)(dst, src, n, s))
+}
+CUresult body_MemcpyDtoHAsync(const Variant& v, void* dst, CUdeviceptr src, size_t n, CUstream s) {
+  CAPUCHIN_COPY_BODY(MemcpyDtoHAsync, u64(dst), src, CopyHint::D2H, u64(s), REAL(MemcpyDtoHAsync)(dst, src, n, s))
+}
+CUresult body_MemcpyDtoDAsync(const Variant& v, CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s) {
+  CAPUCHIN_COPY_BODY(MemcpyDtoDAsync, dst, src, CopyHint::D2D, u64(s), REAL(MemcpyDtoDAsync)(dst, src, n, s))
+}
+#undef CAPUCHIN_COPY_BODY
+
+#define CAPUCHIN_MEMSET_BODY(elem, stream_expr, call)                        \
+  HookScope scope;                                                         \
+  const CUresult r = call;                                                 \
+  if (r == CUDA_SUCCESS && scope.record()) {                               \
+    ErrnoKeeper keep;                                                      \
+    record_memset(dst, static_cast<std::uint64_t>(n) * (elem), stream_expr, thread_flag(v)); \
+  }                                                                        \
+  return r;
+CUresult body_MemsetD8(const Variant& v, CUdeviceptr dst, unsigned char x, size_t n) {
+  CAPUCHIN_MEMSET_BODY(1, 0, REAL(MemsetD8)(dst, x, n))
+}
+CUresult body_MemsetD16(const Variant& v, CUdeviceptr dst, unsigned short x, size_t n) {
+  CAPUCHIN_MEMSET_BODY(2, 0, REAL(MemsetD16)(dst, x, n))
+}
+CUresult body_MemsetD32(const Variant& v, CUdeviceptr dst, unsigned int x, size_t n) {
+  CAPUCHIN_MEMSET_BODY(4, 0, REAL(MemsetD32)(dst, x, n))
+}
+CUresult body_MemsetD8Async(const Variant& v, CUdeviceptr dst, unsigned char x, size_t n, CUstream s) {
+  CAPUCHIN_MEMSET_BODY(1, u64(s), REAL(MemsetD8Async)(dst, x, n, s))
+}
+CUresult body_MemsetD16Async(const Variant& v, CUdeviceptr dst, unsigned short x, size_t n, CUstream s) {
+  CAPUCHIN_MEMSET_BODY(2, u64(s), REAL(MemsetD16Async)(dst, x, n, s))
+}
+CUresult body_MemsetD32Async(const Variant& v, CUdeviceptr dst, unsigned int x, size_t n, CUstream s) {
+  CAPUCHIN_MEMSET_BODY(4, u64(s), REAL(MemsetD32Async)(dst, x, n, s))
+}
+#undef CAPUCHIN_MEMSET_BODY
+
+#define CAPUCHIN_SYNC_BODY(sub, call)                 \
+  HookScope scope;                                  \
+  const CUresult r = call;                          \
+  if (r == CUDA_SUCCESS && scope.record()) {        \
+    ErrnoKeeper keep;                               \
+    record_sync(sub);                               \
+  }                                                 \
+  return r;
+CUresult body_CtxSynchronize(const Variant& v) { CAPUCHIN_SYNC_BODY(SyncSub::Device, REAL(CtxSynchronize)()) }
+CUresult body_StreamSynchronize(const Variant& v, CUstream s) {
+  CAPUCHIN_SYNC_BODY(SyncSub::Stream, REAL(StreamSynchronize)(s))
+}
+CUresult body_EventSynchronize(const Variant& v, CUevent e) {
+  CAPUCHIN_SYNC_BODY(SyncSub::Event, REAL(EventSynchronize)(e))
+}
+#undef CAPUCHIN_SYNC_BODY
+
+CUresult body_StreamBeginCapture(const Variant& v, CUstream s, CUstreamCaptureMode mode) {
+  HookScope scope;
+  const CUresult r = REAL(StreamBeginCapture)(s, mode);
+  if (r == CUDA_SUCCESS && scope.record()) {
+    ErrnoKeeper keep;
+    record_capture_begin(u64(s), thread_flag(v));
+  }
+  return r;
+}
+CUresult body_StreamEndCapture(const Variant& v, CUstream s, CUgraph* g) {
+  HookScope scope;
+  const CUresult r = REAL(StreamEndCapture)(s, g);
+  if (scope.record()) {  // the capture ends even when it failed (invalidated)
+    ErrnoKeeper keep;
+    record_capture_end(u64(s), r == CUDA_SUCCESS && g != nullptr ? u64(*g) : 0, thread_flag(v));
+  }
+  return r;
+}
+CUresult body_GraphInstantiateWithFlags(const Variant& v, CUgraphExec* exec, CUgraph g, unsigned long long fl) {
+  HookScope scope;
+  const CUresult r = REAL(GraphInstantiateWithFlags)(exec, g, fl);
+  if (r == CUDA_SUCCESS && scope.record()) {
+    ErrnoKeeper keep;
+    record_instantiate(u64(g), u64(*exec));
+  }
+  return r;
+}
+CUresult body_GraphInstantiateWithParams(const Variant& v, CUgraphExec* exec, CUgraph g,
+                                         CUDA_GRAPH_INSTANTIATE_PARAMS* p) {
+  HookScope scope;
+  const CUresult r = REAL(GraphInstantiateWithParams)(exec, g, p);
+  if (r == CUDA_SUCCESS && scope.record()) {
+    ErrnoKeeper keep;
+    record_instantiate(u64(g), u64(*exec));
+  }
+  return r;
+}
+CUresult body_GraphLaunch(const Variant& v, CUgraphExec exec, CUstream s) {
+  HookScope scope;
+  const CUresult r = REAL(GraphLaunch)(exec, s);
+  if (r == CUDA_SUCCESS && scope.record()) {
+    ErrnoKeeper keep;
+    record_graph_launch(u64(exec), u64(s), thread_flag(v));
+  }
+  return r;
+}
+#undef REAL
+
+// --- generated: variant slots, wrappers, exports, table -------------------------------------
+
+struct Entry {
+  const char* proc;      // cuGetProcAddress name
+  const char* exported;  // libcuda's exported symbol
+  int min_version;
+  Variant* variants;     // kVariants slots
+  void* wrappers[kVariants];
+};
+
+#define CAPUCHIN_SLOTS(id, exported, ver, params, fwd)                                  \
+  Variant g_variants_##id[kVariants];                                                  \
+  Variant g_direct_##id;                                                               \
+  template <int K>                                                                     \
+  CUresult wrap_##id params {                                                          \
+    return body_##id(g_variants_##id[K] CAPUCHIN_UNPACK fwd);                          \
+  }
+CAPUCHIN_DRIVER_HOOKS(CAPUCHIN_SLOTS)
+#undef CAPUCHIN_SLOTS
+
+#define CAPUCHIN_ENTRY(id, exported, ver, params, fwd)                                           \
+  Entry{"cu" #id, #exported, ver, g_variants_##id,                                              \
+        {reinterpret_cast<void*>(&wrap_##id<0>), reinterpret_cast<void*>(&wrap_##id<1>),         \
+         reinterpret_cast<void*>(&wrap_##id<2>), reinterpret_cast<void*>(&wrap_##id<3>)}},
+Entry g_entries[] = {CAPUCHIN_DRIVER_HOOKS(CAPUCHIN_ENTRY)};
+#undef CAPUCHIN_ENTRY
+
+std::mutex g_wrap_mu;
+
+// "cuGraphInstantiate" from CUDA 12.0 on is cuGraphInstantiateWithFlags' ABI.
+const Entry* find_entry(const char* name, bool by_proc, int version) {
+  if (by_proc && std::strcmp(name, "cuGraphInstantiate") == 0)
+    return version >= 12000 ? find_entry("cuGraphInstantiateWithFlags", true, version) : nullptr;
+  for (const Entry& e : g_entries)
+    if (std::strcmp(by_proc ? e.proc : e.exported, name) == 0) return &e;
+  return nullptr;
+}
+
+}  // namespace
+
+void* wrap_driver_pointer(const char* name, void* real, bool by_proc_name, int cuda_version, bool per_thread) {
+  if (real == nullptr || name == nullptr) return real;
+  char base[128];
+  if (!by_proc_name) {
+    // dlsym("cuLaunchKernel_ptsz") / ("cuMemcpyHtoD_v2_ptds"): the per-thread twin.
+    const std::size_t len = std::strlen(name);
+    if (len >= sizeof base) return real;
+    std::memcpy(base, name, len + 1);
+    if (len > 5 && (std::strcmp(base + len - 5, "_ptsz") == 0 || std::strcmp(base + len - 5, "_ptds") == 0)) {
+      base[len - 5] = '\0';
+      per_thread = true;
+    }
+    name = base;
+  }
+  const Entry* e = find_entry(name, by_proc_name, cuda_version);
+  if (e == nullptr) return real;
+  if (by_proc_name && cuda_version < e->min_version) return real;  // an older ABI: not ours
+  std::lock_guard<std::mutex> lock(g_wrap_mu);
+  for (int k = 0; k < kVariants; ++k) {
+    Variant& v = e->variants[k];
+    if (v.real == real && v.per_thread == per_thread) return e->wrappers[k];
+    if (v.real == nullptr) {
+      v.per_thread = per_thread;
+      v.real = real;
+      return e->wrappers[k];
+    }
+  }
+  log(LogLevel::Warn, "%s: more than %d distinct driver pointers; this one is not captured", name, kVariants);
+  return real;
+}
+
+}  // namespace capuchin::interpose
+
+// Exports under libcuda's own names, for programs linked with -lcuda: forward to the next
+// definition (libcuda), found once.
+namespace cap = capuchin::interpose;
+#define CAPUCHIN_EXPORTED(id, exported, ver, params, fwd)                                      \
+  CAPUCHIN_EXPORT CUresult exported params {                                                   \
+    cap::Variant& v = cap::g_direct_##id;                                                      \
+    if (__atomic_load_n(&v.real, __ATOMIC_ACQUIRE) == nullptr) {                               \
+      void* r = cap::real_dlsym(RTLD_NEXT, #exported);                                         \
+      if (r == nullptr) return CUDA_ERROR_NOT_INITIALIZED;                                     \
+      __atomic_store_n(&v.real, r, __ATOMIC_RELEASE);                                          \
+    }                                                                                          \
+    return cap::body_##id(v CAPUCHIN_UNPACK fwd);                                              \
+  }
+CAPUCHIN_DRIVER_HOOKS(CAPUCHIN_EXPORTED)
+#undef CAPUCHIN_EXPORTED

@@ -1,0 +1,259 @@
+// runtime_hooks.cpp: the CUDA runtime (libcudart) entry points, exported under cudart's own
+// names (and their _ptsz / _ptds per-thread-default-stream twins) so LD_PRELOAD puts them
+// in front of the real ones, which are found with dlsym(RTLD_NEXT) once per symbol.
+//
+// Contract: the outermost hook records; cudart's own calls into the driver wrappers pass
+// through (HookScope), so one cudaMalloc is one allocation event. Every hook returns the
+// real call's cudaError_t unchanged; a missing real symbol (no cudart after us) returns
+// cudaErrorSharedObjectInitFailed without recording.
+#include <cuda.h>
+#include <cuda_runtime_api.h>
+
+#include <atomic>
+
+#include "capture.hpp"
+#include "real_api.hpp"
+
+#define CAPUCHIN_EXPORT extern "C" __attribute__((visibility("default")))
+#define CAPUCHIN_UNPACK(...) __VA_ARGS__
+
+namespace capuchin::interpose {
+namespace {
+
+template <class F>
+F runtime_real(std::atomic<void*>& slot, const char* name) {
+  void* p = slot.load(std::memory_order_acquire);
+  if (p == nullptr) {
+    p = runtime_symbol(name);
+    slot.store(p, std::memory_order_release);
+  }
+  return reinterpret_cast<F>(p);
+}
+
+inline std::uint64_t u64(const void* p) { return reinterpret_cast<std::uint64_t>(p); }
+inline std::uint8_t pt_flag(bool pt) { return pt ? kPerThread : 0; }
+
+CopyHint hint_of(cudaMemcpyKind kind) {
+  switch (kind) {
+    case cudaMemcpyHostToDevice: return CopyHint::H2D;
+    case cudaMemcpyDeviceToHost: return CopyHint::D2H;
+    case cudaMemcpyDeviceToDevice: return CopyHint::D2D;
+    default: return CopyHint::Infer;
+  }
+}
+
+#define CAPUCHIN_AFTER(cond, ...) \
+  if ((cond) && scope.record()) { \
+    ErrnoKeeper keep;             \
+    __VA_ARGS__;                  \
+  }
+
+template <class F>
+cudaError_t rt_cudaMalloc(F real, bool, void** p, size_t n) {
+  HookScope scope;
+  const cudaError_t r = real(p, n);
+  CAPUCHIN_AFTER(r == cudaSuccess && p != nullptr,
+                 record_alloc(u64(*p), n, MemKind::Device, AllocSub::Device, 0, 0))
+  return r;
+}
+template <class F>
+cudaError_t rt_cudaMallocManaged(F real, bool, void** p, size_t n, unsigned fl) {
+  HookScope scope;
+  const cudaError_t r = real(p, n, fl);
+  CAPUCHIN_AFTER(r == cudaSuccess && p != nullptr,
+                 record_alloc(u64(*p), n, MemKind::Managed, AllocSub::Managed, 0, 0))
+  return r;
+}
+template <class F>
+cudaError_t rt_cudaMallocAsync(F real, bool pt, void** p, size_t n, cudaStream_t s) {
+  HookScope scope;
+  const cudaError_t r = real(p, n, s);
+  CAPUCHIN_AFTER(r == cudaSuccess && p != nullptr,
+                 record_alloc(u64(*p), n, MemKind::Device, AllocSub::Async, u64(s), pt_flag(pt)))
+  return r;
+}
+template <class F>
+cudaError_t rt_cudaFree(F real, bool, void* p) {
+  HookScope scope;
+  CAPUCHIN_AFTER(p != nullptr, record_free(u64(p), 0, 0))
+  return real(p);
+}
+template <class F>
+cudaError_t rt_cudaFreeAsync(F real, bool pt, void* p, cudaStream_t s) {
+  HookScope scope;
+  CAPUCHIN_AFTER(p != nullptr, record_free(u64(p), u64(s), pt_flag(pt)))
+  return real(p, s);
+}
+template <class F>
+cudaError_t rt_cudaMallocHost(F real, bool, void** p, size_t n) {
+  HookScope scope;
+  const cudaError_t r = real(p, n);
+  CAPUCHIN_AFTER(r == cudaSuccess && p != nullptr, record_host_alloc(u64(*p), n))
+  return r;
+}
+template <class F>
+cudaError_t rt_cudaHostAlloc(F real, bool, void** p, size_t n, unsigned fl) {
+  HookScope scope;
+  const cudaError_t r = real(p, n, fl);
+  CAPUCHIN_AFTER(r == cudaSuccess && p != nullptr, record_host_alloc(u64(*p), n))
+  return r;
+}
+template <class F>
+cudaError_t rt_cudaFreeHost(F real, bool, void* p) {
+  HookScope scope;
+  CAPUCHIN_AFTER(p != nullptr, record_host_free(u64(p)))
+  return real(p);
+}
+template <class F>
+cudaError_t rt_cudaLaunchKernel(F real, bool pt, const void* f, dim3 g, dim3 b, void** args, size_t shm,
+                                cudaStream_t s) {
+  HookScope scope;
+  const cudaError_t r = real(f, g, b, args, shm, s);
+  CAPUCHIN_AFTER(r == cudaSuccess, record_launch(layout_for_stub(f), u64(f), args, nullptr, u64(s), pt_flag(pt)))
+  return r;
+}
+template <class F>
+cudaError_t rt_cudaLaunchKernelExC(F real, bool pt, const cudaLaunchConfig_t* cfg, const void* f, void** args) {
+  HookScope scope;
+  const cudaError_t r = real(cfg, f, args);
+  CAPUCHIN_AFTER(r == cudaSuccess, record_launch(layout_for_stub(f), u64(f), args, nullptr,
+                                                 cfg != nullptr ? u64(cfg->stream) : 0, pt_flag(pt)))
+  return r;
+}
+template <class F>
+cudaError_t rt_cudaMemcpy(F real, bool pt, void* dst, const void* src, size_t n, cudaMemcpyKind k) {
+  HookScope scope;
+  const cudaError_t r = real(dst, src, n, k);
+  CAPUCHIN_AFTER(r == cudaSuccess && k != cudaMemcpyHostToHost,
+                 record_copy(u64(dst), u64(src), n, hint_of(k), 0, pt_flag(pt)))
+  return r;
+}
+template <class F>
+cudaError_t rt_cudaMemcpyAsync(F real, bool pt, void* dst, const void* src, size_t n, cudaMemcpyKind k,
+                               cudaStream_t s) {
+  HookScope scope;
+  const cudaError_t r = real(dst, src, n, k, s);
+  CAPUCHIN_AFTER(r == cudaSuccess && k != cudaMemcpyHostToHost,
+                 record_copy(u64(dst), u64(src), n, hint_of(k), u64(s), pt_flag(pt)))
+  return r;
+}
+template <class F>
+cudaError_t rt_cudaMemset(F real, bool pt, void* dst, int v, size_t n) {
+  HookScope scope;
+  const cudaError_t r = real(dst, v, n);
+  CAPUCHIN_AFTER(r == cudaSuccess, record_memset(u64(dst), n, 0, pt_flag(pt)))
+  return r;
+}
+template <class F>
+cudaError_t rt_cudaMemsetAsync(F real, bool pt, void* dst, int v, size_t n, cudaStream_t s) {
+  HookScope scope;
+  const cudaError_t r = real(dst, v, n, s);
+  CAPUCHIN_AFTER(r == cudaSuccess, record_memset(u64(dst), n, u64(s), pt_flag(pt)))
+  return r;
+}
+template <class F>
+cudaError_t rt_cudaDeviceSynchronize(F real, bool) {
+  HookScope scope;
+  const cudaError_t r = real();
+  CAPUCHIN_AFTER(r == cudaSuccess, record_sync(SyncSub::Device))
+  return r;
+}
+template <class F>
+cudaError_t rt_cudaStreamSynchronize(F real, bool, cudaStream_t s) {
+  HookScope scope;
+  const cudaError_t r = real(s);
+  CAPUCHIN_AFTER(r == cudaSuccess, record_sync(SyncSub::Stream))
+  return r;
+}
+template <class F>
+cudaError_t rt_cudaEventSynchronize(F real, bool, cudaEvent_t e) {
+  HookScope scope;
+  const cudaError_t r = real(e);
+  CAPUCHIN_AFTER(r == cudaSuccess, record_sync(SyncSub::Event))
+  return r;
+}
+template <class F>
+cudaError_t rt_cudaStreamBeginCapture(F real, bool pt, cudaStream_t s, cudaStreamCaptureMode mode) {
+  HookScope scope;
+  const cudaError_t r = real(s, mode);
+  CAPUCHIN_AFTER(r == cudaSuccess, record_capture_begin(u64(s), pt_flag(pt)))
+  return r;
+}
+template <class F>
+cudaError_t rt_cudaStreamEndCapture(F real, bool pt, cudaStream_t s, cudaGraph_t* g) {
+  HookScope scope;
+  const cudaError_t r = real(s, g);
+  CAPUCHIN_AFTER(true, record_capture_end(u64(s), r == cudaSuccess && g != nullptr ? u64(*g) : 0, pt_flag(pt)))
+  return r;
+}
+template <class F>
+cudaError_t rt_cudaGraphInstantiate(F real, bool, cudaGraphExec_t* exec, cudaGraph_t g, unsigned long long fl) {
+  HookScope scope;
+  const cudaError_t r = real(exec, g, fl);
+  CAPUCHIN_AFTER(r == cudaSuccess && exec != nullptr, record_instantiate(u64(g), u64(*exec)))
+  return r;
+}
+template <class F>
+cudaError_t rt_cudaGraphInstantiateWithFlags(F real, bool pt, cudaGraphExec_t* exec, cudaGraph_t g,
+                                             unsigned long long fl) {
+  return rt_cudaGraphInstantiate(real, pt, exec, g, fl);
+}
+template <class F>
+cudaError_t rt_cudaGraphLaunch(F real, bool pt, cudaGraphExec_t exec, cudaStream_t s) {
+  HookScope scope;
+  const cudaError_t r = real(exec, s);
+  CAPUCHIN_AFTER(r == cudaSuccess, record_graph_launch(u64(exec), u64(s), pt_flag(pt)))
+  return r;
+}
+#undef CAPUCHIN_AFTER
+
+}  // namespace
+}  // namespace capuchin::interpose
+
+// X(name, (params), (, forwarded args), has per-thread twin, twin suffix)
+#define CAPUCHIN_RUNTIME_HOOKS(X)                                                                      \
+  X(cudaMalloc, (void** p, size_t n), (, p, n), _)                                                     \
+  X(cudaMallocManaged, (void** p, size_t n, unsigned fl), (, p, n, fl), _)                             \
+  X(cudaMallocAsync, (void** p, size_t n, cudaStream_t s), (, p, n, s), _ptsz)                         \
+  X(cudaFree, (void* p), (, p), _)                                                                     \
+  X(cudaFreeAsync, (void* p, cudaStream_t s), (, p, s), _ptsz)                                         \
+  X(cudaMallocHost, (void** p, size_t n), (, p, n), _)                                                 \
+  X(cudaHostAlloc, (void** p, size_t n, unsigned fl), (, p, n, fl), _)                                 \
+  X(cudaFreeHost, (void* p), (, p), _)                                                                 \
+  X(cudaLaunchKernel, (const void* f, dim3 g, dim3 b, void** a, size_t shm, cudaStream_t s),           \
+    (, f, g, b, a, shm, s), _ptsz)                                                                     \
+  X(cudaLaunchKernelExC, (const cudaLaunchConfig_t* c, const void* f, void** a), (, c, f, a), _ptsz)   \
+  X(cudaMemcpy, (void* d, const void* s, size_t n, cudaMemcpyKind k), (, d, s, n, k), _ptds)           \
+  X(cudaMemcpyAsync, (void* d, const void* s, size_t n, cudaMemcpyKind k, cudaStream_t st),            \
+    (, d, s, n, k, st), _ptsz)                                                                         \
+  X(cudaMemset, (void* d, int v, size_t n), (, d, v, n), _ptds)                                        \
+  X(cudaMemsetAsync, (void* d, int v, size_t n, cudaStream_t s), (, d, v, n, s), _ptsz)                \
+  X(cudaDeviceSynchronize, (void), (), _)                                                              \
+  X(cudaStreamSynchronize, (cudaStream_t s), (, s), _ptsz)                                             \
+  X(cudaEventSynchronize, (cudaEvent_t e), (, e), _)                                                   \
+  X(cudaStreamBeginCapture, (cudaStream_t s, cudaStreamCaptureMode m), (, s, m), _ptsz)                \
+  X(cudaStreamEndCapture, (cudaStream_t s, cudaGraph_t * g), (, s, g), _ptsz)                          \
+  X(cudaGraphInstantiate, (cudaGraphExec_t * e, cudaGraph_t g, unsigned long long fl), (, e, g, fl), _) \
+  X(cudaGraphInstantiateWithFlags, (cudaGraphExec_t * e, cudaGraph_t g, unsigned long long fl),        \
+    (, e, g, fl), _)                                                                                   \
+  X(cudaGraphLaunch, (cudaGraphExec_t e, cudaStream_t s), (, e, s), _ptsz)
+
+namespace cap = capuchin::interpose;
+
+#define CAPUCHIN_RT_EXPORT(name, suffix, pt, params, fwd)                                \
+  CAPUCHIN_EXPORT cudaError_t name##suffix params {                                      \
+    static std::atomic<void*> slot{nullptr};                                             \
+    auto real = cap::runtime_real<cudaError_t(*) params>(slot, #name #suffix);          \
+    if (real == nullptr) return cudaErrorSharedObjectInitFailed;                         \
+    return cap::rt_##name(real, pt CAPUCHIN_UNPACK fwd);                                 \
+  }
+#define CAPUCHIN_RT_PLAIN(name, params, fwd, twin) CAPUCHIN_RT_EXPORT(name, , false, params, fwd)
+CAPUCHIN_RUNTIME_HOOKS(CAPUCHIN_RT_PLAIN)
+#undef CAPUCHIN_RT_PLAIN
+
+// The per-thread twins (cudart exports them; nvcc --default-stream per-thread calls them).
+#define CAPUCHIN_RT_TWIN_ptsz(name, params, fwd) CAPUCHIN_RT_EXPORT(name, _ptsz, true, params, fwd)
+#define CAPUCHIN_RT_TWIN_ptds(name, params, fwd) CAPUCHIN_RT_EXPORT(name, _ptds, true, params, fwd)
+#define CAPUCHIN_RT_TWIN_(name, params, fwd)
+#define CAPUCHIN_RT_TWINS(name, params, fwd, twin) CAPUCHIN_RT_TWIN##twin(name, params, fwd)
+CAPUCHIN_RUNTIME_HOOKS(CAPUCHIN_RT_TWINS)
