@@ -1,0 +1,79 @@
+// Learning a training job's access pattern from its event stream alone: where iterations
+// begin (the launch-signature sequence repeats with a period; host syncs place the cut),
+// and which tensor of one iteration is which tensor of the next (its place in the
+// iteration: the event that allocates it, with its size and producer).
+//
+// Contract: works on any valid trace; `iter` markers, if present, are ignored (tests compare
+// against them). Nothing throws. A pattern that stops matching is reported, never guessed.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "capuchin/trace_model.hpp"
+
+namespace capuchin::learn {
+
+// A kernel's launch signature: its name and the sizes of what it reads and writes.
+std::uint64_t kernel_signature(const trace::Trace& t, std::uint32_t event);
+
+struct IterationSplit {
+  bool found = false;
+  std::uint32_t period_kernels = 0;        // kernels per steady iteration
+  std::uint32_t repeats = 0;               // steady iterations seen (>= 2 when found)
+  std::vector<trace::Iteration> iterations;  // event ranges, n = 1, 2, ...; the first may be a
+                                           // longer warm-up / first step
+  std::string reason;                      // why not found
+};
+
+// Finds iteration boundaries in t.events (ignoring `iter` events).
+IterationSplit detect_iterations(const trace::Trace& t);
+
+// One iteration as a template the next iterations are matched against.
+struct PatternEvent {
+  trace::Op op;
+  std::uint32_t trace_event;  // where it was observed
+  std::uint64_t signature;    // op + kernel signature or alloc size: what must match
+};
+
+struct Pattern {
+  std::uint32_t begin = 0, end = 0;   // the observed iteration's event range
+  std::vector<PatternEvent> events;   // iter events skipped
+  // Local tensors: allocated inside the iteration, by allocation order; `carried` tensors:
+  // allocated before it (parameters, optimizer state), known by their trace index.
+  std::vector<std::uint32_t> local_tensors;  // trace tensor index of the k-th local tensor
+};
+Pattern make_pattern(const trace::Trace& t, const trace::Iteration& it);
+
+// Follows a later iteration against a pattern, event by event.
+class PatternMatcher {
+ public:
+  explicit PatternMatcher(const Pattern& p) : p_(&p), map_(p.local_tensors.size(), trace::kNone) {}
+  // Feeds the next event of the new iteration; false when it differs from the pattern (the
+  // pattern changed: relearn), true while it matches.
+  bool feed(const trace::Trace& t, std::uint32_t event);
+  std::uint32_t position() const { return pos_; }  // pattern events matched so far
+  bool complete() const { return pos_ == p_->events.size(); }
+  bool diverged() const { return diverged_; }
+  // The new iteration's tensor standing for the pattern's k-th local tensor (kNone if not
+  // yet allocated).
+  std::uint32_t local(std::uint32_t k) const { return map_[k]; }
+
+ private:
+  const Pattern* p_;
+  std::vector<std::uint32_t> map_;
+  std::uint32_t pos_ = 0, next_local_ = 0;
+  bool diverged_ = false;
+};
+
+// Tensor identities of iteration `b` matched to those of iteration `a` (same place in the
+// iteration). Returns, per local tensor of `a`, the trace tensor of `b`, or an empty vector
+// with `mismatch_event` set when the iterations differ.
+struct IdentityMap {
+  std::vector<std::uint32_t> b_of_a;
+  std::uint32_t mismatch_event = trace::kNone;  // first event of `b` that differs
+};
+IdentityMap match_iterations(const trace::Trace& t, const trace::Iteration& a, const trace::Iteration& b);
+
+}  // namespace capuchin::learn

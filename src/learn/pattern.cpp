@@ -1,0 +1,71 @@
+// Patterns (one observed iteration) and matching later iterations against them: a tensor of
+// the new iteration is the pattern's tensor allocated at the same place, provided every
+// event so far matched (same op, kernel signature, allocation size).
+#include <functional>
+
+#include "capuchin/learn.hpp"
+
+namespace capuchin::learn {
+
+using trace::kNone;
+using trace::Op;
+
+namespace {
+
+std::uint64_t event_signature(const trace::Trace& t, std::uint32_t ev) {
+  const trace::Event& e = t.events[ev];
+  const std::uint64_t op = static_cast<std::uint64_t>(e.op) << 56;
+  switch (e.op) {
+    case Op::Kernel: return op ^ (kernel_signature(t, ev) >> 8);
+    case Op::Alloc: return op ^ e.bytes;
+    case Op::Copy: return op ^ (static_cast<std::uint64_t>(e.dir) << 48) ^ e.bytes;
+    default: return op;
+  }
+}
+
+}  // namespace
+
+Pattern make_pattern(const trace::Trace& t, const trace::Iteration& it) {
+  Pattern p;
+  p.begin = it.begin;
+  p.end = it.end;
+  for (std::uint32_t ev = it.begin; ev < it.end; ++ev) {
+    const trace::Event& e = t.events[ev];
+    if (e.op == Op::Iter) continue;
+    p.events.push_back({e.op, ev, event_signature(t, ev)});
+    if (e.op == Op::Alloc) p.local_tensors.push_back(e.tensor);
+  }
+  return p;
+}
+
+bool PatternMatcher::feed(const trace::Trace& t, std::uint32_t event) {
+  const trace::Event& e = t.events[event];
+  if (e.op == Op::Iter) return !diverged_;
+  if (diverged_ || complete() || p_->events[pos_].signature != event_signature(t, event)) {
+    diverged_ = true;
+    return false;
+  }
+  if (e.op == Op::Alloc) map_[next_local_++] = e.tensor;
+  ++pos_;
+  return true;
+}
+
+IdentityMap match_iterations(const trace::Trace& t, const trace::Iteration& a, const trace::Iteration& b) {
+  IdentityMap m;
+  const Pattern p = make_pattern(t, a);
+  PatternMatcher matcher(p);
+  for (std::uint32_t ev = b.begin; ev < b.end; ++ev) {
+    if (!matcher.feed(t, ev)) {
+      m.mismatch_event = ev;
+      return m;
+    }
+  }
+  if (!matcher.complete()) {
+    m.mismatch_event = b.end;
+    return m;
+  }
+  for (std::uint32_t k = 0; k < p.local_tensors.size(); ++k) m.b_of_a.push_back(matcher.local(k));
+  return m;
+}
+
+}  // namespace capuchin::learn
