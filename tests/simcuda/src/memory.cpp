@@ -120,7 +120,9 @@ bool Memory::evict_one_managed(uintptr_t keep_block) {
 }
 
 bool Memory::reserve_capacity(uint64_t bytes) {
-  // Managed memory is evictable; cudaMalloc memory never is (as on the real driver).
+  // Managed memory is evictable; cudaMalloc memory never is (as on the real driver). Evict
+  // only when that makes the request fit.
+  if (used_ - managed_resident_ + bytes > capacity_) return false;
   while (used_ + bytes > capacity_) {
     if (!evict_one_managed(0)) return false;
   }

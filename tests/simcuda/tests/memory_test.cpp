@@ -1,0 +1,273 @@
+// memory_test.cpp: simcuda memory semantics: capacity and out-of-memory, stream-ordered
+// allocation, Unified Memory faults with LRU eviction and prefetch, cudaMalloc memory never
+// evicted, VMM (device- and host-located), and illegal addresses becoming the sticky error.
+#include <sys/mman.h>
+
+#include <cstring>
+#include <vector>
+
+#include "support.hpp"
+
+using namespace simtest;
+
+TEST_F(Simcuda, OutOfMemoryAtCapacity) {
+  size_t free_b = 0, total = 0;
+  ASSERT_EQ(cuMemGetInfo(&free_b, &total), CUDA_SUCCESS);
+  EXPECT_EQ(total, kCapacity);
+  EXPECT_EQ(free_b, kCapacity);
+  CUdeviceptr big = 0, more = 0, last = 0;
+  ASSERT_EQ(cuMemAlloc(&big, kCapacity - (4 << 20)), CUDA_SUCCESS);
+  EXPECT_EQ(cuMemAlloc(&more, 8 << 20), CUDA_ERROR_OUT_OF_MEMORY);
+  ASSERT_EQ(cuMemAlloc(&last, 4 << 20), CUDA_SUCCESS);  // exactly full
+  EXPECT_EQ(cuMemAlloc(&more, 1), CUDA_ERROR_OUT_OF_MEMORY);
+  EXPECT_EQ(cuMemAllocAsync(&more, 1, nullptr), CUDA_ERROR_OUT_OF_MEMORY);
+  ASSERT_EQ(cuMemGetInfo(&free_b, &total), CUDA_SUCCESS);
+  EXPECT_EQ(free_b, 0u);
+  EXPECT_EQ(stats().peak_device_bytes, kCapacity);
+  ASSERT_EQ(cuMemFree(last), CUDA_SUCCESS);
+  EXPECT_EQ(cuMemAlloc(&more, 4 << 20), CUDA_SUCCESS);
+  // Device pointers live in simcuda's reserved range and are 4 KiB-aligned.
+  EXPECT_EQ(big % 4096, 0u);
+  EXPECT_EQ(cuMemFree(big + 4096), CUDA_ERROR_INVALID_VALUE);
+}
+
+TEST_F(Simcuda, StreamOrderedFreeReleasesAtCallAndReusesOnTheSameStream) {
+  CUstream s;
+  ASSERT_EQ(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+  CUdeviceptr a = 0, b = 0;
+  ASSERT_EQ(cuMemAllocAsync(&a, 40 << 20, s), CUDA_SUCCESS);
+  EXPECT_EQ(cuMemAllocAsync(&b, 40 << 20, s), CUDA_ERROR_OUT_OF_MEMORY);
+  ASSERT_EQ(cuMemFreeAsync(a, s), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemAllocAsync(&b, 40 << 20, s), CUDA_SUCCESS);
+  EXPECT_EQ(b, a);  // stream order makes the same range safe to hand out again
+  EXPECT_EQ(stats().peak_device_bytes, 40ull << 20);
+  ASSERT_EQ(cuMemFreeAsync(b, s), CUDA_SUCCESS);
+  ASSERT_EQ(cuStreamSynchronize(s), CUDA_SUCCESS);
+  EXPECT_EQ(stats().device_bytes_in_use, 0u);
+}
+
+TEST_F(Simcuda, KernelAfterStreamOrderedFreeIsIllegal) {
+  CUstream s;
+  ASSERT_EQ(cuStreamCreate(&s, 0), CUDA_SUCCESS);
+  CUdeviceptr a = 0;
+  ASSERT_EQ(cuMemAllocAsync(&a, 4096, s), CUDA_SUCCESS);
+  ASSERT_EQ(launch(k.fill, s, reinterpret_cast<float*>(a), 1024, 1.0f), CUDA_SUCCESS);  // before the free: fine
+  ASSERT_EQ(cuMemFreeAsync(a, s), CUDA_SUCCESS);
+  ASSERT_EQ(launch(k.fill, s, reinterpret_cast<float*>(a), 1024, 2.0f), CUDA_SUCCESS);  // after it: illegal
+  EXPECT_EQ(cuStreamSynchronize(s), CUDA_ERROR_ILLEGAL_ADDRESS);
+}
+
+TEST_F(Simcuda, IllegalAddressIsStickyAfterFree) {
+  CUdeviceptr d = 0;
+  ASSERT_EQ(cuMemAlloc(&d, 1 << 20), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemFree(d), CUDA_SUCCESS);
+  ASSERT_EQ(launch(k.fill, nullptr, reinterpret_cast<float*>(d), 16, 1.0f), CUDA_SUCCESS);  // async: accepted
+  EXPECT_EQ(cuCtxSynchronize(), CUDA_ERROR_ILLEGAL_ADDRESS);
+  // Sticky: the context stays failed for everything that follows.
+  CUdeviceptr e = 0;
+  EXPECT_EQ(cuMemAlloc(&e, 4096), CUDA_ERROR_ILLEGAL_ADDRESS);
+  EXPECT_EQ(cuCtxSynchronize(), CUDA_ERROR_ILLEGAL_ADDRESS);
+  EXPECT_EQ(stats().sticky_error, CUDA_ERROR_ILLEGAL_ADDRESS);
+  // Freed device pages are really protected (PROT_NONE), like unmapped GPU memory.
+  EXPECT_EQ(mprotect(reinterpret_cast<void*>(d), 4096, PROT_NONE), 0);
+}
+
+TEST_F(Simcuda, UndeclaredTouchOfProtectedPageIsCaughtBySegvBackstop) {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  GTEST_SKIP() << "sanitizers own SIGSEGV; the backstop is tested in plain builds (the declaration check, "
+                  "tested by IllegalAddressIsStickyAfterFree, still applies)";
+#endif
+  CUdeviceptr d = 0;
+  ASSERT_EQ(cuMemAlloc(&d, 4096), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemFree(d), CUDA_SUCCESS);
+  ASSERT_EQ(launch(k.raw_write, nullptr, reinterpret_cast<char*>(d)), CUDA_SUCCESS);
+  EXPECT_EQ(cuStreamSynchronize(nullptr), CUDA_ERROR_ILLEGAL_ADDRESS);
+}
+
+TEST_F(Simcuda, ManagedMemoryFaultsInAndEvictsLeastRecentlyUsed) {
+  // 64 MiB device; 96 MiB managed = 1536 blocks of 64 KiB.
+  const size_t block = SIMCUDA_UVM_BLOCK;
+  CUdeviceptr m = 0;
+  ASSERT_EQ(cuMemAllocManaged(&m, 96 << 20, CU_MEM_ATTACH_GLOBAL), CUDA_SUCCESS);
+  EXPECT_EQ(stats().device_bytes_in_use, 0u);  // nothing resident yet
+  const char* base = reinterpret_cast<const char*>(m);
+  auto touch = [&](size_t offset, size_t bytes) {
+    ASSERT_EQ(launch(k.touch, nullptr, base + offset, bytes), CUDA_SUCCESS);
+    ASSERT_EQ(cuCtxSynchronize(), CUDA_SUCCESS);
+  };
+  touch(0, 32 << 20);  // A
+  EXPECT_EQ(stats().uvm_faults, (32u << 20) / block);
+  touch(32 << 20, 32 << 20);  // B: device now full
+  EXPECT_EQ(stats().managed_resident_bytes, 64ull << 20);
+  EXPECT_EQ(stats().uvm_evictions, 0u);
+  touch(0, 32 << 20);  // A again: resident, no faults, and now more recent than B
+  EXPECT_EQ(stats().uvm_faults, (64u << 20) / block);
+  touch(64 << 20, 16 << 20);  // C: evicts the oldest 16 MiB, which is B's first half
+  EXPECT_EQ(stats().uvm_evictions, (16u << 20) / block);
+  const uint64_t faults = stats().uvm_faults;
+  touch(0, 32 << 20);  // A is still resident
+  EXPECT_EQ(stats().uvm_faults, faults);
+  touch(48 << 20, 16 << 20);  // B's second half too
+  EXPECT_EQ(stats().uvm_faults, faults);
+  touch(32 << 20, block);  // B's first block was evicted: it faults again
+  EXPECT_EQ(stats().uvm_faults, faults + 1);
+  EXPECT_LE(stats().device_bytes_in_use, kCapacity);
+  EXPECT_GT(stats().bytes_htod, 0u);
+  EXPECT_GT(stats().bytes_dtoh, 0u);
+  // The host still sees its data wherever it resides.
+  std::memset(reinterpret_cast<void*>(m), 7, 16);
+  EXPECT_EQ(base[3], 7);
+}
+
+TEST_F(Simcuda, FaultsCostVirtualTime) {
+  CUdeviceptr m = 0;
+  ASSERT_EQ(cuMemAllocManaged(&m, 1 << 20, CU_MEM_ATTACH_GLOBAL), CUDA_SUCCESS);
+  CUevent a, b, c;
+  for (CUevent* e : {&a, &b, &c}) ASSERT_EQ(cuEventCreate(e, 0), CUDA_SUCCESS);
+  ASSERT_EQ(cuEventRecord(a, nullptr), CUDA_SUCCESS);
+  ASSERT_EQ(launch(k.touch, nullptr, reinterpret_cast<const char*>(m), size_t{1} << 20), CUDA_SUCCESS);
+  ASSERT_EQ(cuEventRecord(b, nullptr), CUDA_SUCCESS);
+  ASSERT_EQ(launch(k.touch, nullptr, reinterpret_cast<const char*>(m), size_t{1} << 20), CUDA_SUCCESS);
+  ASSERT_EQ(cuEventRecord(c, nullptr), CUDA_SUCCESS);
+  ASSERT_EQ(cuEventSynchronize(c), CUDA_SUCCESS);
+  float faulting = 0, resident = 0;
+  ASSERT_EQ(cuEventElapsedTime(&faulting, a, b), CUDA_SUCCESS);
+  ASSERT_EQ(cuEventElapsedTime(&resident, b, c), CUDA_SUCCESS);
+  const double blocks = (1 << 20) / SIMCUDA_UVM_BLOCK;
+  const double fault_ns = blocks * (SIMCUDA_FAULT_LATENCY_NS + SIMCUDA_UVM_BLOCK / SIMCUDA_PINNED_BYTES_PER_NS);
+  EXPECT_NEAR(faulting - resident, fault_ns / 1e6, 1e-3);
+}
+
+TEST_F(Simcuda, PrefetchAndAdviceMoveResidency) {
+  CUdeviceptr m = 0;
+  ASSERT_EQ(cuMemAllocManaged(&m, 8 << 20, CU_MEM_ATTACH_GLOBAL), CUDA_SUCCESS);
+  CUmemLocation dev{CU_MEM_LOCATION_TYPE_DEVICE, 0}, host{CU_MEM_LOCATION_TYPE_HOST, 0};
+  ASSERT_EQ(cuMemPrefetchAsync(m, 8 << 20, dev, 0, nullptr), CUDA_SUCCESS);
+  ASSERT_EQ(cuCtxSynchronize(), CUDA_SUCCESS);
+  EXPECT_EQ(stats().managed_resident_bytes, 8ull << 20);
+  ASSERT_EQ(launch(k.touch, nullptr, reinterpret_cast<const char*>(m), size_t{8} << 20), CUDA_SUCCESS);
+  ASSERT_EQ(cuCtxSynchronize(), CUDA_SUCCESS);
+  EXPECT_EQ(stats().uvm_faults, 0u);  // prefetched: no faults
+  ASSERT_EQ(cuMemPrefetchAsync(m, 4 << 20, host, 0, nullptr), CUDA_SUCCESS);
+  ASSERT_EQ(cuCtxSynchronize(), CUDA_SUCCESS);
+  EXPECT_EQ(stats().managed_resident_bytes, 4ull << 20);
+  EXPECT_EQ(stats().bytes_dtoh, 4ull << 20);
+  // Preferred location host: device accesses map remotely instead of migrating.
+  ASSERT_EQ(cuMemAdvise(m, 4 << 20, CU_MEM_ADVISE_SET_PREFERRED_LOCATION, host), CUDA_SUCCESS);
+  ASSERT_EQ(launch(k.touch, nullptr, reinterpret_cast<const char*>(m), size_t{4} << 20), CUDA_SUCCESS);
+  ASSERT_EQ(cuCtxSynchronize(), CUDA_SUCCESS);
+  EXPECT_EQ(stats().uvm_faults, 0u);
+  EXPECT_EQ(stats().managed_resident_bytes, 4ull << 20);
+  // Prefetching non-managed memory is invalid.
+  CUdeviceptr d = 0;
+  ASSERT_EQ(cuMemAlloc(&d, 4096), CUDA_SUCCESS);
+  EXPECT_EQ(cuMemPrefetchAsync(d, 4096, dev, 0, nullptr), CUDA_ERROR_INVALID_VALUE);
+}
+
+TEST_F(Simcuda, CudaMallocMemoryIsNeverEvicted) {
+  CUdeviceptr m = 0, d = 0, more = 0;
+  ASSERT_EQ(cuMemAllocManaged(&m, 64 << 20, CU_MEM_ATTACH_GLOBAL), CUDA_SUCCESS);
+  ASSERT_EQ(launch(k.touch, nullptr, reinterpret_cast<const char*>(m), size_t{64} << 20), CUDA_SUCCESS);
+  ASSERT_EQ(cuCtxSynchronize(), CUDA_SUCCESS);
+  EXPECT_EQ(stats().device_bytes_in_use, kCapacity);
+  // The driver makes room by evicting managed memory...
+  ASSERT_EQ(cuMemAlloc(&d, 48 << 20), CUDA_SUCCESS);
+  EXPECT_EQ(stats().managed_resident_bytes, 16ull << 20);
+  // ...but never cudaMalloc memory.
+  EXPECT_EQ(cuMemAlloc(&more, 32 << 20), CUDA_ERROR_OUT_OF_MEMORY);
+  // A kernel touching all managed memory now thrashes through the 16 MiB left.
+  ASSERT_EQ(launch(k.touch, nullptr, reinterpret_cast<const char*>(m), size_t{64} << 20), CUDA_SUCCESS);
+  ASSERT_EQ(cuCtxSynchronize(), CUDA_SUCCESS);
+  EXPECT_EQ(stats().device_bytes_in_use, kCapacity);
+  EXPECT_EQ(cuMemAlloc(&more, 16 << 20), CUDA_SUCCESS);
+}
+
+TEST_F(Simcuda, VmmMapAccessUnmapAndHostLocatedMemory) {
+  CUmemAllocationProp prop{};
+  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  prop.location = {CU_MEM_LOCATION_TYPE_DEVICE, 0};
+  size_t gran = 0;
+  ASSERT_EQ(cuMemGetAllocationGranularity(&gran, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM), CUDA_SUCCESS);
+  ASSERT_EQ(gran, 2u << 20);
+  CUdeviceptr va = 0;
+  ASSERT_EQ(cuMemAddressReserve(&va, 2 * gran, 0, 0, 0), CUDA_SUCCESS);
+  CUmemGenericAllocationHandle dev_h = 0, host_h = 0;
+  ASSERT_EQ(cuMemCreate(&dev_h, gran, &prop, 0), CUDA_SUCCESS);
+  EXPECT_EQ(stats().device_bytes_in_use, gran);
+  EXPECT_EQ(cuMemCreate(&host_h, gran + 1, &prop, 0), CUDA_ERROR_INVALID_VALUE);
+  ASSERT_EQ(cuMemMap(va, gran, 0, dev_h, 0), CUDA_SUCCESS);
+  CUmemAccessDesc access{{CU_MEM_LOCATION_TYPE_DEVICE, 0}, CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
+  ASSERT_EQ(cuMemSetAccess(va, gran, &access, 1), CUDA_SUCCESS);
+  ASSERT_EQ(launch(k.fill, nullptr, reinterpret_cast<float*>(va), 256, 5.0f), CUDA_SUCCESS);
+  ASSERT_EQ(cuCtxSynchronize(), CUDA_SUCCESS);
+  // Host-located physical memory mapped at the second half; copy the data across.
+  CUmemAllocationProp host_prop = prop;
+  host_prop.location = {CU_MEM_LOCATION_TYPE_HOST, 0};
+  ASSERT_EQ(cuMemCreate(&host_h, gran, &host_prop, 0), CUDA_SUCCESS);
+  EXPECT_EQ(stats().device_bytes_in_use, gran);  // host memory is not device capacity
+  ASSERT_EQ(cuMemMap(va + gran, gran, 0, host_h, 0), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemSetAccess(va + gran, gran, &access, 1), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemcpyDtoD(va + gran, va, 1024), CUDA_SUCCESS);
+  // Swap: unmap the device memory and map the host-located handle at the same address.
+  ASSERT_EQ(cuMemUnmap(va, gran), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemRelease(dev_h), CUDA_SUCCESS);
+  EXPECT_EQ(stats().device_bytes_in_use, 0u);
+  ASSERT_EQ(cuMemUnmap(va + gran, gran), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemMap(va, gran, 0, host_h, 0), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemSetAccess(va, gran, &access, 1), CUDA_SUCCESS);
+  float h = 0;
+  ASSERT_EQ(cuMemcpyDtoH(&h, va + 1020, sizeof h), CUDA_SUCCESS);
+  EXPECT_EQ(h, 5.0f);  // the handle kept its data across unmap/remap
+  ASSERT_EQ(launch(k.add_one, nullptr, reinterpret_cast<float*>(va), 256), CUDA_SUCCESS);
+  ASSERT_EQ(cuCtxSynchronize(), CUDA_SUCCESS);
+  // Touching the unmapped second half stops the kernel: sticky illegal address.
+  ASSERT_EQ(launch(k.fill, nullptr, reinterpret_cast<float*>(va + gran), 16, 1.0f), CUDA_SUCCESS);
+  EXPECT_EQ(cuCtxSynchronize(), CUDA_ERROR_ILLEGAL_ADDRESS);
+}
+
+TEST_F(Simcuda, VmmErrors) {
+  CUdeviceptr va = 0;
+  EXPECT_EQ(cuMemAddressReserve(&va, 4096, 0, 0, 0), CUDA_ERROR_INVALID_VALUE);
+  ASSERT_EQ(cuMemAddressReserve(&va, 4 << 20, 0, 0, 0), CUDA_SUCCESS);
+  CUmemAllocationProp prop{};
+  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  prop.location = {CU_MEM_LOCATION_TYPE_DEVICE, 0};
+  CUmemGenericAllocationHandle h = 0;
+  ASSERT_EQ(cuMemCreate(&h, 2 << 20, &prop, 0), CUDA_SUCCESS);
+  EXPECT_EQ(cuMemMap(va, 4 << 20, 0, h, 0), CUDA_ERROR_INVALID_VALUE);  // larger than the handle
+  ASSERT_EQ(cuMemMap(va, 2 << 20, 0, h, 0), CUDA_SUCCESS);
+  EXPECT_EQ(cuMemMap(va, 2 << 20, 0, h, 0), CUDA_ERROR_INVALID_VALUE);  // already mapped
+  EXPECT_EQ(cuMemAddressFree(va, 4 << 20), CUDA_ERROR_INVALID_VALUE);   // still mapped
+  CUmemAccessDesc access{{CU_MEM_LOCATION_TYPE_DEVICE, 0}, CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
+  EXPECT_EQ(cuMemSetAccess(va + (2 << 20), 2 << 20, &access, 1), CUDA_ERROR_INVALID_VALUE);  // not mapped
+  ASSERT_EQ(cuMemRelease(h), CUDA_SUCCESS);  // deferred while mapped
+  EXPECT_EQ(stats().device_bytes_in_use, 2u << 20);
+  ASSERT_EQ(cuMemUnmap(va, 2 << 20), CUDA_SUCCESS);
+  EXPECT_EQ(stats().device_bytes_in_use, 0u);
+  EXPECT_EQ(cuMemAddressFree(va, 4 << 20), CUDA_SUCCESS);
+}
+
+TEST_F(Simcuda, PointerAttributes) {
+  CUdeviceptr d = 0, m = 0;
+  void* pinned = nullptr;
+  ASSERT_EQ(cuMemAlloc(&d, 4096), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemAllocManaged(&m, 4096, CU_MEM_ATTACH_GLOBAL), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemHostAlloc(&pinned, 4096, 0), CUDA_SUCCESS);
+  unsigned type = 0;
+  bool managed = true;
+  ASSERT_EQ(cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, d + 100), CUDA_SUCCESS);
+  EXPECT_EQ(type, CU_MEMORYTYPE_DEVICE);
+  ASSERT_EQ(cuPointerGetAttribute(&managed, CU_POINTER_ATTRIBUTE_IS_MANAGED, d), CUDA_SUCCESS);
+  EXPECT_FALSE(managed);
+  ASSERT_EQ(cuPointerGetAttribute(&managed, CU_POINTER_ATTRIBUTE_IS_MANAGED, m), CUDA_SUCCESS);
+  EXPECT_TRUE(managed);
+  ASSERT_EQ(cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, dptr(pinned)), CUDA_SUCCESS);
+  EXPECT_EQ(type, CU_MEMORYTYPE_HOST);
+  int local = 0;
+  EXPECT_EQ(cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, dptr(&local)), CUDA_ERROR_INVALID_VALUE);
+  CUdeviceptr base = 0;
+  size_t size = 0;
+  ASSERT_EQ(cuMemGetAddressRange(&base, &size, d + 100), CUDA_SUCCESS);
+  EXPECT_EQ(base, d);
+  EXPECT_EQ(size, 4096u);
+}
