@@ -149,6 +149,7 @@ void shutdown_capture(char* summary, std::size_t summary_bytes) {
   std::lock_guard<std::mutex> lock(*s.start_mu);
   if (s.drain == nullptr) return;
   const CaptureStats stats = s.drain->stop();
+  s.drain = nullptr;  // stopped for good (leaked: a late hook may still hold its pool)
   const std::string line = summarize(stats);
   if (summary != nullptr && summary_bytes > 0) std::snprintf(summary, summary_bytes, "%s", line.c_str());
   const bool lossy = stats.ring_lost_events + stats.no_slot_events + stats.sink_failed_events +
@@ -176,7 +177,7 @@ inline void put(Record head, const std::uint64_t* ids, unsigned nids) {
   }
   std::uint64_t pos = slot->head.load(std::memory_order_relaxed);
   head.cont = static_cast<std::uint8_t>(conts);
-  head.h.ts = now_ns();
+  head.h.ts = s.pool.next_stamp();
   *slot->reserve_at(pos) = head;
   for (unsigned c = 0; c < conts; ++c) {
     Record* r = slot->reserve_at(pos + 1 + c);

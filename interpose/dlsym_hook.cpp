@@ -138,6 +138,15 @@ void* driver_symbol(const char* name) {
 
 void* runtime_symbol(const char* name) { return real_dlsym(RTLD_NEXT, name); }
 
+void* driver_export(const char* name) {
+  if (void* p = real_dlsym(RTLD_NEXT, name)) return p;
+  void* h = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
+  if (h == nullptr) return nullptr;
+  void* p = real_dlsym(h, name);  // a handle lookup searches libcuda itself first
+  dlclose(h);
+  return p;
+}
+
 }  // namespace capuchin::interpose
 
 namespace cap = capuchin::interpose;

@@ -200,7 +200,7 @@ void Drain::run() {
 }
 
 bool Drain::pass(bool final) {
-  const std::uint64_t horizon = final ? ~std::uint64_t{0} : now_ns();
+  const std::uint64_t horizon = final ? ~std::uint64_t{0} : pool_->stamp_horizon();
   bool got = false;
   for (std::uint32_t i = 0; i < pool_->size(); ++i) {
     ThreadSlot& s = pool_->slot(i);

@@ -1,11 +1,11 @@
 // drain.hpp: the background thread that empties every ring, orders events across threads
 // and turns raw records into trace events for a Sink.
 //
-// Ordering contract: each pass first reads the clock (T), then the rings; it emits, sorted
-// by (timestamp, slot, ring order), only the events stamped before T and keeps the rest for
-// the next pass. An event that causally precedes an emitted one (an allocation whose
-// pointer another thread then launched with) was committed before that event was stamped,
-// so it is always emitted first. Translation (Translator, drain thread only, may allocate):
+// Ordering contract: each pass first reads the global sequence horizon (RingPool), then the
+// rings; it emits, sorted by sequence number, only the events numbered below the horizon
+// and keeps the rest for the next pass. An event that causally precedes an emitted one (an
+// allocation whose pointer another thread then launched with) was committed before that
+// event took its number, so it is always emitted first (see RingPool::next_stamp). Translation (Translator, drain thread only, may allocate):
 // stream handles become small stream numbers, kernel names come from the function cache,
 // launches and copies made during stream capture are kept per capture and replayed on each
 // graph launch, and ids the sink never saw allocated are dropped and counted so the trace

@@ -341,14 +341,15 @@ void* wrap_driver_pointer(const char* name, void* real, bool by_proc_name, int c
 
 }  // namespace capuchin::interpose
 
-// Exports under libcuda's own names, for programs linked with -lcuda: forward to the next
-// definition (libcuda), found once.
+// Exports under libcuda's own names, for programs linked with -lcuda (and for a driver
+// whose own cuGetProcAddress hands out its exported, interposable symbols, as simcuda's
+// does): forward to libcuda's definition, found once.
 namespace cap = capuchin::interpose;
 #define CAPUCHIN_EXPORTED(id, exported, ver, params, fwd)                                      \
   CAPUCHIN_EXPORT CUresult exported params {                                                   \
     cap::Variant& v = cap::g_direct_##id;                                                      \
     if (__atomic_load_n(&v.real, __ATOMIC_ACQUIRE) == nullptr) {                               \
-      void* r = cap::real_dlsym(RTLD_NEXT, #exported);                                         \
+      void* r = cap::driver_export(#exported);                                                 \
       if (r == nullptr) return CUDA_ERROR_NOT_INITIALIZED;                                     \
       __atomic_store_n(&v.real, r, __ATOMIC_RELEASE);                                          \
     }                                                                                          \

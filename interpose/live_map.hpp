@@ -64,18 +64,17 @@ class LiveMap {
     // The entry containing addr (interior pointers included), or nullptr.
     const LiveEntry* find(std::uint64_t addr) const {
       if (addr < snap_->lo || addr >= snap_->hi) return nullptr;
-      // upper_bound over bases, branch-light.
+      // Branchless search (cmov) for the last base <= addr: no mispredictions on the
+      // launch path, ~log2(n) dependent loads from one contiguous array.
       const std::uint64_t* b = snap_->bases;
-      std::size_t n = snap_->n, first = 0;
-      while (n > 0) {
-        std::size_t half = n / 2;
-        if (b[first + half] <= addr) {
-          first += half + 1;
-          n -= half + 1;
-        } else {
-          n = half;
-        }
+      std::size_t n = snap_->n;
+      if (n == 0 || addr < b[0]) return nullptr;
+      while (n > 1) {
+        const std::size_t half = n / 2;
+        b = b[half] <= addr ? b + half : b;
+        n -= half;
       }
+      const std::size_t first = static_cast<std::size_t>(b - snap_->bases) + 1;
       if (first == 0) return nullptr;
       const LiveEntry* e = &snap_->entries[first - 1];
       return addr < e->end ? e : nullptr;

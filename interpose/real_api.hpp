@@ -14,6 +14,10 @@ void* real_dlsym(void* handle, const char* name);
 void* real_dlvsym(void* handle, const char* name, const char* version);
 void* driver_symbol(const char* name);
 void* runtime_symbol(const char* name);
+// libcuda's own definition of an exported symbol: the next one after us (RTLD_NEXT), else
+// the one in an already loaded libcuda.so.1 (dlopen'ed RTLD_LOCAL by cudart or a vendor
+// library, so invisible to RTLD_NEXT).
+void* driver_export(const char* name);
 // The interception saw the real driver's pointer for `name` (the newest ABI the program
 // asked for): remember it for driver_symbol().
 void note_driver_symbol(const char* name, void* real);

@@ -49,7 +49,7 @@ struct Record {
   std::uint32_t aux;     // function-cache index (launch) or capture sequence
   union {
     struct {
-      std::uint64_t ts;  // CLOCK_MONOTONIC ns when the event was issued
+      std::uint64_t ts;  // global sequence number (RingPool::next_stamp), the trace order
       std::uint64_t a, b, c, d, e, f;
     } h;
     std::uint64_t ids[kIdsPerCont];  // Kind::Ids

@@ -62,9 +62,19 @@ class RingPool {
   // Events refused because every slot was taken.
   std::atomic<std::uint64_t> no_slot_events{0};
 
+  // The global event order: each event takes the next number (acq_rel RMW) just before it
+  // is committed. A drain pass reads the counter first (acquire) and emits only events
+  // numbered below it; an event that causally precedes one numbered below the horizon was
+  // committed before that number was taken, so the pass sees it. (Clocks cannot promise
+  // this: TSCs of different vCPUs may disagree, and clock_gettime costs ~40 ns here.)
+  std::uint64_t next_stamp() { return sequence_.fetch_add(1, std::memory_order_acq_rel); }
+  std::uint64_t stamp_horizon() const { return sequence_.load(std::memory_order_acquire); }
+
  private:
   ThreadSlot* slots_ = nullptr;
   std::uint32_t count_ = 0;
+  alignas(64) std::atomic<std::uint64_t> sequence_{0};
+  char pad_[64 - sizeof(std::atomic<std::uint64_t>)] = {};
 };
 
 // The calling thread's slot, claimed on first use (nullptr if the pool is exhausted).
@@ -73,6 +83,6 @@ ThreadSlot* current_slot(RingPool& pool);
 // Forget the calling thread's slot (after fork, in the child).
 void forget_current_slot();
 
-std::uint64_t now_ns();
+std::uint64_t now_ns();  // CLOCK_MONOTONIC, ns
 
 }  // namespace capuchin::interpose

@@ -92,6 +92,7 @@ TEST(LiveMap, ConcurrentReadersSeeConsistentSnapshots) {
       }
     });
   }
+  while (lookups.load() < 100) std::this_thread::yield();  // readers are running
   for (std::uint64_t i = 0; i < 3000; ++i) {
     const std::uint64_t base = 0x1000000 + i * 0x1000;
     map.insert({base, base + 0x800, i, ci::MemKind::Device}, ev, 4);
@@ -151,6 +152,8 @@ Record rec(Kind k) {
   return r;
 }
 
+ci::RingPool* g_pool = nullptr;  // the pool the test's events are numbered in
+
 void put(ci::ThreadSlot* s, Record head, const std::vector<std::uint64_t>& ids = {}) {
   const unsigned conts = static_cast<unsigned>((ids.size() + ci::kIdsPerCont - 1) / ci::kIdsPerCont);
   if (!s->has_room(1 + conts)) {
@@ -159,7 +162,7 @@ void put(ci::ThreadSlot* s, Record head, const std::vector<std::uint64_t>& ids =
   }
   std::uint64_t pos = s->head.load(std::memory_order_relaxed);
   head.cont = static_cast<std::uint8_t>(conts);
-  head.h.ts = ci::now_ns();
+  head.h.ts = g_pool->next_stamp();
   *s->reserve_at(pos) = head;
   for (unsigned c = 0; c < conts; ++c) {
     Record* r = s->reserve_at(pos + 1 + c);
@@ -173,7 +176,8 @@ void put(ci::ThreadSlot* s, Record head, const std::vector<std::uint64_t>& ids =
 
 TEST(Drain, OrdersEventsAcrossThreadsIntoAValidTrace) {
   ci::RingPool pool;
-  ASSERT_TRUE(pool.init(8, 1024));
+  ASSERT_TRUE(pool.init(8, 1u << 16));  // room for every event: this test expects no loss
+  g_pool = &pool;
   ci::FuncCache cache;
   ASSERT_TRUE(cache.init());
   const ci::ParamSpec specs[] = {{0, 8}};
@@ -257,6 +261,7 @@ TEST(Drain, OrdersEventsAcrossThreadsIntoAValidTrace) {
 TEST(Drain, FullRingDropsAndCountsWithoutBlocking) {
   ci::RingPool pool;
   ASSERT_TRUE(pool.init(2, 512));
+  g_pool = &pool;
   ci::FuncCache cache;
   ASSERT_TRUE(cache.init());
   ci::ThreadSlot* s = pool.acquire();
@@ -277,6 +282,7 @@ TEST(Drain, FullRingDropsAndCountsWithoutBlocking) {
 TEST(Drain, GraphLaunchReplaysCapturedEventsAndDropsUnknownIds) {
   ci::RingPool pool;
   ASSERT_TRUE(pool.init(2, 1024));
+  g_pool = &pool;
   ci::FuncCache cache;
   ASSERT_TRUE(cache.init());
   const std::string path = temp_path("graph");

@@ -8,6 +8,7 @@
 // set equals the mapped reads+writes; at least one vendor GEMM (simblas_sgemm_*, launched
 // through dlopen + cuGetProcAddress) is present. Exit 0 when all hold, else 1 with reasons.
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <map>
 #include <set>
@@ -33,7 +34,30 @@ void fail(const std::string& why) {
 
 }  // namespace
 
+// interpose_trace_check --kernels TRACE NAME COUNT TOUCH: the trace is valid and has exactly
+// COUNT kernels named NAME, each touching exactly TOUCH allocations.
+int check_kernels(const char* path, const std::string& name, std::uint64_t count, std::size_t touch) {
+  auto reader = capuchin::trace::TraceReader::open(path);
+  if (!reader) return std::fprintf(stderr, "%s\n", reader.error().message().c_str()), 1;
+  capuchin::trace::EventView ev;
+  std::uint64_t n = 0;
+  for (;;) {
+    auto more = reader->next(ev);
+    if (!more) return std::fprintf(stderr, "invalid trace: %s\n", more.error().message().c_str()), 1;
+    if (!*more) break;
+    if (ev.op != capuchin::trace::Op::Kernel || ev.name != name) continue;
+    ++n;
+    if (ev.touch.size() != touch) fail("kernel at line " + std::to_string(reader->line()) + " touches " +
+                                       std::to_string(ev.touch.size()) + " allocations, expected " + std::to_string(touch));
+  }
+  if (n != count) fail(std::to_string(n) + " kernels named " + name + ", expected " + std::to_string(count));
+  std::printf("%llu kernels %s: %s\n", static_cast<unsigned long long>(n), name.c_str(), failures ? "MISMATCH" : "match");
+  return failures == 0 ? 0 : 1;
+}
+
 int main(int argc, char** argv) {
+  if (argc == 6 && std::string(argv[1]) == "--kernels")
+    return check_kernels(argv[2], argv[3], std::strtoull(argv[4], nullptr, 10), std::strtoull(argv[5], nullptr, 10));
   if (argc != 3) {
     std::fprintf(stderr, "usage: interpose_trace_check TRACE GROUND_TRUTH\n");
     return 2;

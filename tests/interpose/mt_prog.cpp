@@ -1,0 +1,116 @@
+// mt_prog: launches from several host threads through the driver, reached as vendor
+// libraries reach it (dlopen("libcuda.so.1") + dlsym("cuGetProcAddress_v2") + cuGetProcAddress),
+// then forks a child that launches too. Run under LD_PRELOAD=libcapuchin.so on simcuda.
+//
+// Usage: interpose_mt_prog THREADS LAUNCHES_PER_THREAD [fork]
+// Each launch passes 4 pointers: two per-thread buffers, one shared buffer and an interior
+// pointer into the first buffer, so each recorded kernel must touch exactly 3 allocations.
+// Prints "mt_prog ok kernels=N" (parent's launches) and exits 0 when every call succeeded.
+#include <cuda.h>
+#include <dlfcn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+#include "simcuda/simcuda.h"
+
+namespace {
+
+using GetProc = CUresult (*)(const char*, void**, int, cuuint64_t, CUdriverProcAddressQueryResult*);
+GetProc g_gpa = nullptr;
+
+template <class F>
+F proc(const char* name) {
+  void* p = nullptr;
+  CUdriverProcAddressQueryResult st{};
+  if (g_gpa(name, &p, 13000, CU_GET_PROC_ADDRESS_DEFAULT, &st) != CUDA_SUCCESS || p == nullptr) {
+    std::fprintf(stderr, "mt_prog: no %s\n", name);
+    std::exit(1);
+  }
+  return reinterpret_cast<F>(p);
+}
+
+void body(void**, const simcuda_launch_info*) {}
+
+#define CHECK(call)                                                             \
+  do {                                                                          \
+    CUresult r_ = (call);                                                       \
+    if (r_ != CUDA_SUCCESS) {                                                   \
+      std::fprintf(stderr, "mt_prog: %s failed: %d\n", #call, static_cast<int>(r_)); \
+      std::exit(1);                                                             \
+    }                                                                           \
+  } while (0)
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 3) return 2;
+  const int threads = std::atoi(argv[1]), per_thread = std::atoi(argv[2]);
+  const bool do_fork = argc > 3 && std::strcmp(argv[3], "fork") == 0;
+  void* h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (h == nullptr) return std::fprintf(stderr, "mt_prog: %s\n", dlerror()), 1;
+  g_gpa = reinterpret_cast<GetProc>(dlsym(h, "cuGetProcAddress_v2"));
+  if (g_gpa == nullptr) return 1;
+  auto cu_init = proc<CUresult (*)(unsigned)>("cuInit");
+  auto retain = proc<CUresult (*)(CUcontext*, CUdevice)>("cuDevicePrimaryCtxRetain");
+  auto set_current = proc<CUresult (*)(CUcontext)>("cuCtxSetCurrent");
+  auto mem_alloc = proc<CUresult (*)(CUdeviceptr*, size_t)>("cuMemAlloc");
+  auto mem_free = proc<CUresult (*)(CUdeviceptr)>("cuMemFree");
+  auto launch = proc<CUresult (*)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                                  CUstream, void**, void**)>("cuLaunchKernel");
+  auto sync = proc<CUresult (*)()>("cuCtxSynchronize");
+  auto reg = proc<CUfunction (*)(const simcuda_kernel_desc*)>("simcuda_register_kernel");
+  CHECK(cu_init(0));
+  CUcontext ctx = nullptr;
+  CHECK(retain(&ctx, 0));
+  CHECK(set_current(ctx));
+  const size_t offsets[] = {0, 8, 16, 24}, sizes[] = {8, 8, 8, 8};
+  simcuda_kernel_desc desc{"mt_kernel", nullptr, 4, offsets, sizes, body, 0};
+  CUfunction f = reg(&desc);
+  if (f == nullptr) return 1;
+  CUdeviceptr shared = 0;
+  CHECK(mem_alloc(&shared, 1 << 16));
+
+  auto work = [&](int n) {
+    CHECK(set_current(ctx));
+    for (int i = 0; i < n; ++i) {
+      CUdeviceptr a = 0, b = 0;
+      CHECK(mem_alloc(&a, 4096));
+      CHECK(mem_alloc(&b, 8192));
+      CUdeviceptr inner = a + 64;
+      void* params[] = {&a, &b, &shared, &inner};
+      CHECK(launch(f, 1, 1, 1, 32, 1, 1, 0, nullptr, params, nullptr));
+      CHECK(sync());
+      CHECK(mem_free(a));
+      CHECK(mem_free(b));
+    }
+  };
+  std::vector<std::thread> pool;
+  for (int t = 0; t < threads; ++t) pool.emplace_back(work, per_thread);
+  for (auto& t : pool) t.join();
+  if (do_fork) {
+    std::fflush(stdout);
+    const pid_t pid = fork();
+    if (pid == 0) {
+      // The child: the interposer re-initialised (no recording without %p) and must stay a
+      // transparent pass-through; it only touches host state here (CUDA after fork is
+      // undefined on real drivers), then a fresh thread proves hooks still work.
+      std::thread([&] { (void)dlsym(h, "cuMemAlloc_v2"); }).join();
+      std::_Exit(0);
+    }
+    int status = 0;
+    if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+      std::fprintf(stderr, "mt_prog: child failed\n");
+      return 1;
+    }
+    work(5);  // the parent keeps capturing after the fork
+  }
+  CHECK(mem_free(shared));
+  std::printf("mt_prog ok kernels=%d\n", threads * per_thread + (do_fork ? 5 : 0));
+  return 0;
+}
