@@ -85,7 +85,10 @@ struct Config {
   bool created_stream = false;
 };
 
+std::ofstream* g_truth = nullptr;  // flushed on failure too
+
 [[noreturn]] void fail(const std::string& what, cudaError_t e) {
+  if (g_truth != nullptr) g_truth->flush();
   std::fprintf(stderr, "sim_mlp_train: %s failed: %s (%s)\n", what.c_str(), cudaGetErrorString(e), cudaGetErrorName(e));
   std::exit(e == cudaErrorMemoryAllocation ? 2 : 1);
 }
@@ -328,7 +331,8 @@ int main(int argc, char** argv) {
   simblas_handle blas = nullptr;
   if (int r = simblas_create(&blas); r != 0) fail("simblas_create", static_cast<cudaError_t>(r));
 
-  Device dev(false, c, truth_path.empty() ? nullptr : &truth);
+  if (!truth_path.empty()) g_truth = &truth;
+  Device dev(false, c, g_truth);
   if (c.created_stream) check(cudaStreamCreate(&dev.stream), "cudaStreamCreate");
   std::vector<std::vector<float>> init;
   Model m = setup(dev, c, &init);

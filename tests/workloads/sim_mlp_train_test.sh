@@ -27,6 +27,14 @@ SIMCUDA_JITTER_US=300 "$BIN" "${ARGS[@]}" > "$TMP/c.txt" && cmp -s "$TMP/a.txt" 
 "$BIN" "${ARGS[@]}" --stream created > "$TMP/e.txt" && cmp -s "$TMP/a.txt" "$TMP/e.txt" || fail "--stream created changes the output"
 "$BIN" --depth 3 --width 96 --batch 48 --iters 6 --seed 8 > "$TMP/f.txt" && ! cmp -s "$TMP/a.txt" "$TMP/f.txt" || fail "another seed gives the same output"
 
+# Small buffers share pages and are reused in stream order: stress worker timing there too.
+SMALL=(--depth 4 --width 64 --batch 16 --iters 3)
+"$BIN" "${SMALL[@]}" > "$TMP/s0.txt" || fail "small run exited $?"
+for i in 1 2 3 4 5; do
+  SIMCUDA_JITTER_US=200 "$BIN" "${SMALL[@]}" > "$TMP/s$i.txt" 2>&1 && cmp -s "$TMP/s0.txt" "$TMP/s$i.txt" ||
+    fail "jittered small run $i differs: $(cat "$TMP/s$i.txt")"
+done
+
 peak=$("$BIN" "${ARGS[@]}" --print-peak) || fail "--print-peak exited $?"
 [[ "$peak" =~ ^[0-9]+$ ]] || fail "--print-peak printed '$peak'"
 for mode in async sync; do

@@ -19,8 +19,9 @@ Driver& d() { return driver(); }
 thread_local CUctx_st* tls_ctx = nullptr;
 thread_local std::vector<CUctx_st*> tls_ctx_stack;
 
-std::mutex g_events_mu;
-std::set<CUevent_st*> g_events;
+// Live events; never destroyed (like the Driver), so events a program leaks stay reachable.
+std::mutex& g_events_mu = *new std::mutex;
+std::set<CUevent_st*>& g_events = *new std::set<CUevent_st*>;
 
 bool live_event(CUevent_st* e) {
   std::lock_guard<std::mutex> lock(g_events_mu);

@@ -45,8 +45,8 @@ constexpr int kDriverVersion = 13000;
 
 // Where an op stands: set done (with its virtual finish time) once executed.
 struct Completion {
-  bool done = false;
-  double finish_ns = 0;
+  std::atomic<bool> done{false};  // also read under Memory's lock (stream-ordered frees)
+  double finish_ns = 0;           // guarded by Scheduler::mu
 };
 using CompletionPtr = std::shared_ptr<Completion>;
 
@@ -190,7 +190,10 @@ class Memory {
   CUresult free_pinned(void* ptr);
 
   PointerClass classify(uintptr_t ptr, size_t bytes, Allocation* alloc_out = nullptr);  // copies the record
-  bool range_valid_for_copy(uintptr_t ptr, size_t bytes);
+  // API-time check (within the allocation's requested bytes), or with `mapped_pages` the
+  // execution-time check a GPU makes: within the allocation's mapped pages. Work enqueued before
+  // a stream-ordered free may run after the range was handed to a smaller allocation.
+  bool range_valid_for_copy(uintptr_t ptr, size_t bytes, bool mapped_pages = false);
   bool is_managed(uintptr_t ptr);
 
   // Kernel-side declaration: false when [ptr, ptr+bytes) may not be touched by the device.

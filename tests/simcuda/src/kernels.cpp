@@ -175,6 +175,7 @@ void* simcuda_access(const void* ptr, size_t bytes, int mode) {
   (void)mode;  // reads and writes cost the same; the mode documents intent for readers
   double cost = 0;
   if (!driver().memory.declare_access(reinterpret_cast<uintptr_t>(ptr), bytes, &cost)) {
+    if (std::getenv("SIMCUDA_DEBUG")) std::fprintf(stderr, "simcuda: illegal access %p +%zu\n", ptr, bytes);
     k->faulted = true;
     siglongjmp(k->env, 1);
   }

@@ -135,7 +135,7 @@ Allocation* Memory::find_allocation(uintptr_t ptr) {
   if (it == allocations_.begin()) return nullptr;
   --it;
   Allocation& a = it->second;
-  return ptr < a.base + std::max<size_t>(a.bytes, 1) ? &a : nullptr;
+  return ptr < a.base + std::max<size_t>(a.span, 1) ? &a : nullptr;  // mapped pages
 }
 
 const VmmMapping* Memory::find_mapping(uintptr_t ptr) {
@@ -326,11 +326,11 @@ bool Memory::is_managed(uintptr_t ptr) {
   return a != nullptr && a->kind == AllocKind::Managed;
 }
 
-bool Memory::range_valid_for_copy(uintptr_t ptr, size_t bytes) {
+bool Memory::range_valid_for_copy(uintptr_t ptr, size_t bytes, bool mapped_pages) {
   std::lock_guard<std::mutex> lock(mu_);
   if (const Allocation* a = find_allocation(ptr)) {
     if (a->freed_by && a->freed_by->done) return false;
-    return ptr + bytes <= a->base + a->bytes;
+    return ptr + bytes <= a->base + (mapped_pages ? a->span : a->bytes);
   }
   // VMM: every byte must be mapped and accessible.
   uintptr_t p = ptr;
@@ -375,7 +375,8 @@ bool Memory::declare_access(uintptr_t ptr, size_t bytes, double* cost_ns) {
   std::lock_guard<std::mutex> lock(mu_);
   const uintptr_t end = ptr + bytes;
   if (Allocation* a = find_allocation(ptr)) {
-    if (end > a->base + a->bytes) return false;
+    // A GPU faults on unmapped pages, not past an allocation's requested size.
+    if (end > a->base + a->span) return false;
     switch (a->kind) {
       case AllocKind::Device:
         if (a->freed_by && a->freed_by->done) return false;  // used after its stream-ordered free

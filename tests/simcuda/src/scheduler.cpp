@@ -215,8 +215,8 @@ void Scheduler::execute(CUstream_st* /*s*/, Op& op, double /*start_ns*/, double*
       if (failed || p.bytes == 0) return;
       const bool dst_dev = p.route == CopyRoute::HostToDevice || p.route == CopyRoute::DeviceToDevice;
       const bool src_dev = p.route == CopyRoute::DeviceToHost || p.route == CopyRoute::DeviceToDevice;
-      if ((dst_dev && !mem.range_valid_for_copy(p.dst, p.bytes)) ||
-          (src_dev && !mem.range_valid_for_copy(p.src, p.bytes))) {
+      if ((dst_dev && !mem.range_valid_for_copy(p.dst, p.bytes, true)) ||
+          (src_dev && !mem.range_valid_for_copy(p.src, p.bytes, true))) {
         set_sticky(CUDA_ERROR_ILLEGAL_ADDRESS);
         return;
       }
@@ -228,7 +228,7 @@ void Scheduler::execute(CUstream_st* /*s*/, Op& op, double /*start_ns*/, double*
     case OpKind::Memset: {
       if (failed) return;
       const size_t bytes = p.bytes * p.memset_elem;
-      if (!mem.range_valid_for_copy(p.dst, bytes)) {
+      if (!mem.range_valid_for_copy(p.dst, bytes, true)) {
         set_sticky(CUDA_ERROR_ILLEGAL_ADDRESS);
         return;
       }
@@ -256,7 +256,7 @@ void Scheduler::execute(CUstream_st* /*s*/, Op& op, double /*start_ns*/, double*
 
 void Scheduler::wait_for(const CompletionPtr& c, std::unique_lock<std::mutex>& lock) {
   if (!c) return;
-  cv_.wait(lock, [&] { return c->done; });
+  cv_.wait(lock, [&] { return c->done.load(); });
   host_clock_ns_ = std::max(host_clock_ns_, c->finish_ns);
 }
 

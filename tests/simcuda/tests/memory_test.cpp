@@ -46,6 +46,21 @@ TEST_F(Simcuda, StreamOrderedFreeReleasesAtCallAndReusesOnTheSameStream) {
   EXPECT_EQ(stats().device_bytes_in_use, 0u);
 }
 
+TEST_F(Simcuda, WorkBeforeAStreamOrderedFreeMayRunAfterTheRangeIsReused) {
+  CUstream s;
+  ASSERT_EQ(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+  CUdeviceptr a = 0, b = 0;
+  ASSERT_EQ(cuMemAllocAsync(&a, 4096, s), CUDA_SUCCESS);
+  g_gate[3] = false;
+  ASSERT_EQ(launch(k.wait_gate, s, 3), CUDA_SUCCESS);  // hold the worker
+  ASSERT_EQ(launch(k.fill, s, reinterpret_cast<float*>(a), 1024, 1.0f), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemFreeAsync(a, s), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemAllocAsync(&b, 4, s), CUDA_SUCCESS);  // same pages, smaller allocation
+  ASSERT_EQ(b, a);
+  g_gate[3] = true;
+  EXPECT_EQ(cuStreamSynchronize(s), CUDA_SUCCESS);  // the fill touched mapped pages: legal
+}
+
 TEST_F(Simcuda, KernelAfterStreamOrderedFreeIsIllegal) {
   CUstream s;
   ASSERT_EQ(cuStreamCreate(&s, 0), CUDA_SUCCESS);
