@@ -49,7 +49,10 @@ Pattern make_pattern(const trace::Trace& t, const trace::Iteration& it);
 // Follows a later iteration against a pattern, event by event.
 class PatternMatcher {
  public:
-  explicit PatternMatcher(const Pattern& p) : p_(&p), map_(p.local_tensors.size(), trace::kNone) {}
+  // allow_leading_skip: the new iteration may start further into the pattern (the pattern's
+  // opening events were one-time set-up); the first event aligns to the first match.
+  explicit PatternMatcher(const Pattern& p, bool allow_leading_skip = false)
+      : p_(&p), map_(p.local_tensors.size(), trace::kNone), skip_(allow_leading_skip) {}
   // Feeds the next event of the new iteration; false when it differs from the pattern (the
   // pattern changed: relearn), true while it matches.
   bool feed(const trace::Trace& t, std::uint32_t event);
@@ -65,6 +68,7 @@ class PatternMatcher {
   std::vector<std::uint32_t> map_;
   std::uint32_t pos_ = 0, next_local_ = 0;
   bool diverged_ = false;
+  bool skip_ = false;
 };
 
 // Tensor identities of iteration `b` matched to those of iteration `a` (same place in the

@@ -172,6 +172,10 @@ std::string_view to_string(TimelineEntry::Kind k);
 struct SimOptions {
   std::uint64_t budget_bytes = 0;
   std::vector<TimelineEntry>* timeline = nullptr;  // filled when set
+  // Only events [first_event, end_event): tensors live at first_event start resident (a
+  // what-if over one iteration, e.g. for a planner comparing candidate plans).
+  std::uint32_t first_event = 0;
+  std::uint32_t end_event = trace::kNone;
 };
 
 struct Infeasibility {

@@ -41,7 +41,15 @@ Pattern make_pattern(const trace::Trace& t, const trace::Iteration& it) {
 bool PatternMatcher::feed(const trace::Trace& t, std::uint32_t event) {
   const trace::Event& e = t.events[event];
   if (e.op == Op::Iter) return !diverged_;
-  if (diverged_ || complete() || p_->events[pos_].signature != event_signature(t, event)) {
+  const std::uint64_t sig = event_signature(t, event);
+  if (skip_ && pos_ == 0) {
+    skip_ = false;
+    while (pos_ < p_->events.size() && p_->events[pos_].signature != sig) {
+      if (p_->events[pos_].op == Op::Alloc) ++next_local_;  // skipped set-up allocations stay unmapped
+      ++pos_;
+    }
+  }
+  if (diverged_ || complete() || p_->events[pos_].signature != sig) {
     diverged_ = true;
     return false;
   }

@@ -411,8 +411,21 @@ SimResult Engine::run() {
     double time, stall, recompute, out, in;
   };
   std::vector<Mark> marks;
-  const auto n = static_cast<std::uint32_t>(t_.events.size());
-  for (std::uint32_t i = 0; i < n && !failed_; ++i) {
+  const auto n = std::min(static_cast<std::uint32_t>(t_.events.size()), opt_.end_event);
+  const std::uint32_t first = std::min(opt_.first_event, n);
+  for (std::uint32_t tn = 0; first > 0 && tn < t_.tensors.size(); ++tn) {  // a sub-range: its live set
+    const trace::Tensor& ts = t_.tensors[tn];
+    if (ts.alloc_event >= first) continue;
+    const auto b = p_.access_event.begin() + p_.access_offset[tn], e = p_.access_event.begin() + p_.access_offset[tn + 1];
+    s_.cursor[tn] = static_cast<std::uint32_t>(std::lower_bound(b, e, first) - p_.access_event.begin());
+    if (ts.free_event != kNone && ts.free_event < first) {
+      s_.residence[tn] = Residence::Freed;
+      continue;
+    }
+    add_resident(tn);
+    take(ts.bytes);
+  }
+  for (std::uint32_t i = first; i < n && !failed_; ++i) {
     if (t_.events[i].op == Op::Iter) marks.push_back({now_, stall_, recompute_, swap_out_, swap_in_});
     run_event(i);
   }

@@ -22,6 +22,7 @@
 #include <cmath>
 #include <queue>
 
+#include "capuchin/plan.hpp"
 #include "capuchin/sim.hpp"
 
 namespace capuchin::sim {
@@ -204,7 +205,9 @@ class CheckpointSqrtPolicy final : public ScheduledPolicy {
 
 }  // namespace
 
-std::vector<std::string> policy_names() { return {"ideal", "none", "lru-uvm", "vdnn", "dtr", "checkpoint-sqrt"}; }
+std::vector<std::string> policy_names() {
+  return {"ideal", "none", "lru-uvm", "vdnn", "dtr", "checkpoint-sqrt", "capuchin"};
+}
 
 Expected<std::unique_ptr<Policy>> make_policy(std::string_view name) {
   std::unique_ptr<Policy> p;
@@ -214,6 +217,7 @@ Expected<std::unique_ptr<Policy>> make_policy(std::string_view name) {
   else if (name == "vdnn") p = std::make_unique<VdnnPolicy>();
   else if (name == "dtr") p = std::make_unique<DtrPolicy>();
   else if (name == "checkpoint-sqrt") p = std::make_unique<CheckpointSqrtPolicy>();
+  else if (name == "capuchin") p = plan::make_capuchin_policy();  // src/plan/
   if (p) return p;
   std::string known;
   for (const auto& n : policy_names()) known += (known.empty() ? "" : ", ") + n;

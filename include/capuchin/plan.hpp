@@ -1,0 +1,85 @@
+// Planning with Capuchin's policy (Peng et al., ASPLOS 2020), and better: from one observed
+// iteration (a learn::Pattern), decide which tensors to swap out and when to bring them back
+// (free time, in-triggers on a busy link), and which to drop and recompute instead (MSPS),
+// so that the next iterations fit a memory budget at the least slowdown.
+//
+// Contract: pure computation over the trace model and the simulator's per-trace facts
+// (kernel durations, recomputability); no CUDA. A plan is data: decisions keyed to event
+// positions of the pattern, each with its reason and expected cost, serialisable as JSON.
+// A plan that cannot reach the budget says so (fits = false, where) instead of pretending.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "capuchin/learn.hpp"
+#include "capuchin/sim.hpp"
+
+namespace capuchin::plan {
+
+enum class Act : std::uint8_t { Evict, Prefetch, Drop, Recompute };
+std::string_view to_string(Act a);
+
+enum class Reason : std::uint8_t {
+  FreeTime,        // swap fully hidden behind compute (free time >= 0)
+  LeastSwapCost,   // swap with a stall, cheaper per byte than any recompute
+  Msps,            // recompute: the best memory saving per second of recomputation
+  CrossIteration,  // a persistent tensor (parameter, optimizer state) swapped between uses
+};
+std::string_view to_string(Reason r);
+
+// Which tensor a decision is about, as the next iteration will know it.
+struct TensorRef {
+  bool local = true;        // local: the pattern's k-th allocation; else a carried tensor
+  std::uint32_t index = 0;  // k, or the trace tensor index of a carried tensor
+  bool operator<(const TensorRef& o) const { return local != o.local ? local < o.local : index < o.index; }
+  bool operator==(const TensorRef& o) const { return local == o.local && index == o.index; }
+};
+
+struct Decision {
+  std::uint32_t at = 0;       // pattern position: issued just before this event
+  Act act = Act::Evict;
+  TensorRef tensor;
+  std::uint64_t bytes = 0;
+  std::uint32_t access = 0;   // evict/drop: the access after which; prefetch/recompute: the access served
+  Reason reason = Reason::FreeTime;
+  double free_time_s = 0;     // swap: slack left (negative: expected stall)
+  double cost_s = 0;          // expected added time (stall or recomputation)
+  double msps = 0;            // recompute: bytes saved per second of recomputation
+};
+
+struct PlanOptions {
+  std::uint64_t budget_bytes = 0;
+  std::uint64_t baseline_bytes = 0;  // bytes live when the planned iteration starts
+  double margin = 0.03;              // plan for budget x (1 - margin)
+  bool swap_persistent = true;       // improvement over the paper: parameters/optimizer state too
+  bool allow_recompute = true;
+  bool allow_swap = true;
+  // Feedback: extra lead (seconds) for the swap-in serving pattern position `access` of a
+  // tensor, learned from late arrivals in earlier iterations.
+  std::map<std::pair<TensorRef, std::uint32_t>, double> extra_lead_s;
+};
+
+struct Plan {
+  std::vector<Decision> decisions;  // sorted by `at`
+  std::uint64_t budget_bytes = 0, target_bytes = 0;
+  std::uint64_t natural_peak_bytes = 0;  // of the pattern with the baseline, no management
+  std::uint64_t planned_peak_bytes = 0;
+  bool fits = true;
+  std::uint32_t unfit_position = 0;  // where the plan still exceeds the target (when !fits)
+  double expected_overhead_s = 0;
+  std::uint32_t swaps = 0, recomputes = 0;
+  double plan_time_s = 0;  // how long planning took (wall clock)
+};
+
+Plan make_plan(const sim::PreparedTrace& p, const learn::Pattern& pattern, const PlanOptions& opt);
+std::string plan_to_json(const Plan& plan, const learn::Pattern& pattern, const trace::Trace& t);
+
+// The `capuchin` policy for the simulator: passive first iteration (least recently used
+// tensors swapped out on demand), then per iteration a plan learned from the previous one,
+// applied while the iteration matches it, with feedback for late swap-ins.
+std::unique_ptr<sim::Policy> make_capuchin_policy();
+
+}  // namespace capuchin::plan
