@@ -2,8 +2,14 @@
 # sim_mlp_train under an LD_PRELOAD shim that interposes dlsym("cuGetProcAddress_v2") (as a CUDA
 # interposer does): both simcuda's libcudart and the simblas vendor library must resolve their
 # driver calls through it, and the program's output must not change.
-# Usage: sim_mlp_train_spy_test.sh BIN LIBDIR SPY_LIB
+# Usage: sim_mlp_train_spy_test.sh BIN LIBDIR SPY_LIB [sanitized]
 set -u
+if [ "${4:-}" = sanitized ]; then
+  # A preloaded dlsym sits in front of the sanitizer runtime's own dlsym(RTLD_NEXT) lookups at
+  # startup, which then resolve relative to the shim and recurse: skip, explicitly.
+  echo "SKIP: dlsym interposition conflicts with the sanitizer runtime's interceptors"
+  exit 77
+fi
 BIN=$1
 export LD_LIBRARY_PATH=$2
 SPY=$3
