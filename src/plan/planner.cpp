@@ -27,35 +27,45 @@ using trace::Op;
 
 namespace {
 
-// One copy engine's busy intervals within an iteration, sorted and disjoint.
+// One copy engine's busy intervals within an iteration, sorted and disjoint (so their ends
+// are sorted too, and searches start with a binary search).
 class CopyEngine {
  public:
   // Earliest start >= from with `dur` free.
   double earliest(double from, double dur) const {
     double t = from;
-    for (const auto& [a, b] : busy_) {
-      if (b <= t) continue;
-      if (a >= t + dur) break;
-      t = b;
-    }
+    auto it = std::lower_bound(busy_.begin(), busy_.end(), t, [](const auto& iv, double x) { return iv.second <= x; });
+    for (; it != busy_.end() && it->first < t + dur; ++it) t = std::max(t, it->second);
     return t;
   }
   // Latest start s with from <= s and s + dur <= until and [s, s+dur) free; -1 if none.
   double latest(double from, double until, double dur) const {
     double end = until;
-    for (auto it = busy_.rbegin(); it != busy_.rend(); ++it) {
-      if (it->first >= end) continue;
+    auto it = std::lower_bound(busy_.begin(), busy_.end(), end, [](const auto& iv, double x) { return iv.first < x; });
+    while (it != busy_.begin()) {
+      --it;
       if (it->second <= end - dur) break;
-      end = it->first;
+      end = std::min(end, it->first);
+      if (end - dur < from) return -1.0;
     }
     return end - dur >= from ? end - dur : -1.0;
   }
+  // Busy runs are kept maximal (touching intervals merged), so a saturated engine is one run.
   void reserve(double start, double dur) {
-    auto it = std::lower_bound(busy_.begin(), busy_.end(), std::pair{start, start + dur});
-    busy_.insert(it, {start, start + dur});
+    double a = start, b = start + dur;
+    auto it = std::lower_bound(busy_.begin(), busy_.end(), a, [](const auto& iv, double x) { return iv.second < x - kTouch; });
+    auto last = it;
+    while (last != busy_.end() && last->first <= b + kTouch) {
+      a = std::min(a, last->first);
+      b = std::max(b, last->second);
+      ++last;
+    }
+    it = busy_.erase(it, last);
+    busy_.insert(it, {a, b});
   }
 
  private:
+  static constexpr double kTouch = 1e-12;
   std::vector<std::pair<double, double>> busy_;
 };
 

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <string>
 
 #include "capuchin/plan.hpp"
 
@@ -131,6 +132,45 @@ TEST(Plan, ReportsAnImpossibleBudget) {
   EXPECT_FALSE(plan.fits);
 }
 
+TEST(Plan, FeedbackMovesALateInTriggerEarlier) {
+  // A (1 MB) is swapped out during `gap` and `mid` and must be back for `use`; two 1 ms kernels precede
+  // `use`, so a just-in-time swap-in starts at `late2`, and 1 ms of learned lead moves it
+  // to `late1`.
+  auto t = trace::parse_trace(R"({"format":"capuchin-trace","version":1}
+{"op":"alloc","id":0,"bytes":1000}
+{"op":"alloc","id":1,"bytes":1000000}
+{"op":"kernel","name":"make","reads":[0],"writes":[1],"dur_ns":1000000}
+{"op":"kernel","name":"gap","reads":[0],"writes":[0],"dur_ns":1500000}
+{"op":"alloc","id":2,"bytes":1000000}
+{"op":"kernel","name":"mid","reads":[0],"writes":[2],"dur_ns":4000000}
+{"op":"free","id":2}
+{"op":"kernel","name":"late1","reads":[0],"writes":[0],"dur_ns":1000000}
+{"op":"kernel","name":"late2","reads":[0],"writes":[0],"dur_ns":1000000}
+{"op":"kernel","name":"use","reads":[1],"writes":[0],"dur_ns":1000000}
+{"op":"free","id":1}
+{"op":"sync"}
+)");
+  ASSERT_TRUE(t) << t.error().message();
+  auto p = sim::prepare(*t, toy_gpu(), exact());
+  ASSERT_TRUE(p);
+  const learn::Pattern pat = learn::make_pattern(*t, trace::Iteration{1, 1, static_cast<std::uint32_t>(t->events.size())});
+  PlanOptions opt;
+  opt.budget_bytes = 1'500'000;
+  opt.baseline_bytes = 1000;
+  opt.margin = 0;
+  opt.allow_recompute = false;  // `make` reads 0, which later kernels write: not recomputable anyway
+  const Plan before = make_plan(*p, pat, opt);
+  ASSERT_TRUE(before.fits);
+  ASSERT_EQ(before.swaps, 1u);
+  const Decision in = before.decisions.back();
+  ASSERT_EQ(in.act, Act::Prefetch);
+  EXPECT_EQ(t->names[t->events[pat.events[in.at].trace_event].name], "late2");
+  opt.extra_lead_s[{in.tensor, in.access}] = 0.001;  // it arrived 1 ms late last time
+  const Plan after = make_plan(*p, pat, opt);
+  ASSERT_EQ(after.swaps, 1u);
+  EXPECT_EQ(t->names[t->events[pat.events[after.decisions.back().at].trace_event].name], "late1");
+}
+
 sim::SimResult run(const sim::PreparedTrace& p, std::uint64_t budget) {
   auto pol = make_capuchin_policy();
   sim::SimOptions o;
@@ -148,6 +188,66 @@ TEST(Policy, FollowsThePlanAfterAPassiveFirstIteration) {
   // whole run costs at most one swap-in more than the ideal.
   EXPECT_LE(r.total_time_s, ideal + 0.001 + 1e-9);
   EXPECT_LE(r.peak_bytes, 1'600'000u);
+}
+
+TEST(Policy, RelearnsAfterAChangedPatternWithoutApplyingAStalePlan) {
+  // Iterations 1-3 as before, then B grows to 1.3 MB: the plan for iteration 4 was made for
+  // 1 MB. The policy must notice (the allocation differs), drop the plan, stay within the
+  // budget, and plan again from iteration 4 for iteration 5.
+  std::string text = toy_trace(3, 1.0, 2.0, 4.0, 2.0);
+  std::string more = toy_trace(5, 1.0, 2.0, 4.0, 2.0).substr(text.size());
+  // toy_trace(5) = toy_trace(3) + two more iterations; resize their B allocations.
+  std::size_t pos = 0;
+  int n = 0;
+  const std::string from = R"(,"bytes":1000000})", to = R"(,"bytes":1300000})";
+  while ((pos = more.find(from, pos)) != std::string::npos) {
+    if (n++ % 2 == 1) more.replace(pos, from.size(), to);
+    pos += from.size();
+  }
+  auto t = trace::parse_trace(text + more);
+  ASSERT_TRUE(t) << t.error().message();
+  auto p = sim::prepare(*t, toy_gpu(), exact());
+  ASSERT_TRUE(p);
+  const sim::SimResult r = run(*p, 1'900'000);
+  ASSERT_TRUE(r.feasible) << r.where.reason;
+  EXPECT_EQ(r.rejected_actions, 0u);
+  EXPECT_LE(r.peak_bytes, 1'900'000u);
+}
+
+// The evaluation on the real traces (simulated, GPU profiles h200 and p100): capuchin is
+// feasible wherever a baseline is, and faster than the paging and vDNN baselines wherever
+// they are feasible. (The full table with dtr and checkpoint-sqrt: scripts/sim_sweep.sh.)
+TEST(Policy, BeatsPagingAndVdnnOnRealTraces) {
+  std::vector<fs::path> paths{fs::path(CAPUCHIN_TEST_DATA) / "resnet18-b16.jsonl.gz"};
+  for (const char* f : {"mobilenet_v2-b16.jsonl.gz", "tiny_transformer-b8.jsonl.gz"})
+    if (fs::exists(fs::path(CAPUCHIN_SHARED_TRACES) / f)) paths.push_back(fs::path(CAPUCHIN_SHARED_TRACES) / f);
+  for (const char* gpu_name : {"h200", "p100"}) {
+    auto gpu = sim::find_gpu_profile(gpu_name);
+    ASSERT_TRUE(gpu);
+    for (const auto& path : paths) {
+      auto t = trace::load_trace(path.string());
+      ASSERT_TRUE(t);
+      auto p = sim::prepare(*t, *gpu);
+      ASSERT_TRUE(p);
+      const double ideal = sim::ideal_time_s(*p);
+      for (double frac : {0.8, 0.5}) {
+        SCOPED_TRACE(path.filename().string() + " " + gpu_name + " " + std::to_string(frac));
+        const std::uint64_t budget = static_cast<std::uint64_t>(frac * static_cast<double>(p->liveness.peak_bytes));
+        const sim::SimResult mine = run(*p, budget);
+        ASSERT_TRUE(mine.feasible) << mine.where.reason;
+        EXPECT_EQ(mine.rejected_actions, 0u);
+        EXPECT_LE(mine.peak_bytes, budget);
+        EXPECT_GE(mine.time_s, ideal * (1 - 1e-9));
+        for (const char* base : {"lru-uvm", "vdnn"}) {
+          auto pol = sim::make_policy(base);
+          sim::SimOptions o;
+          o.budget_bytes = budget;
+          const sim::SimResult r = sim::simulate(*p, **pol, o);
+          if (r.feasible) EXPECT_LT(mine.time_s, r.time_s) << base;
+        }
+      }
+    }
+  }
 }
 
 }  // namespace
