@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Benchmark: every baseline policy at every budget on the real-model traces in
+# Benchmark: every policy (the baselines and capuchin) at every budget on the real-model traces in
 # ../shared/traces, side by side; prints the markdown table and writes sweep.md, sweep.csv
 # and one SVG plot per trace. All figures are simulated for the named GPU profile.
 # Usage: scripts/sim_sweep.sh [GPU ...]   (default: h200; e.g. `scripts/sim_sweep.sh p100 h200`)
@@ -19,7 +19,7 @@ if [ ! -e "${traces[0]}" ]; then
 fi
 out=${OUT:-build/sim-sweep}
 budgets=${BUDGETS:-1.0,0.8,0.6,0.5,0.4,0.3,0.2}
-policies=${POLICIES:-ideal,none,lru-uvm,vdnn,dtr,checkpoint-sqrt}
+policies=${POLICIES:-ideal,none,lru-uvm,vdnn,dtr,checkpoint-sqrt,capuchin}
 gpus=("$@")
 [ ${#gpus[@]} -eq 0 ] && gpus=(h200)
 for gpu in "${gpus[@]}"; do

@@ -45,6 +45,7 @@ class CapuchinPolicy final : public sim::Policy {
     const std::size_t n = s.residence.size();
     last_touch_.assign(n, 0);
     live_bytes_ = 0;
+    live_at_begin_ = 0;
     segment_begin_ = 0;
     boundary_ = false;
     owned_pattern_.reset();
@@ -109,8 +110,10 @@ class CapuchinPolicy final : public sim::Policy {
     for (std::uint32_t tn : s.resident) {
       if (s.pinned(tn)) continue;
       const double swap_cost = 2 * copy_time(s, s.bytes(tn));
-      const bool drop = s.can_recompute(tn) && inputs_resident(s, tn) &&
-                        (prefer_drops_ || s.recompute_cost_s(tn) < swap_cost);
+      // prefer_drops: DTR's own choice (any recomputable tensor, chains allowed); else
+      // recompute only from resident inputs and only when cheaper than the swap.
+      const bool drop = s.can_recompute(tn) &&
+                        (prefer_drops_ || (inputs_resident(s, tn) && s.recompute_cost_s(tn) < swap_cost));
       const double cost = drop ? s.recompute_cost_s(tn) : swap_cost;
       const double staleness = std::max(s.now_s - s.last_use_end_s[tn], 1e-9);
       order_.push_back({cost / (static_cast<double>(s.bytes(tn)) * staleness), tn, drop});
@@ -157,6 +160,7 @@ class CapuchinPolicy final : public sim::Policy {
     owned_plan_ = std::make_unique<Plan>(choose_plan(s, segment_begin_, first, opt));
     plan_ = owned_plan_.get();
     segment_begin_ = first;
+    live_at_begin_ = live_bytes_;
     matcher_ = std::make_unique<learn::PatternMatcher>(*pattern_, true);
     next_ = 0;
     awaited_.clear();
@@ -169,12 +173,15 @@ class CapuchinPolicy final : public sim::Policy {
       if (s.residence[tn] == Residence::Host && !planned[tn]) out.push_back({tn, ActionKind::Prefetch});
   }
 
-  // Improvement over the paper: several candidate plans (the hybrid with two margins,
-  // swap-only, recompute-only, and none: on-demand handling alone) are replayed in the
-  // simulator on the iteration just observed [begin, end), and the fastest feasible one is
-  // kept. The runtime can do the same: it holds that iteration and its kernel times.
+  // Improvement over the paper: several candidates (no plan with on-demand handling by
+  // cost, no plan with DTR-style recomputation first, the hybrid plan with two margins,
+  // swap-only, recompute-only) are replayed in the simulator on the iteration just observed
+  // [begin, end), and the fastest feasible one is kept (with its on-demand mode). Tensors
+  // that iteration created and kept (optimizer state made in step 1) will be there from the
+  // start of the next one, so the replay first runs with that much less room. The runtime
+  // can do the same: it holds that iteration and its kernel times.
   Plan choose_plan(const sim::SimState& s, std::uint32_t begin, std::uint32_t end, const PlanOptions& base) {
-    std::vector<Plan> cands;
+    std::vector<Plan> cands(2);  // empty plans first: ties keep the job untouched
     cands.push_back(make_plan(*s.prep, *pattern_, base));
     PlanOptions o = base;
     o.margin = 0.10;
@@ -185,21 +192,26 @@ class CapuchinPolicy final : public sim::Policy {
     o = base;
     o.allow_swap = false;
     cands.push_back(make_plan(*s.prep, *pattern_, o));
-    cands.push_back(Plan{});
-    cands.push_back(Plan{});  // on-demand only, recomputing first
-    std::size_t best = 0;
-    double best_s = 0;
-    bool found = false;
-    for (std::size_t k = 0; k < cands.size(); ++k) {
-      CapuchinPolicy replay(Fixed{pattern_, &cands[k], k + 1 == cands.size()});
-      sim::SimOptions so;
-      so.budget_bytes = s.budget_bytes;
-      so.first_event = begin;
-      so.end_event = end;
-      const sim::SimResult r = sim::simulate(*s.prep, replay, so);
-      if (r.feasible && (!found || r.total_time_s < best_s)) best = k, best_s = r.total_time_s, found = true;
+    const std::uint64_t kept = live_bytes_ > live_at_begin_ ? live_bytes_ - live_at_begin_ : 0;
+    for (const std::uint64_t budget : {s.budget_bytes - std::min(kept, s.budget_bytes), s.budget_bytes}) {
+      std::size_t best = 0;
+      double best_s = 0;
+      bool found = false;
+      for (std::size_t k = 0; k < cands.size(); ++k) {
+        CapuchinPolicy replay(Fixed{pattern_, &cands[k], k == 1});
+        sim::SimOptions so;
+        so.budget_bytes = budget;
+        so.first_event = begin;
+        so.end_event = end;
+        const sim::SimResult r = sim::simulate(*s.prep, replay, so);
+        if (r.feasible && (!found || r.total_time_s < best_s)) best = k, best_s = r.total_time_s, found = true;
+      }
+      if (found || budget == s.budget_bytes) {
+        prefer_drops_ = best == 1;
+        return std::move(cands[best]);
+      }
     }
-    return std::move(cands[best]);
+    return Plan{};
   }
 
   // Whether every input of t's writers is on the device now: then recomputing t is one
@@ -234,7 +246,8 @@ class CapuchinPolicy final : public sim::Policy {
   std::uint32_t segment_begin_ = 0;
   bool boundary_ = false;
   std::optional<Fixed> fixed_;
-  bool prefer_drops_ = false;
+  bool prefer_drops_ = false;           // on-demand handling recomputes first (DTR-style)
+  std::uint64_t live_at_begin_ = 0;      // live bytes when the current iteration began
   std::unique_ptr<learn::Pattern> owned_pattern_;
   std::unique_ptr<Plan> owned_plan_;
   const learn::Pattern* pattern_ = nullptr;

@@ -355,7 +355,7 @@ Plan Planner::run() {
   for (std::uint32_t i = 0; i < n_; ++i) run += delta[i], mem[i] += run;
   tree_.build(mem);
   plan_.natural_peak_bytes = static_cast<std::uint64_t>(std::max<std::int64_t>(0, tree_.max(0, n_)));
-  if (plan_.natural_peak_bytes <= target_) {
+  if (plan_.natural_peak_bytes <= opt_.budget_bytes) {  // fits as it is: nothing to do
     plan_.planned_peak_bytes = plan_.natural_peak_bytes;
     return plan_;
   }
