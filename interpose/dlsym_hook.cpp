@@ -1,13 +1,11 @@
-// dlsym_hook.cpp: how programs reach the driver, intercepted: an exported dlsym (glibc's
-// found with dlvsym), exported cuGetProcAddress / cuGetProcAddress_v2 wrappers, the
-// real-symbol resolution the interposer itself uses (real_api.hpp), the library's public
-// C API and its constructor.
+// dlsym_hook.cpp: how programs reach the driver, intercepted (the dlsym export itself is in
+// dlsym_export.cpp): exported cuGetProcAddress / cuGetProcAddress_v2 wrappers, what dlsym
+// does with "cu*" names, the driver-symbol resolution the interposer itself uses
+// (real_api.hpp), the library's public C API and its constructor.
 //
-// Contract: dlsym returns exactly what glibc's would, except that a hooked driver entry
-// point comes back wrapped (forwarding to that exact pointer); RTLD_NEXT is resolved
-// relative to the real caller (walking the link map after the caller's object), not
-// relative to this library. cuGetProcAddress forwards every argument unchanged and wraps
-// *pfn only on success for hooked names at the requested cudaVersion / flags.
+// Contract: a hooked driver entry point comes back wrapped (forwarding to that exact
+// pointer). cuGetProcAddress forwards every argument unchanged and wraps *pfn only on
+// success for hooked names at the requested cudaVersion / flags.
 #include <cuda.h>
 #include <dlfcn.h>
 #include <link.h>
@@ -30,45 +28,16 @@ CAPUCHIN_EXPORT CUresult capuchin_cuGetProcAddress_v1(const char* symbol, void**
 namespace capuchin::interpose {
 namespace {
 
-using DlsymFn = void* (*)(void*, const char*);
-using DlvsymFn = void* (*)(void*, const char*, const char*);
 using GetProcV2Fn = CUresult (*)(const char*, void**, int, cuuint64_t, CUdriverProcAddressQueryResult*);
 using GetProcV1Fn = CUresult (*)(const char*, void**, int, cuuint64_t);
 
-std::atomic<DlsymFn> g_real_dlsym{nullptr};
 std::atomic<void*> g_real_gpa_v2{nullptr};
 std::atomic<void*> g_real_gpa_v1{nullptr};
 
-DlsymFn find_real_dlsym() {
-  DlsymFn f = g_real_dlsym.load(std::memory_order_acquire);
-  if (f != nullptr) return f;
-  // glibc 2.34 moved dlsym into libc under a new version; older ones have GLIBC_2.2.5.
-  void* p = dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.34");
-  if (p == nullptr) p = dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.2.5");
-  if (p == nullptr) p = dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.17");  // aarch64
-  f = reinterpret_cast<DlsymFn>(p);
-  g_real_dlsym.store(f, std::memory_order_release);
-  return f;
-}
+}  // namespace
 
-// RTLD_NEXT on behalf of `caller`: the first definition in an object loaded after it.
-void* next_after(const void* caller, const char* name) {
-  Dl_info info;
-  link_map* lm = nullptr;
-  if (dladdr1(caller, &info, reinterpret_cast<void**>(&lm), RTLD_DL_LINKMAP) == 0 || lm == nullptr)
-    return real_dlsym(RTLD_NEXT, name);
-  for (link_map* l = lm->l_next; l != nullptr; l = l->l_next) {
-    void* h = dlopen(l->l_name != nullptr && l->l_name[0] != '\0' ? l->l_name : nullptr, RTLD_LAZY | RTLD_NOLOAD);
-    if (h == nullptr) continue;
-    void* sym = real_dlsym(h, name);
-    dlclose(h);
-    if (sym != nullptr) return sym;
-  }
-  return nullptr;
-}
-
-// Names whose real pointers we must see and swap.
-void* intercept(const char* name, void* real) {
+// Names whose real pointers we must see and swap (dlsym_export.cpp calls this for "cu*").
+void* intercept_driver_symbol(const char* name, void* real) {
   if (real == nullptr || name == nullptr || name[0] != 'c' || name[1] != 'u') return real;
   if (std::strcmp(name, "cuGetProcAddress_v2") == 0) {
     g_real_gpa_v2.store(real, std::memory_order_release);
@@ -82,6 +51,8 @@ void* intercept(const char* name, void* real) {
   return wrap_driver_pointer(name, real, false, CUDA_VERSION, false);
 }
 
+namespace {
+
 struct DriverSymbol {
   const char* name;
   std::atomic<void*> ptr;
@@ -89,12 +60,6 @@ struct DriverSymbol {
 DriverSymbol g_driver_symbols[] = {{"cuFuncGetParamInfo", {}}, {"cuFuncGetName", {}}};
 
 }  // namespace
-
-void* real_dlsym(void* handle, const char* name) {
-  DlsymFn f = find_real_dlsym();
-  return f == nullptr ? nullptr : f(handle, name);
-}
-void* real_dlvsym(void* handle, const char* name, const char* version) { return dlvsym(handle, name, version); }
 
 void* real_get_proc_address() {
   void* p = g_real_gpa_v2.load(std::memory_order_acquire);
@@ -150,11 +115,6 @@ void* driver_export(const char* name) {
 }  // namespace capuchin::interpose
 
 namespace cap = capuchin::interpose;
-
-CAPUCHIN_EXPORT void* dlsym(void* handle, const char* name) {
-  void* real = handle == RTLD_NEXT ? cap::next_after(__builtin_return_address(0), name) : cap::real_dlsym(handle, name);
-  return cap::intercept(name, real);
-}
 
 namespace {
 void* wrap_proc(const char* symbol, void* real, int version, cuuint64_t flags) {

@@ -27,10 +27,12 @@ constexpr int kVariants = 4;
 
 template <class Fn>
 inline Fn real_of(const Variant& v) {
-  return reinterpret_cast<Fn>(v.real);
+  return reinterpret_cast<Fn>(v.real.load(std::memory_order_acquire));
 }
 
-inline std::uint8_t thread_flag(const Variant& v) { return v.per_thread ? kPerThread : 0; }
+inline std::uint8_t thread_flag(const Variant& v) {
+  return v.per_thread.load(std::memory_order_relaxed) ? kPerThread : 0;
+}
 inline std::uint64_t u64(const void* p) { return reinterpret_cast<std::uint64_t>(p); }
 
 #define CAPUCHIN_PFN(id, exported, ver, params, fwd) using pfn_##id = CUresult(*) params;
@@ -328,10 +330,11 @@ void* wrap_driver_pointer(const char* name, void* real, bool by_proc_name, int c
   std::lock_guard<std::mutex> lock(g_wrap_mu);
   for (int k = 0; k < kVariants; ++k) {
     Variant& v = e->variants[k];
-    if (v.real == real && v.per_thread == per_thread) return e->wrappers[k];
-    if (v.real == nullptr) {
-      v.per_thread = per_thread;
-      v.real = real;
+    void* current = v.real.load(std::memory_order_acquire);
+    if (current == real && v.per_thread.load(std::memory_order_relaxed) == per_thread) return e->wrappers[k];
+    if (current == nullptr) {
+      v.per_thread.store(per_thread, std::memory_order_relaxed);
+      v.real.store(real, std::memory_order_release);
       return e->wrappers[k];
     }
   }
@@ -348,10 +351,10 @@ namespace cap = capuchin::interpose;
 #define CAPUCHIN_EXPORTED(id, exported, ver, params, fwd)                                      \
   CAPUCHIN_EXPORT CUresult exported params {                                                   \
     cap::Variant& v = cap::g_direct_##id;                                                      \
-    if (__atomic_load_n(&v.real, __ATOMIC_ACQUIRE) == nullptr) {                               \
+    if (v.real.load(std::memory_order_acquire) == nullptr) {                                   \
       void* r = cap::driver_export(#exported);                                                 \
       if (r == nullptr) return CUDA_ERROR_NOT_INITIALIZED;                                     \
-      __atomic_store_n(&v.real, r, __ATOMIC_RELEASE);                                          \
+      v.real.store(r, std::memory_order_release);                                              \
     }                                                                                          \
     return cap::body_##id(v CAPUCHIN_UNPACK fwd);                                              \
   }

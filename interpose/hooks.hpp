@@ -8,13 +8,14 @@
 // returns `real` unchanged. Cold path (a mutex), never called from a launch.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 
 namespace capuchin::interpose {
 
 struct Variant {
-  void* real = nullptr;    // the exact pointer the driver returned
-  bool per_thread = false; // reached through a _ptsz/_ptds name or the PER_THREAD flag
+  std::atomic<void*> real{nullptr};      // the exact pointer the driver returned
+  std::atomic<bool> per_thread{false};   // reached through a _ptsz/_ptds name or PER_THREAD
 };
 
 void* wrap_driver_pointer(const char* name, void* real, bool by_proc_name, int cuda_version, bool per_thread);

@@ -11,6 +11,8 @@
 namespace capuchin::interpose {
 
 void* real_dlsym(void* handle, const char* name);
+// What our dlsym does with a "cu*" name glibc resolved to `real` (dlsym_hook.cpp).
+void* intercept_driver_symbol(const char* name, void* real);
 void* real_dlvsym(void* handle, const char* name, const char* version);
 void* driver_symbol(const char* name);
 void* runtime_symbol(const char* name);

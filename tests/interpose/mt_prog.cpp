@@ -98,10 +98,10 @@ int main(int argc, char** argv) {
     const pid_t pid = fork();
     if (pid == 0) {
       // The child: the interposer re-initialised (no recording without %p) and must stay a
-      // transparent pass-through; it only touches host state here (CUDA after fork is
-      // undefined on real drivers), then a fresh thread proves hooks still work.
-      std::thread([&] { (void)dlsym(h, "cuMemAlloc_v2"); }).join();
-      std::_Exit(0);
+      // transparent pass-through. It touches only host-side entry points (CUDA after fork
+      // is undefined on real drivers) and starts no thread (TSan cannot follow threads
+      // created after a multi-threaded fork).
+      std::_Exit(dlsym(h, "cuMemAlloc_v2") != nullptr && dlsym(h, "cuGetProcAddress_v2") != nullptr ? 0 : 1);
     }
     int status = 0;
     if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
