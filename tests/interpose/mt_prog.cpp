@@ -2,7 +2,9 @@
 // libraries reach it (dlopen("libcuda.so.1") + dlsym("cuGetProcAddress_v2") + cuGetProcAddress),
 // then forks a child that launches too. Run under LD_PRELOAD=libcapuchin.so on simcuda.
 //
-// Usage: interpose_mt_prog THREADS LAUNCHES_PER_THREAD [fork]
+// Usage: interpose_mt_prog THREADS LAUNCHES_PER_THREAD [fork|graph]
+// graph: also captures 2 launches on a created stream (one in the `extra` packed-buffer
+// form) into a graph, instantiates it and launches it 3 times: 6 more kernels recorded.
 // Each launch passes 4 pointers: two per-thread buffers, one shared buffer and an interior
 // pointer into the first buffer, so each recorded kernel must touch exactly 3 allocations.
 // Prints "mt_prog ok kernels=N" (parent's launches) and exits 0 when every call succeeded.
@@ -52,6 +54,7 @@ int main(int argc, char** argv) {
   if (argc < 3) return 2;
   const int threads = std::atoi(argv[1]), per_thread = std::atoi(argv[2]);
   const bool do_fork = argc > 3 && std::strcmp(argv[3], "fork") == 0;
+  const bool do_graph = argc > 3 && std::strcmp(argv[3], "graph") == 0;
   void* h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
   if (h == nullptr) return std::fprintf(stderr, "mt_prog: %s\n", dlerror()), 1;
   g_gpa = reinterpret_cast<GetProc>(dlsym(h, "cuGetProcAddress_v2"));
@@ -110,7 +113,37 @@ int main(int argc, char** argv) {
     }
     work(5);  // the parent keeps capturing after the fork
   }
+  if (do_graph) {
+    auto stream_create = proc<CUresult (*)(CUstream*, unsigned)>("cuStreamCreate");
+    auto begin = proc<CUresult (*)(CUstream, CUstreamCaptureMode)>("cuStreamBeginCapture");
+    auto end = proc<CUresult (*)(CUstream, CUgraph*)>("cuStreamEndCapture");
+    auto instantiate = proc<CUresult (*)(CUgraphExec*, CUgraph, unsigned long long)>("cuGraphInstantiate");
+    auto graph_launch = proc<CUresult (*)(CUgraphExec, CUstream)>("cuGraphLaunch");
+    auto stream_sync = proc<CUresult (*)(CUstream)>("cuStreamSynchronize");
+    CUstream s = nullptr;
+    CHECK(stream_create(&s, 0));
+    CUdeviceptr a = 0, b = 0;
+    CHECK(mem_alloc(&a, 4096));
+    CHECK(mem_alloc(&b, 4096));
+    CUdeviceptr inner = a + 8;
+    CHECK(begin(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+    void* params[] = {&a, &b, &shared, &inner};
+    CHECK(launch(f, 1, 1, 1, 32, 1, 1, 0, s, params, nullptr));
+    CUdeviceptr packed[4] = {b, a, shared, b + 16};
+    size_t packed_size = sizeof packed;
+    void* extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, packed, CU_LAUNCH_PARAM_BUFFER_SIZE, &packed_size,
+                     CU_LAUNCH_PARAM_END};
+    CHECK(launch(f, 1, 1, 1, 32, 1, 1, 0, s, nullptr, extra));
+    CUgraph g = nullptr;
+    CHECK(end(s, &g));
+    CUgraphExec exec = nullptr;
+    CHECK(instantiate(&exec, g, 0));
+    for (int i = 0; i < 3; ++i) CHECK(graph_launch(exec, s));
+    CHECK(stream_sync(s));
+    CHECK(mem_free(a));
+    CHECK(mem_free(b));
+  }
   CHECK(mem_free(shared));
-  std::printf("mt_prog ok kernels=%d\n", threads * per_thread + (do_fork ? 5 : 0));
+  std::printf("mt_prog ok kernels=%d\n", threads * per_thread + (do_fork ? 5 : 0) + (do_graph ? 6 : 0));
   return 0;
 }
