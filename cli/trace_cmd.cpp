@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "capuchin/learn.hpp"
 #include "capuchin/trace_model.hpp"
 #include "capuchin/units.hpp"
 #include "commands.hpp"
@@ -114,6 +115,68 @@ int run_validate(const std::vector<std::string>& files, bool quiet) {
   return rc;
 }
 
+// What the learner finds without the trace's `iter` markers: the period, the iterations,
+// whether the last two iterations' tensors match one to one, and whether the iterations
+// agree with the markers when the trace has them.
+int run_learn(const std::vector<std::string>& files, bool json) {
+  int rc = 0;
+  for (const auto& f : files) {
+    auto t = trace::load_trace(f);
+    if (!t) {
+      fmt::print(stderr, "{}\n", t.error().message());
+      rc = 1;
+      continue;
+    }
+    const learn::IterationSplit s = learn::detect_iterations(*t);
+    nlohmann::ordered_json j;
+    j["file"] = f;
+    j["found"] = s.found;
+    if (!s.found) j["reason"] = s.reason;
+    j["period_kernels"] = s.period_kernels;
+    j["iterations"] = nlohmann::ordered_json::array();
+    for (const auto& it : s.iterations)
+      j["iterations"].push_back({{"n", it.n}, {"begin_line", it.begin + 2}, {"end_line", it.end + 1}});
+    // The trace may end inside an iteration (the job's tear-down): compare complete ones.
+    std::size_t complete = s.iterations.size();
+    if (complete > 0) {
+      std::uint32_t k = 0;
+      for (std::uint32_t e = s.iterations.back().begin; e < s.iterations.back().end; ++e) k += t->events[e].op == trace::Op::Kernel;
+      if (k < s.period_kernels) {
+        --complete;
+        j["last_iteration_partial"] = true;
+      }
+    }
+    if (complete >= 2) {
+      const auto& a = s.iterations[complete - 2];
+      const auto& b = s.iterations[complete - 1];
+      const learn::IdentityMap m = learn::match_iterations(*t, a, b);
+      j["identities_stable"] = m.mismatch_event == trace::kNone;
+      if (m.mismatch_event != trace::kNone) j["first_difference_line"] = m.mismatch_event + 2;
+      j["tensors_per_iteration"] = m.b_of_a.size();
+    }
+    if (!t->iterations.empty()) {
+      bool agree = s.iterations.size() == t->iterations.size();
+      for (std::size_t i = 1; agree && i < s.iterations.size(); ++i) agree = s.iterations[i].begin == t->iterations[i].begin;
+      j["markers_agree"] = agree;
+    }
+    if (json) {
+      fmt::print("{}\n", j.dump());
+      continue;
+    }
+    if (!s.found) {
+      fmt::print("{}: no repeating iteration found ({})\n", f, s.reason);
+      continue;
+    }
+    fmt::print("{}: {} iterations of {} kernels", f, s.iterations.size(), s.period_kernels);
+    if (j.contains("identities_stable"))
+      fmt::print(", last two complete ones {}", j["identities_stable"].get<bool>() ? "match tensor for tensor" : "differ");
+    if (j.contains("markers_agree")) fmt::print(", {} the trace's iter markers", j["markers_agree"].get<bool>() ? "agree with" : "differ from");
+    fmt::print("\n");
+    for (const auto& it : s.iterations) fmt::print("  iteration {}: lines {}-{}\n", it.n, it.begin + 2, it.end + 1);
+  }
+  return rc;
+}
+
 }  // namespace
 
 void add_trace_command(CLI::App& app, int& exit_code) {
@@ -133,6 +196,12 @@ void add_trace_command(CLI::App& app, int& exit_code) {
   validate->add_option("files", vo->files, "trace files")->required();
   validate->add_flag("-q,--quiet", vo->quiet, "print nothing for valid files");
   validate->callback([vo, &exit_code] { exit_code = run_validate(vo->files, vo->quiet); });
+
+  auto lo = std::make_shared<StatsOpts>();
+  auto* learn_cmd = trace->add_subcommand("learn", "Find the iterations and tensor identities without the trace's markers");
+  learn_cmd->add_option("files", lo->files, "trace files")->required();
+  learn_cmd->add_flag("--json", lo->json, "one JSON object per file");
+  learn_cmd->callback([lo, &exit_code] { exit_code = run_learn(lo->files, lo->json); });
 }
 
 }  // namespace capuchin::cli
