@@ -182,6 +182,36 @@ cudaError_t cudaDeviceGetAttribute(int* value, enum cudaDeviceAttr attr, int dev
   SIMCUDART_READY();
   return check(rt().device_get_attribute(value, static_cast<CUdevice_attribute>(attr), device));
 }
+cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp* prop, int device) {
+  SIMCUDART_READY();
+  if (prop == nullptr) return record(cudaErrorInvalidValue);
+  if (device != 0) return record(cudaErrorInvalidDevice);
+  *prop = cudaDeviceProp{};
+  if (CUresult r = rt().device_get_name(prop->name, sizeof prop->name, 0); r != CUDA_SUCCESS) return check(r);
+  if (CUresult r = rt().device_total_mem(&prop->totalGlobalMem, 0); r != CUDA_SUCCESS) return check(r);
+  struct Field {
+    int* out;
+    CUdevice_attribute attr;
+  };
+  int shared_per_block = 0;
+  const Field fields[] = {
+      {&prop->major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR},
+      {&prop->minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR},
+      {&prop->multiProcessorCount, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT},
+      {&prop->warpSize, CU_DEVICE_ATTRIBUTE_WARP_SIZE},
+      {&prop->maxThreadsPerBlock, CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK},
+      {&prop->managedMemory, CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY},
+      {&prop->concurrentManagedAccess, CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS},
+      {&prop->unifiedAddressing, CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING},
+      {&prop->pageableMemoryAccess, CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS},
+      {&shared_per_block, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK},
+  };
+  for (const Field& f : fields)
+    if (CUresult r = rt().device_get_attribute(f.out, f.attr, 0); r != CUDA_SUCCESS) return check(r);
+  prop->sharedMemPerBlock = static_cast<size_t>(shared_per_block);
+  return cudaSuccess;
+}
+
 cudaError_t cudaDeviceSynchronize(void) {
   SIMCUDART_READY();
   return check(rt().ctx_synchronize());

@@ -16,6 +16,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
@@ -32,12 +33,16 @@ uint64_t env_bytes(const char* name, uint64_t fallback) {
   char* end = nullptr;
   errno = 0;
   unsigned long long v = std::strtoull(s, &end, 10);
-  if (errno != 0 || end == s) return fallback;
-  std::string suffix(end);
+  std::string suffix(end == nullptr ? "" : end);
   if (suffix == "K" || suffix == "KiB") v <<= 10;
   else if (suffix == "M" || suffix == "MiB") v <<= 20;
   else if (suffix == "G" || suffix == "GiB") v <<= 30;
-  else if (!suffix.empty()) return fallback;
+  else if (!suffix.empty()) end = const_cast<char*>(s);  // not a size
+  if (errno != 0 || end == s || v == 0) {
+    std::fprintf(stderr, "simcuda: ignoring %s='%s' (expected a positive byte count, optionally with K, M or G)\n",
+                 name, s);
+    return fallback;
+  }
   return v;
 }
 

@@ -141,6 +141,22 @@ TEST_F(Runtime, ManagedMemoryPrefetchAndPointerAttributes) {
   EXPECT_EQ(cudaFree(m), cudaSuccess);
 }
 
+TEST_F(Runtime, DeviceQueries) {
+  int count = 0, value = 0, version = 0;
+  ASSERT_EQ(cudaGetDeviceCount(&count), cudaSuccess);
+  EXPECT_EQ(count, 1);
+  ASSERT_EQ(cudaDeviceGetAttribute(&value, cudaDevAttrConcurrentManagedAccess, 0), cudaSuccess);
+  EXPECT_EQ(value, 1);
+  cudaDeviceProp prop{};
+  ASSERT_EQ(cudaGetDeviceProperties(&prop, 0), cudaSuccess);
+  EXPECT_EQ(prop.totalGlobalMem, 64u << 20);
+  EXPECT_EQ(prop.concurrentManagedAccess, 1);
+  EXPECT_STRNE(prop.name, "");
+  EXPECT_EQ(cudaSetDevice(1), cudaErrorInvalidDevice);
+  ASSERT_EQ(cudaDriverGetVersion(&version), cudaSuccess);
+  EXPECT_EQ(version, 13000);
+}
+
 TEST_F(Runtime, DriverEntryPointsByVersion) {
   void* p = nullptr;
   cudaDriverEntryPointQueryResult st;
