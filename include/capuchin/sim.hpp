@@ -176,6 +176,10 @@ struct SimOptions {
   // what-if over one iteration, e.g. for a planner comparing candidate plans).
   std::uint32_t first_event = 0;
   std::uint32_t end_event = trace::kNone;
+  // Bytes held from the start until an event (then released, before it runs): memory that a
+  // sub-range run must account for although the range allocates it later (e.g. optimizer
+  // state a first iteration creates at its end, present from the start of the next).
+  std::vector<std::pair<std::uint32_t, std::uint64_t>> held_until;
 };
 
 struct Infeasibility {

@@ -45,7 +45,6 @@ class CapuchinPolicy final : public sim::Policy {
     const std::size_t n = s.residence.size();
     last_touch_.assign(n, 0);
     live_bytes_ = 0;
-    live_at_begin_ = 0;
     segment_begin_ = 0;
     boundary_ = false;
     owned_pattern_.reset();
@@ -160,7 +159,6 @@ class CapuchinPolicy final : public sim::Policy {
     owned_plan_ = std::make_unique<Plan>(choose_plan(s, segment_begin_, first, opt));
     plan_ = owned_plan_.get();
     segment_begin_ = first;
-    live_at_begin_ = live_bytes_;
     matcher_ = std::make_unique<learn::PatternMatcher>(*pattern_, true);
     next_ = 0;
     awaited_.clear();
@@ -176,10 +174,8 @@ class CapuchinPolicy final : public sim::Policy {
   // Improvement over the paper: several candidates (no plan with on-demand handling by
   // cost, no plan with DTR-style recomputation first, the hybrid plan with two margins,
   // swap-only, recompute-only) are replayed in the simulator on the iteration just observed
-  // [begin, end), and the fastest feasible one is kept (with its on-demand mode). Tensors
-  // that iteration created and kept (optimizer state made in step 1) will be there from the
-  // start of the next one, so the replay first runs with that much less room. The runtime
-  // can do the same: it holds that iteration and its kernel times.
+  // [begin, end), and the fastest feasible one is kept (with its on-demand mode). The
+  // runtime can do the same: it holds that iteration and its kernel times.
   Plan choose_plan(const sim::SimState& s, std::uint32_t begin, std::uint32_t end, const PlanOptions& base) {
     std::vector<Plan> cands(2);  // empty plans first: ties keep the job untouched
     cands.push_back(make_plan(*s.prep, *pattern_, base));
@@ -192,26 +188,31 @@ class CapuchinPolicy final : public sim::Policy {
     o = base;
     o.allow_swap = false;
     cands.push_back(make_plan(*s.prep, *pattern_, o));
-    const std::uint64_t kept = live_bytes_ > live_at_begin_ ? live_bytes_ - live_at_begin_ : 0;
-    for (const std::uint64_t budget : {s.budget_bytes - std::min(kept, s.budget_bytes), s.budget_bytes}) {
-      std::size_t best = 0;
-      double best_s = 0;
-      bool found = false;
-      for (std::size_t k = 0; k < cands.size(); ++k) {
-        CapuchinPolicy replay(Fixed{pattern_, &cands[k], k == 1});
-        sim::SimOptions so;
-        so.budget_bytes = budget;
-        so.first_event = begin;
-        so.end_event = end;
-        const sim::SimResult r = sim::simulate(*s.prep, replay, so);
-        if (r.feasible && (!found || r.total_time_s < best_s)) best = k, best_s = r.total_time_s, found = true;
-      }
-      if (found || budget == s.budget_bytes) {
-        prefer_drops_ = best == 1;
-        return std::move(cands[best]);
-      }
+    // Tensors the observed iteration created and kept (optimizer state made in step 1) are
+    // there from the start of the next one: the replay holds their bytes until it reaches
+    // their allocation.
+    const trace::Trace& t = *s.prep->trace;
+    std::vector<std::pair<std::uint32_t, std::uint64_t>> kept;
+    for (std::uint32_t e = begin; e < end; ++e) {
+      const trace::Event& ev = t.events[e];
+      if (ev.op == Op::Alloc && (t.tensors[ev.tensor].free_event == kNone || t.tensors[ev.tensor].free_event >= end))
+        kept.push_back({e, t.tensors[ev.tensor].bytes});  // still live: not freed before `end`
     }
-    return Plan{};
+    std::size_t best = 0;
+    double best_s = 0;
+    bool found = false;
+    for (std::size_t k = 0; k < cands.size(); ++k) {
+      CapuchinPolicy replay(Fixed{pattern_, &cands[k], k == 1});
+      sim::SimOptions so;
+      so.budget_bytes = s.budget_bytes;
+      so.first_event = begin;
+      so.end_event = end;
+      so.held_until = kept;
+      const sim::SimResult r = sim::simulate(*s.prep, replay, so);
+      if (r.feasible && (!found || r.total_time_s < best_s)) best = k, best_s = r.total_time_s, found = true;
+    }
+    prefer_drops_ = best == 1;
+    return std::move(cands[best]);
   }
 
   // Whether every input of t's writers is on the device now: then recomputing t is one
@@ -247,7 +248,6 @@ class CapuchinPolicy final : public sim::Policy {
   bool boundary_ = false;
   std::optional<Fixed> fixed_;
   bool prefer_drops_ = false;           // on-demand handling recomputes first (DTR-style)
-  std::uint64_t live_at_begin_ = 0;      // live bytes when the current iteration began
   std::unique_ptr<learn::Pattern> owned_pattern_;
   std::unique_ptr<Plan> owned_plan_;
   const learn::Pattern* pattern_ = nullptr;

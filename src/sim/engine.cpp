@@ -425,7 +425,12 @@ SimResult Engine::run() {
     add_resident(tn);
     take(ts.bytes);
   }
+  std::vector<std::pair<std::uint32_t, std::uint64_t>> held = opt_.held_until;
+  std::sort(held.begin(), held.end());
+  for (const auto& h : held) take(h.second);
+  std::size_t next_release = 0;
   for (std::uint32_t i = first; i < n && !failed_; ++i) {
+    for (; next_release < held.size() && held[next_release].first <= i; ++next_release) give(held[next_release].second);
     if (t_.events[i].op == Op::Iter) marks.push_back({now_, stall_, recompute_, swap_out_, swap_in_});
     run_event(i);
   }
