@@ -116,6 +116,8 @@ namespace {
   X(cudaErrorStreamCaptureUnsupported, "operation not permitted when stream is capturing")   \
   X(cudaErrorStreamCaptureInvalidated, "operation failed due to a previous error during capture") \
   X(cudaErrorStreamCaptureImplicit, "operation would make the legacy stream depend on a capturing blocking stream") \
+  X(cudaErrorHostMemoryAlreadyRegistered, "part or all of the requested memory range is already mapped") \
+  X(cudaErrorHostMemoryNotRegistered, "pointer does not correspond to a registered memory region") \
   X(cudaErrorUnknown, "unknown error")
 
 }  // namespace

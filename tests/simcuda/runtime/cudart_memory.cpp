@@ -162,6 +162,24 @@ cudaError_t cudaFreeHost(void* p) {
   return check(rt().mem_free_host(p));
 }
 
+cudaError_t cudaHostRegister(void* p, size_t size, unsigned int flags) {
+  SIMCUDART_READY();
+  return check(rt().mem_host_register(p, size, flags));
+}
+cudaError_t cudaHostUnregister(void* p) {
+  SIMCUDART_READY();
+  return check(rt().mem_host_unregister(p));
+}
+
+cudaError_t cudaLaunchHostFunc(cudaStream_t s, cudaHostFn_t fn, void* user) {
+  SIMCUDART_READY();
+  return check(rt().launch_host_func(s, fn, user));
+}
+cudaError_t cudaLaunchHostFunc_ptsz(cudaStream_t s, cudaHostFn_t fn, void* user) {
+  SIMCUDART_READY();
+  return check(rt().launch_host_func_ptsz(s, fn, user));
+}
+
 cudaError_t cudaMemcpy(void* dst, const void* src, size_t n, enum cudaMemcpyKind kind) {
   return memcpy_impl(dst, src, n, kind, false);
 }

@@ -38,6 +38,10 @@ namespace simcudart {
   X(mem_free_async_ptsz, "cuMemFreeAsync", cuMemFreeAsync_ptsz, true)                \
   X(mem_host_alloc, "cuMemHostAlloc", cuMemHostAlloc, false)                         \
   X(mem_free_host, "cuMemFreeHost", cuMemFreeHost, false)                            \
+  X(mem_host_register, "cuMemHostRegister", cuMemHostRegister_v2, false)             \
+  X(mem_host_unregister, "cuMemHostUnregister", cuMemHostUnregister, false)          \
+  X(launch_host_func, "cuLaunchHostFunc", cuLaunchHostFunc, false)                   \
+  X(launch_host_func_ptsz, "cuLaunchHostFunc", cuLaunchHostFunc_ptsz, true)          \
   X(memcpy, "cuMemcpy", cuMemcpy, false)                                             \
   X(memcpy_ptds, "cuMemcpy", cuMemcpy_ptds, true)                                    \
   X(memcpy_htod, "cuMemcpyHtoD", cuMemcpyHtoD_v2, false)                             \

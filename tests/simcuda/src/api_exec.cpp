@@ -194,6 +194,8 @@ CUresult graph_launch(CUgraphExec exec, CUstream h, DefaultStream ds) {
   X(CUDA_ERROR_STREAM_CAPTURE_IMPLICIT,                                                              \
     "operation would make the legacy stream depend on a capturing blocking stream")                  \
   X(CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD, "attempt to terminate a thread-local capture sequence from another thread") \
+  X(CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED, "part or all of the requested memory range is already mapped") \
+  X(CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED, "pointer does not correspond to a registered memory region") \
   X(CUDA_ERROR_UNKNOWN, "unknown error")
 
 }  // namespace
@@ -423,6 +425,27 @@ CUresult cuStreamGetPriority_ptsz(CUstream h, int* p) { return stream_get_priori
 
 CUresult cuLaunchHostFunc(CUstream h, CUhostFn fn, void* user) { return host_func(h, fn, user, DefaultStream::Legacy); }
 CUresult cuLaunchHostFunc_ptsz(CUstream h, CUhostFn fn, void* user) { return host_func(h, fn, user, DefaultStream::PerThread); }
+
+CUresult cuStreamAddCallback(CUstream h, CUstreamCallback callback, void* user, unsigned int flags) {
+  if (callback == nullptr || flags != 0) return CUDA_ERROR_INVALID_VALUE;
+  // Called with the stream and the context's status, on the stream's worker, in stream order.
+  struct Call {
+    CUstream stream;
+    CUstreamCallback fn;
+    void* user;
+  };
+  auto* call = new Call{h, callback, user};
+  CUresult r = host_func(
+      h,
+      [](void* p) {
+        auto* c = static_cast<Call*>(p);
+        c->fn(c->stream, driver().scheduler.sticky(), c->user);
+        delete c;
+      },
+      call, DefaultStream::Legacy);
+  if (r != CUDA_SUCCESS) delete call;
+  return r;
+}
 
 // ---- capture and graphs --------------------------------------------------------------------
 CUresult cuStreamBeginCapture_v2(CUstream h, CUstreamCaptureMode mode) { return begin_capture(h, mode, DefaultStream::Legacy); }

@@ -172,6 +172,16 @@ CUresult cuMemFreeHost(void* p) {
   return d().memory.free_pinned(p);
 }
 
+CUresult cuMemHostRegister_v2(void* p, size_t bytesize, unsigned int /*flags*/) {
+  if (CUresult r = check_ready(); r != CUDA_SUCCESS) return r;
+  return d().memory.register_host(p, bytesize);
+}
+CUresult cuMemHostUnregister(void* p) {
+  if (CUresult r = check_ready(); r != CUDA_SUCCESS) return r;
+  if (CUresult r = d().scheduler.synchronize_device(); r != CUDA_SUCCESS) return r;
+  return d().memory.unregister_host(p);
+}
+
 // ---- copies --------------------------------------------------------------------------------
 CUresult cuMemcpy(CUdeviceptr dst, CUdeviceptr src, size_t n) { return copy(DefaultStream::Legacy, nullptr, dst, src, n, true); }
 CUresult cuMemcpy_ptds(CUdeviceptr dst, CUdeviceptr src, size_t n) { return copy(DefaultStream::PerThread, nullptr, dst, src, n, true); }

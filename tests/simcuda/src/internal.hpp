@@ -137,6 +137,7 @@ struct Allocation {
   uint64_t accounted = 0;    // capacity charge (0 for managed and pinned)
   AllocKind kind = AllocKind::Device;
   bool stream_ordered = false;
+  bool registered = false;   // pinned by cuMemHostRegister (not ours to unmap)
   CompletionPtr freed_by;    // set by cuMemFreeAsync: use after it completes is illegal
   CUstream_st* free_stream = nullptr;
 };
@@ -188,6 +189,8 @@ class Memory {
   CUresult free_managed(CUdeviceptr ptr);
   CUresult alloc_pinned(size_t bytes, void** out);
   CUresult free_pinned(void* ptr);
+  CUresult register_host(void* ptr, size_t bytes);    // cuMemHostRegister: pin existing memory
+  CUresult unregister_host(void* ptr);
 
   PointerClass classify(uintptr_t ptr, size_t bytes, Allocation* alloc_out = nullptr);  // copies the record
   // API-time check (within the allocation's requested bytes), or with `mapped_pages` the

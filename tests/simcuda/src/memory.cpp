@@ -298,10 +298,37 @@ CUresult Memory::alloc_pinned(size_t bytes, void** out) {
   return CUDA_SUCCESS;
 }
 
+CUresult Memory::register_host(void* ptr, size_t bytes) {
+  if (ptr == nullptr || bytes == 0) return CUDA_ERROR_INVALID_VALUE;
+  const uintptr_t base = reinterpret_cast<uintptr_t>(ptr);
+  std::lock_guard<std::mutex> lock(mu_);
+  if (base + bytes > region_ && base < region_ + region_bytes_) return CUDA_ERROR_INVALID_VALUE;  // device memory
+  auto next = allocations_.lower_bound(base);
+  if ((next != allocations_.end() && next->first < base + bytes) || find_allocation(base) != nullptr)
+    return CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED;
+  Allocation a;
+  a.base = base;
+  a.bytes = bytes;
+  a.span = bytes;
+  a.kind = AllocKind::Pinned;
+  a.registered = true;
+  allocations_[base] = a;
+  return CUDA_SUCCESS;
+}
+
+CUresult Memory::unregister_host(void* ptr) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = allocations_.find(reinterpret_cast<uintptr_t>(ptr));
+  if (it == allocations_.end() || !it->second.registered) return CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED;
+  allocations_.erase(it);
+  return CUDA_SUCCESS;
+}
+
 CUresult Memory::free_pinned(void* ptr) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = allocations_.find(reinterpret_cast<uintptr_t>(ptr));
-  if (it == allocations_.end() || it->second.kind != AllocKind::Pinned) return CUDA_ERROR_INVALID_VALUE;
+  if (it == allocations_.end() || it->second.kind != AllocKind::Pinned || it->second.registered)
+    return CUDA_ERROR_INVALID_VALUE;
   munmap(ptr, it->second.span);
   allocations_.erase(it);
   return CUDA_SUCCESS;

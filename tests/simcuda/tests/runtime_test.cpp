@@ -5,6 +5,7 @@
 #include <dlfcn.h>
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <vector>
 
 #include "simcuda/kernel.hpp"
@@ -139,6 +140,36 @@ TEST_F(Runtime, ManagedMemoryPrefetchAndPointerAttributes) {
   EXPECT_EQ(attr.type, cudaMemoryTypeUnregistered);
   EXPECT_EQ(cudaFreeHost(pinned), cudaSuccess);
   EXPECT_EQ(cudaFree(m), cudaSuccess);
+}
+
+TEST_F(Runtime, HostRegisterMakesCopiesPinnedAndHostFuncsRunInOrder) {
+  std::vector<float> host(1 << 20, 1.0f);
+  ASSERT_EQ(cudaHostRegister(host.data(), host.size() * sizeof(float), cudaHostRegisterDefault), cudaSuccess);
+  EXPECT_EQ(cudaHostRegister(host.data(), 16, cudaHostRegisterDefault), cudaErrorHostMemoryAlreadyRegistered);
+  cudaPointerAttributes attr{};
+  ASSERT_EQ(cudaPointerGetAttributes(&attr, host.data() + 5), cudaSuccess);
+  EXPECT_EQ(attr.type, cudaMemoryTypeHost);
+  float* d = nullptr;
+  ASSERT_EQ(cudaMalloc(reinterpret_cast<void**>(&d), host.size() * sizeof(float)), cudaSuccess);
+  cudaStream_t s;
+  ASSERT_EQ(cudaStreamCreate(&s), cudaSuccess);
+  cudaEvent_t a, b;
+  ASSERT_EQ(cudaEventCreate(&a), cudaSuccess);
+  ASSERT_EQ(cudaEventCreate(&b), cudaSuccess);
+  ASSERT_EQ(cudaEventRecord(a, s), cudaSuccess);
+  ASSERT_EQ(cudaMemcpyAsync(d, host.data(), host.size() * sizeof(float), cudaMemcpyHostToDevice, s), cudaSuccess);
+  ASSERT_EQ(cudaEventRecord(b, s), cudaSuccess);
+  static std::atomic<int> order{0};
+  static int seen_after_copy = -1;
+  order = 0;
+  ASSERT_EQ(cudaLaunchHostFunc(s, [](void*) { seen_after_copy = order.fetch_add(1); }, nullptr), cudaSuccess);
+  ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+  EXPECT_EQ(seen_after_copy, 0);
+  float ms = 0;
+  ASSERT_EQ(cudaEventElapsedTime(&ms, a, b), cudaSuccess);
+  EXPECT_NEAR(ms, (SIMCUDA_COPY_LATENCY_NS + (4 << 20) / SIMCUDA_PINNED_BYTES_PER_NS) / 1e6, 1e-3);
+  EXPECT_EQ(cudaHostUnregister(host.data()), cudaSuccess);
+  EXPECT_EQ(cudaHostUnregister(host.data()), cudaErrorHostMemoryNotRegistered);
 }
 
 TEST_F(Runtime, DeviceQueries) {
