@@ -1,22 +1,100 @@
-// capuchind: the daemon that learns access patterns and serves plans and queries over a
-// Unix socket (Boost.Asio, spdlog). This is its skeleton: options and logging are in place;
-// sessions and the query API arrive with the daemon issue, so today it refuses to start
-// rather than pretend to serve.
+// capuchind: the daemon that learns access patterns from every attached process, plans for
+// them and answers queries over one Unix socket (Boost.Asio, one io_context; spdlog logs).
+// Usage: capuchind [--socket PATH] [--log-dir DIR] [--gpu h200] [--idle-exit SECONDS] ...
+// Exit status: 0 after SIGINT/SIGTERM or the idle timeout, 1 when it cannot serve (bad
+// options, socket taken by a live daemon, cannot bind).
 #include <CLI/CLI.hpp>
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/signal_set.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <spdlog/spdlog.h>
 
+#include <csignal>
+#include <filesystem>
+
+#include "capuchin/sim.hpp"
+#include "capuchin/units.hpp"
 #include "capuchin/version.hpp"
+#include "query.hpp"
+#include "server.hpp"
+
+namespace {
+
+void idle_check(boost::asio::steady_timer& timer, capuchin::daemon::Registry& reg, int idle_exit_s, int& idle_s,
+                boost::asio::io_context& io) {
+  timer.expires_after(std::chrono::seconds(1));
+  timer.async_wait([&, idle_exit_s](const boost::system::error_code& ec) {
+    if (ec) return;
+    idle_s = reg.attached() == 0 ? idle_s + 1 : 0;
+    if (idle_s >= idle_exit_s) {
+      spdlog::info("no session for {} s: exiting", idle_exit_s);
+      io.stop();
+      return;
+    }
+    idle_check(timer, reg, idle_exit_s, idle_s, io);
+  });
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"capuchind: the capuchin daemon"};
+  CLI::App app{"capuchind: the capuchin daemon (sessions, plans, queries on a Unix socket)"};
   app.set_version_flag("--version", std::string(capuchin::kVersion));
-  std::string socket_path, log_dir;
-  app.add_option("--socket", socket_path, "Unix socket to listen on");
-  app.add_option("--log-dir", log_dir, "directory for per-session decision logs");
+  capuchin::daemon::DaemonOptions opt;
+  std::string log_max = "16MiB", level = "info";
+  int idle_exit_s = 0;
+  app.add_option("--socket", opt.socket_path, "Unix socket to listen on (default: $XDG_RUNTIME_DIR/capuchin/capuchind.sock, "
+                                              "else /tmp/capuchin-$UID/capuchind.sock)");
+  app.add_option("--log-dir", opt.log_dir, "directory for per-session decision logs (default: logs/ beside the socket)");
+  app.add_option("--gpu", opt.gpu, "GPU profile the planner models (capuchin sim --list-gpus)");
+  app.add_option("--max-session-events", opt.max_session_events, "events kept per session for learning")
+      ->check(CLI::Range(1024u, 1u << 26));
+  app.add_option("--log-max-bytes", log_max, "rotate a session's decision log at this size");
+  app.add_option("--log-files", opt.log_files, "rotated decision-log files kept per session")->check(CLI::Range(1u, 100u));
+  app.add_option("--max-sessions", opt.max_sessions, "attached sessions at most")->check(CLI::Range(1u, 65536u));
+  app.add_option("--idle-exit", idle_exit_s, "exit after this many seconds without a session (0: never)")
+      ->check(CLI::Range(0, 1 << 30));
+  app.add_option("--log-level", level, "daemon log level: trace, debug, info, warn, error, off");
   CLI11_PARSE(app, argc, argv);
 
-  boost::asio::io_context io;  // the daemon's single event loop (used by the daemon issue)
-  spdlog::error("capuchind {}: serving sessions is not implemented yet; nothing to do", capuchin::kVersion);
-  return 2;
+  spdlog::set_level(spdlog::level::from_str(level));
+  spdlog::set_pattern("[%Y-%m-%d %H:%M:%S.%e] capuchind[%P] %l: %v");
+  if (opt.socket_path.empty()) opt.socket_path = capuchin::proto::default_socket_path();
+  if (opt.log_dir.empty()) opt.log_dir = (std::filesystem::path(opt.socket_path).parent_path() / "logs").string();
+  if (auto b = capuchin::parse_size(log_max); b) {
+    opt.log_max_bytes = *b;
+  } else {
+    spdlog::error("--log-max-bytes: {}", b.error().message);
+    return 1;
+  }
+  if (auto g = capuchin::sim::find_gpu_profile(opt.gpu); !g) {
+    spdlog::error("--gpu: {}", g.error().message);
+    return 1;
+  }
+  std::signal(SIGPIPE, SIG_IGN);
+
+  capuchin::daemon::Registry registry(opt);  // outlives the io_context and its connections
+  boost::asio::io_context io(1);
+  capuchin::daemon::Server server(io, registry);
+  if (auto s = server.listen(opt.socket_path); !s) {
+    spdlog::error("{}", s.error().message);
+    return 1;
+  }
+  spdlog::info("capuchind {} serving {} (decision logs in {}, GPU profile {})", capuchin::kVersion, opt.socket_path,
+               opt.log_dir, opt.gpu);
+
+  boost::asio::signal_set signals(io, SIGINT, SIGTERM);
+  signals.async_wait([&](const boost::system::error_code& ec, int sig) {
+    if (ec) return;
+    spdlog::info("signal {}: shutting down", sig);
+    io.stop();
+  });
+  boost::asio::steady_timer idle_timer(io);
+  int idle_s = 0;
+  if (idle_exit_s > 0) idle_check(idle_timer, registry, idle_exit_s, idle_s, io);
+
+  io.run();
+  server.stop();
+  registry.close_all("daemon shutting down");
+  return 0;
 }

@@ -1,0 +1,260 @@
+// query.cpp: the session registry and the JSON request handler (see query.hpp).
+#include "query.hpp"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include "capuchin/version.hpp"
+
+namespace capuchin::daemon {
+
+using json = nlohmann::ordered_json;
+
+Registry::Registry(DaemonOptions opt) : opt_(std::move(opt)), start_(std::chrono::steady_clock::now()) {}
+
+Session* Registry::open_session(const proto::HelloInfo& hello) {
+  if (attached() >= opt_.max_sessions) return nullptr;
+  const std::uint64_t id = next_id_++;
+  auto s = std::make_unique<Session>(id, hello, opt_);
+  Session* raw = s.get();
+  sessions_.emplace(id, std::move(s));
+  ++counters_.sessions_opened;
+  return raw;
+}
+
+void Registry::close_session(Session* s, std::string_view why) {
+  if (s == nullptr || s->closed()) return;
+  s->close(why);
+  s->on_plan_ready = nullptr;
+  // Forget the oldest closed sessions beyond the number kept for queries.
+  std::size_t closed = 0;
+  for (const auto& [id, x] : sessions_) closed += x->closed();
+  for (auto it = sessions_.begin(); it != sessions_.end() && closed > opt_.closed_sessions_kept;) {
+    if (it->second->closed()) {
+      it = sessions_.erase(it);
+      --closed;
+    } else {
+      ++it;
+    }
+  }
+}
+
+Session* Registry::find(std::uint64_t id) {
+  auto it = sessions_.find(id);
+  return it == sessions_.end() ? nullptr : it->second.get();
+}
+
+std::size_t Registry::attached() const {
+  std::size_t n = 0;
+  for (const auto& [id, s] : sessions_) n += !s->closed();
+  return n;
+}
+
+void Registry::close_all(std::string_view why) {
+  for (auto& [id, s] : sessions_) close_session(s.get(), why);
+}
+
+namespace {
+
+struct QueryError {
+  std::string code, message;
+};
+
+std::string error_response(const json& id, std::string_view code, std::string_view message) {
+  json j;
+  j["v"] = 1;
+  j["id"] = id;
+  j["ok"] = false;
+  j["error"] = {{"code", code}, {"message", message}};
+  return j.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+// The session named by params.session (a number or a numeric string).
+Session* session_param(Registry& reg, const json& params, QueryError& err) {
+  std::uint64_t id = 0;
+  const auto it = params.find("session");
+  if (it == params.end()) {
+    err = {"bad-params", "params.session is required"};
+    return nullptr;
+  }
+  if (it->is_number_unsigned()) {
+    id = it->get<std::uint64_t>();
+  } else if (it->is_string()) {
+    const std::string s = it->get<std::string>();
+    char* end = nullptr;
+    id = std::strtoull(s.c_str(), &end, 10);
+    if (s.empty() || *end != '\0') {
+      err = {"bad-params", fmt::format("session '{}' is not a session id", s)};
+      return nullptr;
+    }
+  } else {
+    err = {"bad-params", "params.session must be a session id"};
+    return nullptr;
+  }
+  Session* s = reg.find(id);
+  if (s == nullptr) err = {"no-such-session", fmt::format("no session {}", id)};
+  return s;
+}
+
+std::size_t limit_param(const json& params, std::size_t fallback) {
+  const auto it = params.find("limit");
+  if (it != params.end() && it->is_number_unsigned()) return std::min<std::size_t>(it->get<std::uint64_t>(), 100000);
+  return fallback;
+}
+
+}  // namespace
+
+std::string Registry::metrics_text() const {
+  std::string m;
+  auto gauge = [&](std::string_view name, std::string_view help, std::string_view type) {
+    m += fmt::format("# HELP {} {}\n# TYPE {} {}\n", name, help, name, type);
+  };
+  gauge("capuchin_up", "the daemon is serving", "gauge");
+  m += "capuchin_up 1\n";
+  gauge("capuchin_uptime_seconds", "seconds since the daemon started", "gauge");
+  m += fmt::format("capuchin_uptime_seconds {:.3f}\n",
+                   std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count());
+  gauge("capuchin_sessions", "attached sessions", "gauge");
+  m += fmt::format("capuchin_sessions {}\n", attached());
+  gauge("capuchin_connections_total", "connections accepted", "counter");
+  m += fmt::format("capuchin_connections_total {}\n", counters_.connections);
+  gauge("capuchin_rejected_peers_total", "connections refused by the peer-credential check", "counter");
+  m += fmt::format("capuchin_rejected_peers_total {}\n", counters_.rejected_peers);
+  gauge("capuchin_frames_total", "binary frames received", "counter");
+  m += fmt::format("capuchin_frames_total {}\n", counters_.frames);
+  gauge("capuchin_bad_frames_total", "connections closed for bad frames", "counter");
+  m += fmt::format("capuchin_bad_frames_total {}\n", counters_.bad_frames);
+  gauge("capuchin_queries_total", "JSON queries answered", "counter");
+  m += fmt::format("capuchin_queries_total {}\n", counters_.queries);
+  struct Per {
+    const char* name;
+    const char* help;
+    const char* type;
+    std::uint64_t (*get)(const Session&);
+  };
+  static const Per per[] = {
+      {"capuchin_session_events_total", "events received", "counter", [](const Session& s) { return s.events_total(); }},
+      {"capuchin_session_resident_bytes", "device bytes allocated now", "gauge", [](const Session& s) { return s.resident_bytes(); }},
+      {"capuchin_session_peak_bytes", "most device bytes allocated at once", "gauge", [](const Session& s) { return s.peak_bytes(); }},
+      {"capuchin_session_budget_bytes", "memory budget (0: none)", "gauge", [](const Session& s) { return s.budget_bytes(); }},
+      {"capuchin_session_iteration", "iterations learned", "gauge", [](const Session& s) { return s.iteration(); }},
+      {"capuchin_session_plans_total", "plans made", "counter", [](const Session& s) { return s.plans_made(); }},
+      {"capuchin_session_evicted_bytes_total", "bytes evicted (executor)", "counter", [](const Session& s) { return s.exec().evicted_bytes; }},
+      {"capuchin_session_stalls_total", "stalls (executor)", "counter", [](const Session& s) { return s.exec().stalls; }},
+  };
+  for (const Per& p : per) {
+    gauge(p.name, p.help, p.type);
+    for (const auto& [id, s] : sessions_)
+      if (!s->closed()) m += fmt::format("{}{{session=\"{}\",pid=\"{}\"}} {}\n", p.name, id, s->hello().pid, p.get(*s));
+  }
+  return m;
+}
+
+std::string Registry::handle_request(std::string_view line) {
+  try {  // a safety net: the handler is written not to throw; nothing may escape it
+    return handle_request_unchecked(line);
+  } catch (const std::exception& e) {
+    return error_response(nullptr, "internal", e.what());
+  }
+}
+
+std::string Registry::handle_request_unchecked(std::string_view line) {
+  ++counters_.queries;
+  const json req = json::parse(line, nullptr, /*allow_exceptions=*/false);
+  if (req.is_discarded() || !req.is_object()) {
+    ++counters_.bad_queries;
+    return error_response(nullptr, "bad-request", "the request is not a JSON object");
+  }
+  const json id = req.contains("id") ? req["id"] : json(nullptr);
+  if (req.contains("v") && !(req["v"].is_number_integer() && req["v"].get<std::int64_t>() == 1)) {
+    ++counters_.bad_queries;
+    return error_response(id, "bad-version", "this daemon speaks query version 1");
+  }
+  const auto mit = req.find("method");
+  if (mit == req.end() || !mit->is_string()) {
+    ++counters_.bad_queries;
+    return error_response(id, "bad-request", "the request has no string 'method'");
+  }
+  const std::string method = mit->get<std::string>();
+  json params = json::object();
+  if (auto p = req.find("params"); p != req.end()) {
+    if (!p->is_object()) {
+      ++counters_.bad_queries;
+      return error_response(id, "bad-params", "'params' must be an object");
+    }
+    params = *p;
+  }
+
+  json result;
+  QueryError err;
+  if (method == "status") {
+    result["daemon"] = "capuchind";
+    result["version"] = std::string(kVersion);
+    result["protocol"] = proto::kProtocolVersion;
+    result["pid"] = static_cast<std::int64_t>(getpid());
+    result["uptime_s"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+    result["socket"] = opt_.socket_path;
+    result["log_dir"] = opt_.log_dir;
+    result["gpu_profile"] = opt_.gpu;
+    result["sessions"] = json::array();
+    for (const auto& [sid, s] : sessions_)
+      if (!s->closed()) result["sessions"].push_back(s->summary());
+  } else if (method == "sessions") {
+    const auto a = params.find("all");
+    const bool all = a != params.end() && a->is_boolean() && a->get<bool>();
+    result = json::array();
+    for (const auto& [sid, s] : sessions_)
+      if (all || !s->closed()) result.push_back(s->summary());
+  } else if (method == "session" || method == "tensors" || method == "plan" || method == "decisions" ||
+             method == "set-budget") {
+    Session* s = session_param(*this, params, err);
+    if (s != nullptr) {
+      if (method == "session") {
+        result = s->detail();
+      } else if (method == "tensors") {
+        result = s->tensors(limit_param(params, 50));
+      } else if (method == "plan") {
+        result = s->plan();
+      } else if (method == "decisions") {
+        DecisionFilter f;
+        f.limit = limit_param(params, 100);
+        if (auto a = params.find("action"); a != params.end() && a->is_string()) f.action = a->get<std::string>();
+        if (auto t = params.find("since"); t != params.end() && t->is_number()) f.since_t = t->get<double>();
+        result = s->decisions(f);
+      } else {  // set-budget
+        auto b = params.find("budget");
+        if (s->closed()) {
+          err = {"session-closed", fmt::format("session {} is closed", s->id())};
+        } else if (b == params.end() || !b->is_string()) {
+          err = {"bad-params", "params.budget must be a string such as \"40GiB\" or \"0.5\""};
+        } else {
+          const std::string text = b->get<std::string>();
+          auto parsed = parse_size_or_fraction(text);
+          if (!parsed) {
+            err = {"bad-params", parsed.error().message};
+          } else {
+            s->set_budget(*parsed, text);
+            result = s->detail();
+          }
+        }
+      }
+    }
+  } else if (method == "metrics") {
+    result = metrics_text();
+  } else {
+    err = {"unknown-method", fmt::format("unknown method '{}' (status, sessions, session, tensors, plan, decisions, "
+                                         "set-budget, metrics)", method)};
+  }
+  if (!err.code.empty()) {
+    ++counters_.bad_queries;
+    return error_response(id, err.code, err.message);
+  }
+  json resp;
+  resp["v"] = 1;
+  resp["id"] = id;
+  resp["ok"] = true;
+  resp["result"] = std::move(result);
+  return resp.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+}  // namespace capuchin::daemon

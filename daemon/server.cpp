@@ -1,0 +1,359 @@
+// server.cpp: the listening socket and the per-connection state machines (see server.hpp).
+#include "server.hpp"
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <array>
+#include <boost/asio/write.hpp>
+#include <cerrno>
+#include <csignal>
+#include <cstring>
+#include <deque>
+#include <filesystem>
+
+namespace capuchin::daemon {
+
+namespace asio = boost::asio;
+using local = asio::local::stream_protocol;
+
+namespace {
+
+constexpr std::size_t kReadChunk = 256 * 1024;
+constexpr std::size_t kMaxJsonLine = 1u << 20;
+constexpr std::size_t kMaxWriteQueue = 64u << 20;
+
+class Connection : public std::enable_shared_from_this<Connection> {
+ public:
+  Connection(local::socket s, Registry& reg) : sock_(std::move(s)), reg_(reg), rbuf_(kReadChunk) {}
+  ~Connection() { detach("connection dropped"); }
+
+  void start() {
+    ++reg_.counters().connections;
+    ucred cred{};
+    socklen_t len = sizeof cred;
+    if (getsockopt(sock_.native_handle(), SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) {
+      spdlog::warn("cannot read the peer's credentials: {}; refusing", std::strerror(errno));
+      refuse("cannot check the peer's credentials");
+      return;
+    }
+    peer_pid_ = cred.pid;
+    if (cred.uid != getuid() && cred.uid != 0) {
+      ++reg_.counters().rejected_peers;
+      spdlog::warn("refused a connection from uid {} (pid {}): only uid {} or root may attach", cred.uid, cred.pid,
+                   getuid());
+      refuse(fmt::format("permission denied: uid {} may not use this daemon", cred.uid));
+      return;
+    }
+    read();
+  }
+
+ private:
+  enum class Mode { Unknown, Binary, Json };
+
+  void refuse(const std::string& why) {
+    const std::string line = fmt::format(R"({{"v":1,"id":null,"ok":false,"error":{{"code":"forbidden","message":"{}"}}}})", why) + "\n";
+    closing_ = true;
+    send(std::vector<std::uint8_t>(line.begin(), line.end()));
+  }
+
+  void read() {
+    if (closing_) return;
+    auto self = shared_from_this();
+    sock_.async_read_some(asio::buffer(rbuf_), [this, self](const boost::system::error_code& ec, std::size_t n) {
+      if (ec) {
+        on_eof(ec);
+        return;
+      }
+      on_bytes(std::span<const std::uint8_t>(rbuf_.data(), n));
+      read();
+    });
+  }
+
+  void on_eof(const boost::system::error_code& ec) {
+    std::string why = bye_ ? "bye" : (ec == asio::error::eof ? "disconnected" : "connection error: " + ec.message());
+    if (session_ != nullptr && !bye_ && ::kill(static_cast<pid_t>(session_->hello().pid), 0) != 0 && errno == ESRCH)
+      why = "process exited";
+    detach(why);
+    boost::system::error_code ignored;
+    sock_.close(ignored);
+  }
+
+  void detach(std::string_view why) {
+    if (session_ == nullptr) return;
+    spdlog::info("session {} (pid {}) closed: {}", session_->id(), session_->hello().pid, why);
+    reg_.close_session(session_, why);
+    session_ = nullptr;
+  }
+
+  void on_bytes(std::span<const std::uint8_t> bytes) {
+    if (closing_ || bytes.empty()) return;
+    if (mode_ == Mode::Unknown) {
+      const char c = static_cast<char>(bytes[0]);
+      if (c == static_cast<char>(proto::kMagic & 0xff)) {
+        mode_ = Mode::Binary;
+      } else if (c == '{' || c == ' ' || c == '\n' || c == '\r' || c == '\t') {
+        mode_ = Mode::Json;
+      } else {
+        ++reg_.counters().bad_frames;
+        json_error_and_close("bad-request", "neither a capuchin frame nor a JSON request");
+        return;
+      }
+    }
+    if (mode_ == Mode::Json) on_json_bytes(bytes);
+    else on_binary_bytes(bytes);
+  }
+
+  // ---- JSON queries ----
+  void on_json_bytes(std::span<const std::uint8_t> bytes) {
+    for (std::uint8_t b : bytes) {
+      if (b != '\n') {
+        if (line_.size() >= kMaxJsonLine) {
+          ++reg_.counters().bad_queries;
+          json_error_and_close("too-large", fmt::format("request line over {} bytes", kMaxJsonLine));
+          return;
+        }
+        line_.push_back(static_cast<char>(b));
+        continue;
+      }
+      std::string_view l(line_);
+      while (!l.empty() && (l.back() == '\r' || l.back() == ' ')) l.remove_suffix(1);
+      if (!l.empty()) {
+        std::string resp = reg_.handle_request(l);
+        resp.push_back('\n');
+        send(std::vector<std::uint8_t>(resp.begin(), resp.end()));
+        if (closing_) return;
+      }
+      line_.clear();
+    }
+  }
+
+  void json_error_and_close(std::string_view code, std::string_view message) {
+    nlohmann::ordered_json j;
+    j["v"] = 1;
+    j["id"] = nullptr;
+    j["ok"] = false;
+    j["error"] = {{"code", code}, {"message", message}};
+    const std::string s = j.dump() + "\n";
+    closing_ = true;
+    send(std::vector<std::uint8_t>(s.begin(), s.end()));
+  }
+
+  // ---- binary session protocol ----
+  void on_binary_bytes(std::span<const std::uint8_t> bytes) {
+    frames_.feed(bytes);
+    proto::FrameReader::Frame f;
+    for (;;) {
+      auto more = frames_.next(f);
+      if (!more) {
+        protocol_error(more.error());
+        return;
+      }
+      if (!*more) return;
+      ++reg_.counters().frames;
+      if (auto r = on_frame(f); !r) {
+        protocol_error(r.error());
+        return;
+      }
+      if (closing_) return;
+    }
+  }
+
+  proto::ProtoExpected<void> on_frame(const proto::FrameReader::Frame& f) {
+    using proto::MsgType;
+    const auto type = static_cast<MsgType>(f.header.type);
+    auto unexpected = [&](std::string what) {
+      return Unexpected{proto::ProtoError{proto::ProtoErrc::Unexpected, std::move(what)}};
+    };
+    if (session_ == nullptr && type != MsgType::Hello && type != MsgType::Bye)
+      return unexpected(fmt::format("{} before hello", proto::to_string(type)));
+    switch (type) {
+      case MsgType::Hello: {
+        if (session_ != nullptr) return unexpected("a second hello");
+        auto h = proto::decode_hello(f.payload);
+        if (!h) return Unexpected{h.error()};
+        if (h->pid == 0 && peer_pid_ > 0) h->pid = static_cast<std::uint32_t>(peer_pid_);
+        session_ = reg_.open_session(*h);
+        if (session_ == nullptr) return Unexpected{proto::ProtoError{proto::ProtoErrc::TooLarge, "too many sessions"}};
+        std::weak_ptr<Connection> weak = weak_from_this();
+        session_->on_plan_ready = [weak] {
+          if (auto c = weak.lock()) c->send_plans();
+        };
+        spdlog::info("session {} attached: pid {}, '{}'", session_->id(), h->pid, h->cmdline);
+        std::vector<std::uint8_t> out;
+        proto::encode_welcome(out, proto::Welcome{session_->id(), proto::kProtocolVersion});
+        send(std::move(out));
+        return {};
+      }
+      case MsgType::Names: {
+        auto n = proto::decode_names(f.payload);
+        if (!n) return Unexpected{n.error()};
+        return session_->on_names(*n);
+      }
+      case MsgType::Events: {
+        if (auto r = proto::decode_events(f.payload, batch_); !r) return r;
+        return session_->on_events(batch_);
+      }
+      case MsgType::ExecStats: {
+        auto s = proto::decode_exec_stats(f.payload);
+        if (!s) return Unexpected{s.error()};
+        session_->on_exec_stats(*s);
+        return {};
+      }
+      case MsgType::Decisions:
+        return session_->on_decisions(
+            std::string_view(reinterpret_cast<const char*>(f.payload.data()), f.payload.size()));
+      case MsgType::Bye:
+        bye_ = true;
+        detach("bye");
+        return {};
+      case MsgType::Welcome:
+      case MsgType::Plan:
+      case MsgType::Error:
+        return unexpected(fmt::format("{} is sent by the daemon, not to it", proto::to_string(type)));
+    }
+    return unexpected("unknown message");
+  }
+
+  void send_plans() {
+    if (session_ == nullptr || closing_) return;
+    while (auto p = session_->take_plan()) {
+      std::vector<std::uint8_t> out;
+      proto::encode_plan(out, *p);
+      send(std::move(out));
+    }
+  }
+
+  void protocol_error(const proto::ProtoError& e) {
+    ++reg_.counters().bad_frames;
+    spdlog::warn("closing a connection{}: {}: {}",
+                 session_ ? fmt::format(" (session {})", session_->id()) : std::string(), proto::to_string(e.code),
+                 e.message);
+    detach(fmt::format("protocol error: {}", e.message));
+    std::vector<std::uint8_t> out;
+    proto::encode_error(out, static_cast<std::uint32_t>(e.code), e.message);
+    closing_ = true;
+    send(std::move(out));
+  }
+
+  // ---- writing ----
+  void send(std::vector<std::uint8_t> bytes) {
+    queued_ += bytes.size();
+    if (queued_ > kMaxWriteQueue) {  // a peer that never reads its answers
+      spdlog::warn("closing a connection whose peer does not read its replies");
+      boost::system::error_code ignored;
+      sock_.close(ignored);
+      return;
+    }
+    wq_.push_back(std::move(bytes));
+    if (!writing_) write_next();
+  }
+
+  void write_next() {
+    if (wq_.empty()) {
+      writing_ = false;
+      if (closing_) {
+        boost::system::error_code ignored;
+        sock_.shutdown(local::socket::shutdown_both, ignored);
+        sock_.close(ignored);
+      }
+      return;
+    }
+    writing_ = true;
+    auto self = shared_from_this();
+    asio::async_write(sock_, asio::buffer(wq_.front()), [this, self](const boost::system::error_code& ec, std::size_t) {
+      queued_ -= wq_.front().size();
+      wq_.pop_front();
+      if (ec) {
+        writing_ = false;
+        wq_.clear();
+        queued_ = 0;
+        return;
+      }
+      write_next();
+    });
+  }
+
+  local::socket sock_;
+  Registry& reg_;
+  std::vector<std::uint8_t> rbuf_;
+  Mode mode_ = Mode::Unknown;
+  std::string line_;
+  proto::FrameReader frames_;
+  proto::EventBatch batch_;
+  Session* session_ = nullptr;
+  pid_t peer_pid_ = 0;
+  bool bye_ = false;
+  bool closing_ = false;
+  bool writing_ = false;
+  std::deque<std::vector<std::uint8_t>> wq_;
+  std::size_t queued_ = 0;
+};
+
+// Whether a daemon answers on `path` (a connect that succeeds).
+bool someone_listens(const std::string& path) {
+  const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return false;
+  sockaddr_un a{};
+  a.sun_family = AF_UNIX;
+  std::strncpy(a.sun_path, path.c_str(), sizeof a.sun_path - 1);
+  const bool ok = ::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
+  ::close(fd);
+  return ok;
+}
+
+}  // namespace
+
+Status Server::listen(const std::string& path) {
+  if (path.size() >= sizeof(sockaddr_un{}.sun_path)) return make_error(fmt::format("socket path too long: {}", path));
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::path(path).parent_path();
+  std::error_code ec;
+  if (!dir.empty() && !fs::exists(dir, ec)) {
+    fs::create_directories(dir, ec);
+    if (ec) return make_error(fmt::format("cannot create {}: {}", dir.string(), ec.message()));
+    ::chmod(dir.c_str(), 0700);
+  }
+  struct stat st{};
+  if (::lstat(path.c_str(), &st) == 0) {
+    if (!S_ISSOCK(st.st_mode)) return make_error(fmt::format("{} exists and is not a socket", path));
+    if (someone_listens(path)) return make_error(fmt::format("another capuchind is already serving {}", path));
+    ::unlink(path.c_str());  // stale: its daemon is gone
+  }
+  boost::system::error_code bec;
+  acceptor_.open(local(), bec);
+  if (!bec) {
+    const mode_t old = ::umask(0177);  // the socket is created 0600
+    acceptor_.bind(local::endpoint(path), bec);
+    ::umask(old);
+  }
+  if (!bec) acceptor_.listen(asio::socket_base::max_listen_connections, bec);
+  if (bec) return make_error(fmt::format("cannot listen on {}: {}", path, bec.message()));
+  ::chmod(path.c_str(), 0600);
+  if (::stat(path.c_str(), &st) == 0) inode_ = st.st_ino;
+  path_ = path;
+  accept();
+  return {};
+}
+
+void Server::accept() {
+  acceptor_.async_accept([this](const boost::system::error_code& ec, local::socket s) {
+    if (ec == asio::error::operation_aborted || !acceptor_.is_open()) return;
+    if (!ec) std::make_shared<Connection>(std::move(s), registry_)->start();
+    accept();
+  });
+}
+
+void Server::stop() {
+  boost::system::error_code ec;
+  acceptor_.close(ec);
+  struct stat st{};
+  if (!path_.empty() && ::stat(path_.c_str(), &st) == 0 && st.st_ino == inode_) ::unlink(path_.c_str());
+}
+
+}  // namespace capuchin::daemon

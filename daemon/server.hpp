@@ -1,0 +1,39 @@
+// server.hpp: capuchind's Unix-socket server on one Boost.Asio io_context. Every accepted
+// connection is checked with SO_PEERCRED (same uid or root, else refused), then speaks the
+// binary session protocol (first byte 'C', include/capuchin/protocol.hpp) or JSON queries
+// (first byte '{', daemon/query.hpp).
+//
+// Contract: bad input on a connection (garbage, bad frames, huge lengths, unknown methods,
+// a wrong version) gets an error reply and/or a closed connection; buffers are bounded (one
+// frame, one JSON line of at most 1 MiB, a capped write queue). Nothing a peer sends can
+// crash the daemon or grow its memory without bound.
+#pragma once
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/local/stream_protocol.hpp>
+#include <memory>
+#include <string>
+
+#include "capuchin/expected.hpp"
+#include "query.hpp"
+
+namespace capuchin::daemon {
+
+class Server {
+ public:
+  Server(boost::asio::io_context& io, Registry& registry) : io_(io), registry_(registry), acceptor_(io) {}
+  // Creates the socket's directory (0700) if needed, refuses a path another daemon serves,
+  // replaces a stale socket, binds (0600) and starts accepting.
+  Status listen(const std::string& path);
+  void stop();  // stops accepting and removes the socket file (if still ours)
+
+ private:
+  void accept();
+  boost::asio::io_context& io_;
+  Registry& registry_;
+  boost::asio::local::stream_protocol::acceptor acceptor_;
+  std::string path_;
+  unsigned long inode_ = 0;
+};
+
+}  // namespace capuchin::daemon

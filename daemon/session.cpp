@@ -1,0 +1,692 @@
+// session.cpp: per-process ingestion, learning, planning and decision logging (see
+// session.hpp). The window is a trace::Trace built exactly as the trace reader would build
+// it (same tensor, access and name bookkeeping), so the learner and the planner from src/
+// run on it unchanged.
+#include "session.hpp"
+
+#include <fmt/format.h>
+#include <spdlog/sinks/rotating_file_sink.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <filesystem>
+
+#include "capuchin/sim.hpp"
+
+namespace capuchin::daemon {
+
+using trace::AccessMode;
+using trace::kNone;
+using trace::Op;
+
+// ---- IdMap -------------------------------------------------------------------------------
+
+void IdMap::rehash(std::size_t cap) {
+  std::vector<std::uint64_t> old_keys = std::move(keys_);
+  std::vector<std::uint32_t> old_vals = std::move(vals_);
+  keys_.assign(cap, 0);
+  vals_.assign(cap, kNone);
+  mask_ = cap - 1;
+  size_ = 0;
+  for (std::size_t i = 0; i < old_keys.size(); ++i)
+    if (old_vals[i] != kNone) insert(old_keys[i], old_vals[i]);
+}
+
+std::uint32_t IdMap::find(std::uint64_t id) const {
+  for (std::size_t i = hash(id) & mask_;; i = (i + 1) & mask_) {
+    if (vals_[i] == kNone) return kNone;
+    if (keys_[i] == id) return vals_[i];
+  }
+}
+
+void IdMap::insert(std::uint64_t id, std::uint32_t value) {
+  if ((size_ + 1) * 2 > keys_.size()) rehash(keys_.size() * 2);
+  std::size_t i = hash(id) & mask_;
+  for (; vals_[i] != kNone; i = (i + 1) & mask_)
+    if (keys_[i] == id) {
+      vals_[i] = value;
+      return;
+    }
+  keys_[i] = id;
+  vals_[i] = value;
+  ++size_;
+}
+
+void IdMap::erase(std::uint64_t id) {
+  std::size_t i = hash(id) & mask_;
+  for (;; i = (i + 1) & mask_) {
+    if (vals_[i] == kNone) return;
+    if (keys_[i] == id) break;
+  }
+  // Backward-shift deletion: no tombstones, lookups stay short.
+  vals_[i] = kNone;
+  --size_;
+  for (std::size_t j = (i + 1) & mask_; vals_[j] != kNone; j = (j + 1) & mask_) {
+    const std::size_t home = hash(keys_[j]) & mask_;
+    if (((j - home) & mask_) >= ((j - i) & mask_)) {
+      keys_[i] = keys_[j];
+      vals_[i] = vals_[j];
+      vals_[j] = kNone;
+      i = j;
+    }
+  }
+}
+
+// ---- Session -----------------------------------------------------------------------------
+
+Session::Session(std::uint64_t id, proto::HelloInfo hello, const DaemonOptions& opt)
+    : id_(id), hello_(std::move(hello)), opt_(opt), start_(std::chrono::steady_clock::now()) {
+  trace_.name = fmt::format("session-{}", id_);
+  trace_.header.source = "capuchind";
+  trace_.header.device = fmt::format("cuda:{}", hello_.device);
+  if (hello_.budget_fraction > 0) {
+    budget_.is_fraction = true;
+    budget_.fraction = hello_.budget_fraction;
+    has_budget_ = true;
+  } else if (hello_.budget_bytes > 0) {
+    budget_.bytes = hello_.budget_bytes;
+    has_budget_ = true;
+  }
+  if (!opt_.log_dir.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(opt_.log_dir, ec);
+    const std::string path = fmt::format("{}/session-{}-pid{}.jsonl", opt_.log_dir, id_, hello_.pid);
+    try {  // spdlog reports failures by exception; they stop at this boundary
+      auto sink = std::make_shared<spdlog::sinks::rotating_file_sink_mt>(path, opt_.log_max_bytes, opt_.log_files);
+      log_ = std::make_shared<spdlog::logger>(fmt::format("session-{}", id_), std::move(sink));
+      log_->set_pattern("%v");
+      log_->flush_on(spdlog::level::info);
+    } catch (const std::exception& e) {
+      spdlog::warn("session {}: cannot open the decision log {}: {}", id_, path, e.what());
+    }
+  }
+  DecisionRecord r;
+  r.action = "attach";
+  r.bytes = resolved_budget();
+  r.reason = has_budget_ ? "budget" : "passive";
+  r.note = fmt::format("cmdline: {}; device {}; backend {}", hello_.cmdline, hello_.device,
+                       hello_.backend == proto::Backend::Uvm ? "uvm" : "pinned");
+  record(std::move(r));
+}
+
+Session::~Session() {
+  if (!closed_) close("daemon shutting down");
+}
+
+double Session::now_s() const {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+}
+double Session::uptime_s() const { return now_s(); }
+
+void Session::record(DecisionRecord r) {
+  r.t = now_s();
+  r.pid = hello_.pid;
+  if (r.iteration == 0) r.iteration = iteration_;
+  if (log_) log_->info(to_json_line(r));
+  decisions_.push_back(std::move(r));
+  ++decisions_total_;
+  while (decisions_.size() > 4096) decisions_.pop_front();
+}
+
+void Session::close(std::string_view why) {
+  if (closed_) return;
+  closed_ = true;
+  close_reason_ = std::string(why);
+  DecisionRecord r;
+  r.action = "detach";
+  r.reason = std::string(why);
+  r.note = fmt::format("{} events, {} iterations learned, {} plans", events_total_, iteration_, plan_seq_);
+  record(std::move(r));
+  if (log_) log_->flush();
+  // The window is no longer needed: keep the summary, free the memory.
+  matcher_.reset();
+  pattern_.reset();
+  trace_ = trace::Trace{};
+  last_access_event_ = {};
+  ids_.clear();
+}
+
+std::uint64_t Session::resolved_budget() const {
+  if (!has_budget_) return 0;
+  if (!budget_.is_fraction) return budget_.bytes;
+  return natural_peak_ ? budget_.resolve(natural_peak_) : 0;
+}
+
+proto::ProtoExpected<void> Session::on_names(const proto::NamesView& names) {
+  if (names.first != name_map_.size())
+    return Unexpected{proto::ProtoError{proto::ProtoErrc::BadPayload,
+                                        fmt::format("names start at {} but {} are known", names.first, name_map_.size())}};
+  if (name_map_.size() + names.names.size() > (1u << 20))
+    return Unexpected{proto::ProtoError{proto::ProtoErrc::TooLarge, "more than 1M kernel names"}};
+  for (auto n : names.names) {
+    name_map_.push_back(static_cast<std::uint32_t>(trace_.names.size()));
+    trace_.names.emplace_back(n);
+  }
+  return {};
+}
+
+void Session::access(std::uint32_t ev, std::uint64_t id, AccessMode mode) {
+  const std::uint32_t t = ids_.find(id);
+  if (t == kNone) {
+    ++unknown_ids_;
+    return;
+  }
+  trace_.accesses.push_back({ev, t, mode});
+  trace::Tensor& ts = trace_.tensors[t];
+  if (ts.first_access == kNone) ts.first_access = ev;
+  ts.last_access = ev;
+  if (last_access_event_[t] != ev) {
+    last_access_event_[t] = ev;
+    ++ts.access_count;
+  }
+}
+
+void Session::ingest(const proto::WireEvent& w, const std::uint64_t* ids) {
+  const auto op = static_cast<Op>(w.op);
+  if (op == Op::Iter) return;  // markers are the program's own claim, not learned from
+  auto ei = static_cast<std::uint32_t>(trace_.events.size());
+  if (op == Op::Alloc && ids_.find(w.a) != kNone) {
+    // An id allocated twice: the interposer lost its free. Close the old tensor first.
+    ++reused_ids_;
+    proto::WireEvent f;
+    f.op = static_cast<std::uint8_t>(Op::Free);
+    f.a = w.a;
+    ingest(f, nullptr);
+    ei = static_cast<std::uint32_t>(trace_.events.size());
+  }
+  trace::Event& e = trace_.events.emplace_back();
+  e.op = op;
+  e.flags = w.flags & ~(trace::kHasSrc | trace::kHasDst);
+  e.stream = w.stream;
+  e.bytes = w.bytes;
+  const auto nacc = static_cast<std::uint32_t>(trace_.accesses.size());
+  e.access_begin = e.reads_end = e.writes_end = e.access_end = nacc;
+  switch (op) {
+    case Op::Alloc: {
+      trace::Tensor& ts = trace_.tensors.emplace_back();
+      ts.id = w.a;
+      ts.bytes = w.bytes;
+      ts.role = static_cast<trace::Role>(w.sub);
+      ts.alloc_event = ei;
+      e.tensor = static_cast<std::uint32_t>(trace_.tensors.size() - 1);
+      last_access_event_.push_back(kNone);
+      ids_.insert(w.a, e.tensor);
+      live_bytes_ += w.bytes;
+      peak_bytes_ = std::max(peak_bytes_, live_bytes_);
+      iteration_peak_now_ = std::max(iteration_peak_now_, live_bytes_);
+      break;
+    }
+    case Op::Free: {
+      const std::uint32_t t = ids_.find(w.a);
+      if (t == kNone) {  // a free of an id never seen: not an event of this window
+        ++unknown_ids_;
+        trace_.events.pop_back();
+        return;
+      }
+      e.tensor = t;
+      trace_.tensors[t].free_event = ei;
+      ids_.erase(w.a);
+      live_bytes_ -= trace_.tensors[t].bytes;
+      break;
+    }
+    case Op::Kernel: {
+      e.name = w.name < name_map_.size() ? name_map_[w.name] : kNone;
+      if (e.name == kNone) {  // checked by on_events; defensive
+        trace_.events.pop_back();
+        return;
+      }
+      const std::uint32_t nr = proto::count_reads(w.a), nw = proto::count_writes(w.a), nt = proto::count_touch(w.a);
+      for (std::uint32_t i = 0; i < nr; ++i) access(ei, ids[i], AccessMode::Read);
+      trace_.events[ei].reads_end = static_cast<std::uint32_t>(trace_.accesses.size());
+      for (std::uint32_t i = 0; i < nw; ++i) access(ei, ids[nr + i], AccessMode::Write);
+      trace_.events[ei].writes_end = static_cast<std::uint32_t>(trace_.accesses.size());
+      for (std::uint32_t i = 0; i < nt; ++i) access(ei, ids[nr + nw + i], AccessMode::Touch);
+      break;
+    }
+    case Op::Copy: {
+      e.dir = static_cast<trace::CopyDir>(w.sub);
+      std::size_t k = 0;
+      if (proto::count_reads(w.a)) {
+        const std::uint32_t t = ids_.find(ids[k++]);
+        if (t != kNone) {
+          trace_.events[ei].tensor = t;
+          trace_.events[ei].flags |= trace::kHasSrc;
+          access(ei, trace_.tensors[t].id, AccessMode::Read);
+        } else {
+          ++unknown_ids_;
+        }
+      }
+      trace_.events[ei].reads_end = static_cast<std::uint32_t>(trace_.accesses.size());
+      if (proto::count_writes(w.a)) {
+        const std::uint32_t t = ids_.find(ids[k++]);
+        if (t != kNone) {
+          trace_.events[ei].tensor2 = t;
+          trace_.events[ei].flags |= trace::kHasDst;
+          access(ei, trace_.tensors[t].id, AccessMode::Write);
+        } else {
+          ++unknown_ids_;
+        }
+      }
+      trace_.events[ei].writes_end = static_cast<std::uint32_t>(trace_.accesses.size());
+      break;
+    }
+    case Op::Iter: break;  // dropped before: the learner finds iterations itself
+    case Op::Sync: break;
+  }
+  trace_.events[ei].access_end = static_cast<std::uint32_t>(trace_.accesses.size());
+  ++events_total_;
+  if (following_) after_event(ei);
+}
+
+// Follows the learned pattern event by event; a completed iteration or a divergence is the
+// only place the learner does more than compare a signature.
+void Session::after_event(std::uint32_t ev) {
+  if (trace_.events[ev].op == Op::Iter) return;
+  if (!matcher_->feed(trace_, ev)) {
+    following_ = false;
+    ++relearns_;
+    last_try_events_ = static_cast<std::uint32_t>(trace_.events.size());
+    DecisionRecord r;
+    r.action = "relearn";
+    r.reason = "pattern-changed";
+    r.note = fmt::format("event {} differs from position {} of the learned iteration", ev, matcher_->position());
+    record(std::move(r));
+    matcher_.reset();
+    return;
+  }
+  if (matcher_->complete()) {
+    ++iteration_;
+    iteration_peaks_.push_back(iteration_peak_now_);
+    if (iteration_peaks_.size() > 256) iteration_peaks_.pop_front();
+    iteration_peak_now_ = live_bytes_;
+    current_begin_ = ev + 1;
+    matcher_ = std::make_unique<learn::PatternMatcher>(*pattern_);
+  }
+}
+
+proto::ProtoExpected<void> Session::on_events(const proto::EventBatch& batch) {
+  if (closed_) return {};
+  // Names first: a kernel naming an index not sent yet is a protocol error.
+  for (const auto& w : batch.events)
+    if (w.op == static_cast<std::uint8_t>(Op::Kernel) && w.name >= name_map_.size())
+      return Unexpected{proto::ProtoError{proto::ProtoErrc::BadPayload,
+                                          fmt::format("kernel name index {} was never sent", w.name)}};
+  const std::uint64_t* ids = batch.ids.data();
+  for (const auto& w : batch.events) {
+    ingest(w, ids);
+    ids += proto::event_ids(w);
+  }
+  if (!following_) maybe_learn();
+  if (trace_.events.size() > opt_.max_session_events) compact();
+  return {};
+}
+
+void Session::maybe_learn() {
+  const auto n = static_cast<std::uint32_t>(trace_.events.size());
+  // Geometric spacing keeps the total detection work linear in the events seen.
+  if (n < last_try_events_ + std::max<std::uint32_t>(opt_.learn_min_events, last_try_events_ / 4)) return;
+  last_try_events_ = n;
+  trace_.setup_end = n;  // no `iter` markers in the window: all of it is "set-up" to the model
+  const learn::IterationSplit split = learn::detect_iterations(trace_);
+  if (!split.found || split.iterations.size() < 3) return;  // need two complete ones and the current
+  const trace::Iteration& pat = split.iterations[split.iterations.size() - 2];
+  period_kernels_ = split.period_kernels;
+  const std::uint64_t before = iteration_;
+  iteration_ = std::max<std::uint64_t>(iteration_, split.iterations.size() - 1);
+  start_following(pat, split.iterations.back().begin);
+  if (!following_) {
+    iteration_ = before;
+    return;
+  }
+  DecisionRecord r;
+  r.action = "relearn";
+  r.reason = relearns_ ? "pattern-changed" : "learned";
+  r.note = fmt::format("iteration of {} events ({} kernels), {} local tensors", pattern_->events.size(), period_kernels_,
+                       pattern_->local_tensors.size());
+  record(std::move(r));
+  make_plan_now(relearns_ ? "relearned" : "learned");
+}
+
+void Session::start_following(const trace::Iteration& pat, std::uint32_t current_begin) {
+  pattern_ = std::make_unique<learn::Pattern>(learn::make_pattern(trace_, pat));
+  matcher_ = std::make_unique<learn::PatternMatcher>(*pattern_);
+  current_begin_ = current_begin;
+  following_ = true;
+  // Natural peak of the learned iteration (with what was live when it began).
+  std::uint64_t live = 0;
+  for (std::uint32_t i = 0; i < pat.begin; ++i) {
+    const auto& e = trace_.events[i];
+    if (e.op == Op::Alloc) live += trace_.tensors[e.tensor].bytes;
+    else if (e.op == Op::Free) live -= trace_.tensors[e.tensor].bytes;
+  }
+  std::uint64_t peak = live;
+  for (std::uint32_t i = pat.begin; i < pat.end; ++i) {
+    const auto& e = trace_.events[i];
+    if (e.op == Op::Alloc) live += trace_.tensors[e.tensor].bytes;
+    else if (e.op == Op::Free) live -= trace_.tensors[e.tensor].bytes;
+    peak = std::max(peak, live);
+  }
+  natural_peak_ = peak;
+  // Catch up with the iteration in progress.
+  iteration_peak_now_ = 0;
+  for (std::uint32_t ev = current_begin; ev < trace_.events.size() && following_; ++ev) after_event(ev);
+}
+
+void Session::make_plan_now(std::string_view why) {
+  const std::uint64_t budget = resolved_budget();
+  if (!pattern_ || budget == 0) {
+    plan_active_ = false;
+    return;
+  }
+  auto gpu = sim::find_gpu_profile(opt_.gpu);
+  if (!gpu) return;
+  trace_.setup_end = static_cast<std::uint32_t>(trace_.events.size());
+  auto prep = sim::prepare(trace_, *gpu);
+  if (!prep) {
+    spdlog::warn("session {}: cannot prepare the window for planning: {}", id_, prep.error().message);
+    return;
+  }
+  plan::PlanOptions o;
+  o.budget_bytes = budget;
+  std::uint64_t baseline = 0;
+  if (pattern_->begin > 0) baseline = prep->liveness.live_after[pattern_->begin - 1];
+  o.baseline_bytes = baseline;
+  const plan::Plan p = plan::make_plan(*prep, *pattern_, o);
+  proto::PlanMessage m;
+  m.plan_seq = ++plan_seq_;
+  m.pattern_events = static_cast<std::uint32_t>(pattern_->events.size());
+  m.iteration = iteration_;
+  m.budget_bytes = budget;
+  m.planned_peak_bytes = p.planned_peak_bytes;
+  m.fits = p.fits;
+  for (const auto& d : p.decisions) {
+    proto::WireDecision w;
+    w.at = d.at;
+    w.act = static_cast<std::uint8_t>(d.act);
+    w.reason = static_cast<std::uint8_t>(d.reason);
+    w.tensor_local = d.tensor.local;
+    w.tensor = d.tensor.local ? d.tensor.index : trace_.tensors[d.tensor.index].id;
+    w.access = d.access;
+    w.bytes = d.bytes;
+    m.decisions.push_back(w);
+  }
+  m.json = plan::plan_to_json(p, *pattern_, trace_);
+  plan_json_ = nlohmann::ordered_json::parse(m.json, nullptr, false);
+  plan_active_ = !p.decisions.empty();
+  plan_summary_ = fmt::format("plan {}: {} swaps, {} recomputes, natural peak {}, planned peak {}, budget {}{}", m.plan_seq,
+                              p.swaps, p.recomputes, format_bytes(p.natural_peak_bytes),
+                              format_bytes(p.planned_peak_bytes), format_bytes(budget), p.fits ? "" : " (does not fit)");
+  DecisionRecord r;
+  r.action = "plan";
+  r.bytes = budget;
+  r.reason = std::string(why);
+  r.expected_s = p.expected_overhead_s;
+  r.note = plan_summary_;
+  record(std::move(r));
+  if (!p.fits) {
+    DecisionRecord f;
+    f.action = "fallback";
+    f.bytes = p.planned_peak_bytes;
+    f.reason = "plan-does-not-fit";
+    f.note = fmt::format("planned peak {} stays over the budget {}", format_bytes(p.planned_peak_bytes), format_bytes(budget));
+    record(std::move(f));
+  }
+  pending_plan_ = std::move(m);
+  if (on_plan_ready) on_plan_ready();
+}
+
+std::optional<proto::PlanMessage> Session::take_plan() {
+  auto p = std::move(pending_plan_);
+  pending_plan_.reset();
+  return p;
+}
+
+void Session::set_budget(const SizeOrFraction& b, std::string_view as_text) {
+  budget_ = b;
+  has_budget_ = true;
+  DecisionRecord r;
+  r.action = "set-budget";
+  r.bytes = resolved_budget();
+  r.reason = "query";
+  r.note = fmt::format("budget set to {}", as_text);
+  record(std::move(r));
+  if (following_) make_plan_now("budget-changed");
+}
+
+void Session::on_exec_stats(const proto::ExecStats& s) { exec_ = s; }
+
+proto::ProtoExpected<void> Session::on_decisions(std::string_view lines) {
+  std::size_t pos = 0;
+  while (pos < lines.size()) {
+    std::size_t nl = lines.find('\n', pos);
+    if (nl == std::string_view::npos) nl = lines.size();
+    const std::string_view line = lines.substr(pos, nl - pos);
+    pos = nl + 1;
+    if (line.empty()) continue;
+    auto d = parse_decision_line(line);
+    if (!d) return Unexpected{proto::ProtoError{proto::ProtoErrc::BadPayload, "decision record: " + d.error().message}};
+    const double t = d->t;
+    const auto it = d->iteration;
+    record(std::move(*d));
+    decisions_.back().t = t;  // the executor's own clock and numbering win
+    decisions_.back().iteration = it;
+  }
+  return {};
+}
+
+// Drops old events: keeps the learned iteration and the one in progress when following,
+// else the newer half. Tensors allocated before the cut and alive after it are re-created
+// by allocations at the front, so the window stays a valid trace for the learner.
+void Session::compact() {
+  const auto n = static_cast<std::uint32_t>(trace_.events.size());
+  std::uint32_t cut = n - opt_.max_session_events / 2;
+  bool keep_pattern = following_ && pattern_ && n - pattern_->begin <= opt_.max_session_events * 3 / 4;
+  if (keep_pattern) cut = pattern_->begin;
+  else if (following_ && current_begin_ < n && n - current_begin_ <= opt_.max_session_events * 3 / 4) cut = current_begin_;
+  if (cut == 0) return;
+
+  trace::Trace nt;
+  nt.name = trace_.name;
+  nt.header = trace_.header;
+  nt.names = trace_.names;
+  std::vector<std::uint32_t> remap(trace_.tensors.size(), kNone);
+  std::vector<std::uint32_t> last(0);
+  auto add_alloc = [&](std::uint32_t old_t, std::uint32_t old_ev_flags, std::uint32_t stream) {
+    const auto ei = static_cast<std::uint32_t>(nt.events.size());
+    trace::Event& e = nt.events.emplace_back();
+    e.op = Op::Alloc;
+    e.flags = old_ev_flags;
+    e.stream = stream;
+    e.bytes = trace_.tensors[old_t].bytes;
+    e.access_begin = e.reads_end = e.writes_end = e.access_end = static_cast<std::uint32_t>(nt.accesses.size());
+    trace::Tensor ts;
+    ts.id = trace_.tensors[old_t].id;
+    ts.bytes = trace_.tensors[old_t].bytes;
+    ts.role = trace_.tensors[old_t].role;
+    ts.alloc_event = ei;
+    e.tensor = static_cast<std::uint32_t>(nt.tensors.size());
+    remap[old_t] = e.tensor;
+    nt.tensors.push_back(ts);
+    last.push_back(kNone);
+  };
+  for (std::uint32_t t = 0; t < trace_.tensors.size(); ++t) {
+    const auto& ts = trace_.tensors[t];
+    if (ts.alloc_event < cut && (ts.free_event == kNone || ts.free_event >= cut)) add_alloc(t, 0, 0);
+  }
+  const std::uint32_t shift = static_cast<std::uint32_t>(nt.events.size());  // new index = old - cut + shift
+  for (std::uint32_t i = cut; i < n; ++i) {
+    const trace::Event& oe = trace_.events[i];
+    if (oe.op == Op::Alloc) {
+      add_alloc(oe.tensor, oe.flags, oe.stream);
+      continue;
+    }
+    const auto ei = static_cast<std::uint32_t>(nt.events.size());
+    trace::Event e = oe;
+    if (e.tensor != kNone) e.tensor = remap[e.tensor];
+    if (e.tensor2 != kNone) e.tensor2 = remap[e.tensor2];
+    const auto base = static_cast<std::uint32_t>(nt.accesses.size());
+    e.access_begin = base;
+    e.reads_end = base + (oe.reads_end - oe.access_begin);
+    e.writes_end = base + (oe.writes_end - oe.access_begin);
+    e.access_end = base + (oe.access_end - oe.access_begin);
+    for (std::uint32_t a = oe.access_begin; a < oe.access_end; ++a) {
+      const std::uint32_t t = remap[trace_.accesses[a].tensor];
+      nt.accesses.push_back({ei, t, trace_.accesses[a].mode});
+      auto& ts = nt.tensors[t];
+      if (ts.first_access == kNone) ts.first_access = ei;
+      ts.last_access = ei;
+      if (last[t] != ei) last[t] = ei, ++ts.access_count;
+    }
+    if (e.op == Op::Free) nt.tensors[e.tensor].free_event = ei;
+    nt.events.push_back(e);
+  }
+  nt.setup_end = static_cast<std::uint32_t>(nt.events.size());
+  // Rebuild the id map for the live tensors.
+  ids_.clear();
+  for (std::uint32_t t = 0; t < nt.tensors.size(); ++t)
+    if (nt.tensors[t].free_event == kNone) ids_.insert(nt.tensors[t].id, t);
+  const std::uint32_t old_pattern_begin = pattern_ ? pattern_->begin : 0, old_pattern_end = pattern_ ? pattern_->end : 0;
+  const std::uint32_t old_current = current_begin_;
+  trace_ = std::move(nt);
+  last_access_event_ = std::move(last);
+  ++compactions_;
+  last_try_events_ = static_cast<std::uint32_t>(trace_.events.size());
+  if (!following_) return;
+  // Re-make the pattern on the new indices, or search again when it was cut away.
+  const auto to_new = [&](std::uint32_t old) { return old - cut + shift; };
+  if (keep_pattern) {
+    matcher_.reset();
+    start_following(trace::Iteration{0, to_new(old_pattern_begin), to_new(old_pattern_end)}, to_new(old_current));
+  } else {
+    following_ = false;
+    matcher_.reset();
+    pattern_.reset();
+  }
+}
+
+// ---- queries --------------------------------------------------------------------------------
+
+nlohmann::ordered_json Session::summary() const {
+  nlohmann::ordered_json j;
+  j["id"] = id_;
+  j["pid"] = hello_.pid;
+  j["cmdline"] = hello_.cmdline;
+  j["device"] = hello_.device;
+  j["state"] = closed_ ? "closed" : "attached";
+  j["mode"] = plan_active_ ? "active" : "passive";
+  j["learner"] = following_ ? "following" : "searching";
+  j["iteration"] = iteration_;
+  j["budget_bytes"] = resolved_budget();
+  j["resident_bytes"] = live_bytes_;
+  j["peak_bytes"] = peak_bytes_;
+  j["events"] = events_total_;
+  j["uptime_s"] = now_s();
+  return j;
+}
+
+nlohmann::ordered_json Session::detail() const {
+  nlohmann::ordered_json j = summary();
+  j["budget"] = has_budget_ ? (budget_.is_fraction ? fmt::format("{}", budget_.fraction) : format_bytes(budget_.bytes))
+                            : std::string("none");
+  j["backend"] = hello_.backend == proto::Backend::Uvm ? "uvm" : "pinned";
+  j["device_memory_bytes"] = hello_.device_memory_bytes;
+  j["natural_peak_bytes"] = natural_peak_;
+  j["evicted_bytes"] = exec_.evicted_bytes;
+  j["prefetched_bytes"] = exec_.prefetched_bytes;
+  j["recomputed_bytes"] = exec_.recomputed_bytes;
+  j["stalls"] = exec_.stalls;
+  j["stall_s"] = exec_.stall_s;
+  j["period_kernels"] = period_kernels_;
+  j["pattern_events"] = pattern_ ? pattern_->events.size() : 0;
+  j["relearns"] = relearns_;
+  j["plans"] = plan_seq_;
+  j["plan_summary"] = plan_summary_.empty() ? std::string("no plan") : plan_summary_;
+  j["window_events"] = trace_.events.size();
+  j["compactions"] = compactions_;
+  j["unknown_ids"] = unknown_ids_;
+  j["reused_ids"] = reused_ids_;
+  j["decisions"] = decisions_total_;
+  j["iteration_peak_bytes"] = iteration_peaks_;
+  if (closed_) j["close_reason"] = close_reason_;
+  return j;
+}
+
+nlohmann::ordered_json Session::tensors(std::size_t limit) const {
+  nlohmann::ordered_json arr = nlohmann::ordered_json::array();
+  if (!pattern_) return arr;
+  // The learned iteration's tensors: its local allocations and the carried tensors it uses.
+  struct Row {
+    std::uint32_t t;
+    bool local;
+    std::uint32_t k;
+    std::uint32_t accesses;
+  };
+  std::vector<Row> rows;
+  std::vector<std::uint32_t> count(trace_.tensors.size(), 0), seen(trace_.tensors.size(), kNone);
+  for (std::uint32_t ev = pattern_->begin; ev < pattern_->end && ev < trace_.events.size(); ++ev) {
+    const auto& e = trace_.events[ev];
+    for (std::uint32_t a = e.access_begin; a < e.access_end; ++a) {
+      const std::uint32_t t = trace_.accesses[a].tensor;
+      if (seen[t] != ev) seen[t] = ev, ++count[t];
+    }
+  }
+  for (std::uint32_t k = 0; k < pattern_->local_tensors.size(); ++k) {
+    const std::uint32_t t = pattern_->local_tensors[k];
+    rows.push_back({t, true, k, count[t]});
+    count[t] = 0;
+  }
+  for (std::uint32_t t = 0; t < trace_.tensors.size(); ++t)
+    if (count[t] > 0) rows.push_back({t, false, 0, count[t]});
+  std::stable_sort(rows.begin(), rows.end(),
+                   [&](const Row& a, const Row& b) { return trace_.tensors[a.t].bytes > trace_.tensors[b.t].bytes; });
+  // Planned actions per tensor, from the last plan.
+  auto planned = [&](const Row& r) {
+    std::vector<std::string> acts;
+    if (!plan_json_.is_object() || !plan_json_.contains("decisions")) return acts;
+    for (const auto& d : plan_json_["decisions"]) {
+      const auto& tj = d["tensor"];
+      const bool match = r.local ? (tj.contains("local") && tj["local"] == r.k)
+                                 : (tj.contains("persistent") && tj["persistent"] == trace_.tensors[r.t].id);
+      if (match) acts.push_back(d["action"].get<std::string>());
+    }
+    return acts;
+  };
+  for (std::size_t i = 0; i < rows.size() && i < limit; ++i) {
+    const Row& r = rows[i];
+    const auto& ts = trace_.tensors[r.t];
+    nlohmann::ordered_json x;
+    x["identity"] = r.local ? fmt::format("local:{}", r.k) : fmt::format("carried:{}", ts.id);
+    x["observed_id"] = ts.id;
+    x["bytes"] = ts.bytes;
+    x["role"] = std::string(trace::to_string(ts.role));
+    x["state"] = ts.free_event == kNone ? "live" : "freed";
+    x["accesses_per_iteration"] = r.accesses;
+    x["planned"] = planned(r);
+    arr.push_back(std::move(x));
+  }
+  return arr;
+}
+
+nlohmann::ordered_json Session::plan() const {
+  nlohmann::ordered_json j;
+  j["session"] = id_;
+  j["plans"] = plan_seq_;
+  j["summary"] = plan_summary_.empty() ? std::string("no plan") : plan_summary_;
+  j["plan"] = plan_json_.is_object() ? plan_json_ : nlohmann::ordered_json(nullptr);
+  return j;
+}
+
+nlohmann::ordered_json Session::decisions(const DecisionFilter& f) const {
+  std::vector<const DecisionRecord*> picked;
+  for (auto it = decisions_.rbegin(); it != decisions_.rend() && picked.size() < f.limit; ++it) {
+    if (!f.action.empty() && it->action != f.action) continue;
+    if (it->t < f.since_t) continue;
+    picked.push_back(&*it);
+  }
+  nlohmann::ordered_json arr = nlohmann::ordered_json::array();
+  for (auto it = picked.rbegin(); it != picked.rend(); ++it)
+    arr.push_back(nlohmann::ordered_json::parse(to_json_line(**it)));
+  return arr;
+}
+
+}  // namespace capuchin::daemon

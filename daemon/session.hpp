@@ -1,0 +1,171 @@
+// session.hpp: one attached process as the daemon sees it: its identity (hello), the event
+// window it has learned from, the learner's state (searching for iterations, or following a
+// learned pattern), the plans made for it and its decision log. No Asio here: the server
+// feeds decoded batches in and sends out what take_plan() returns.
+//
+// Contract: ingestion is cheap and per batch (events go straight into a trace::Trace window
+// through a flat id map); learning (iteration detection, pattern, plan) runs only when
+// enough new events arrived or at a completed iteration, never per event. Memory is bounded:
+// the window holds at most max_events events (older events are compacted away, tensors
+// still alive re-created as set-up allocations), decisions kept in memory are bounded too.
+// Bad input (unknown ids, names out of order) is counted or refused, never trusted.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "capuchin/decision_log.hpp"
+#include "capuchin/learn.hpp"
+#include "capuchin/plan.hpp"
+#include "capuchin/protocol.hpp"
+#include "capuchin/units.hpp"
+
+namespace spdlog {
+class logger;
+}
+
+namespace capuchin::daemon {
+
+struct DaemonOptions {
+  std::string socket_path;
+  std::string log_dir;
+  std::string gpu = "h200";
+  std::uint32_t max_session_events = 1u << 18;
+  std::uint32_t learn_min_events = 512;
+  std::uint64_t log_max_bytes = 16u << 20;
+  std::uint32_t log_files = 3;
+  std::uint32_t max_sessions = 256;
+  std::uint32_t closed_sessions_kept = 64;
+};
+
+// Open-addressing map from allocation id to dense tensor index (ids live now only).
+class IdMap {
+ public:
+  IdMap() { rehash(1024); }
+  std::uint32_t find(std::uint64_t id) const;  // trace::kNone when absent
+  void insert(std::uint64_t id, std::uint32_t value);
+  void erase(std::uint64_t id);
+  std::size_t size() const { return size_; }
+  void clear() { rehash(1024); }
+
+ private:
+  void rehash(std::size_t cap);
+  static std::uint64_t hash(std::uint64_t x) {
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdull;
+    x ^= x >> 33;
+    return x;
+  }
+  std::vector<std::uint64_t> keys_;
+  std::vector<std::uint32_t> vals_;  // kNone: empty slot
+  std::size_t mask_ = 0, size_ = 0;
+};
+
+struct DecisionFilter {
+  std::string action;  // "" = all
+  double since_t = -1;
+  std::size_t limit = 100;
+};
+
+class Session {
+ public:
+  Session(std::uint64_t id, proto::HelloInfo hello, const DaemonOptions& opt);
+  ~Session();
+
+  std::uint64_t id() const { return id_; }
+  const proto::HelloInfo& hello() const { return hello_; }
+  bool closed() const { return closed_; }
+
+  proto::ProtoExpected<void> on_names(const proto::NamesView& names);
+  proto::ProtoExpected<void> on_events(const proto::EventBatch& batch);
+  void on_exec_stats(const proto::ExecStats& s);
+  // Executed decision records from the interposer (JSON lines): logged, kept, counted.
+  proto::ProtoExpected<void> on_decisions(std::string_view lines);
+  // A live budget change (bytes or a fraction of the natural peak): replans at once when a
+  // pattern is known.
+  void set_budget(const SizeOrFraction& b, std::string_view as_text);
+  void close(std::string_view why);
+
+  // A plan made since the last call, for the connection to send.
+  std::optional<proto::PlanMessage> take_plan();
+  std::function<void()> on_plan_ready;  // set by the connection: a plan is waiting
+
+  // Queries (daemon/query.cpp turns these into responses).
+  nlohmann::ordered_json summary() const;
+  nlohmann::ordered_json detail() const;
+  nlohmann::ordered_json tensors(std::size_t limit) const;
+  nlohmann::ordered_json plan() const;
+  nlohmann::ordered_json decisions(const DecisionFilter& f) const;
+
+  std::uint64_t events_total() const { return events_total_; }
+  std::uint64_t resident_bytes() const { return live_bytes_; }
+  std::uint64_t peak_bytes() const { return peak_bytes_; }
+  std::uint64_t iteration() const { return iteration_; }
+  std::uint64_t plans_made() const { return plan_seq_; }
+  std::uint64_t budget_bytes() const { return resolved_budget(); }
+  const proto::ExecStats& exec() const { return exec_; }
+  double uptime_s() const;
+
+ private:
+  void ingest(const proto::WireEvent& w, const std::uint64_t* ids);
+  void access(std::uint32_t ev, std::uint64_t id, trace::AccessMode mode);
+  void after_event(std::uint32_t ev);
+  void maybe_learn();
+  void start_following(const trace::Iteration& pattern_it, std::uint32_t current_begin);
+  void make_plan_now(std::string_view why);
+  void compact();
+  std::uint64_t resolved_budget() const;
+  void record(DecisionRecord r);
+  double now_s() const;
+
+  std::uint64_t id_;
+  proto::HelloInfo hello_;
+  const DaemonOptions& opt_;
+  std::chrono::steady_clock::time_point start_;
+  std::shared_ptr<spdlog::logger> log_;
+  bool closed_ = false;
+  std::string close_reason_;
+
+  // The event window.
+  trace::Trace trace_;
+  IdMap ids_;
+  std::vector<std::uint32_t> last_access_event_;  // per tensor, to count accessing events once
+  std::vector<std::uint32_t> name_map_;           // wire name index -> trace name index
+  std::uint64_t live_bytes_ = 0, peak_bytes_ = 0;
+  std::uint64_t events_total_ = 0, compactions_ = 0, unknown_ids_ = 0, reused_ids_ = 0;
+
+  // The learner.
+  bool following_ = false;
+  std::uint32_t last_try_events_ = 0;      // window size at the last detection attempt
+  std::unique_ptr<learn::Pattern> pattern_;
+  std::unique_ptr<learn::PatternMatcher> matcher_;
+  std::uint32_t current_begin_ = 0;        // first event of the iteration being followed
+  std::uint64_t iteration_ = 0;            // completed iterations, as the learner counts them
+  std::uint64_t iteration_peak_now_ = 0;
+  std::deque<std::uint64_t> iteration_peaks_;  // recent completed iterations
+  std::uint64_t relearns_ = 0;
+  std::uint64_t natural_peak_ = 0;         // of the learned iteration (with its baseline)
+  std::uint32_t period_kernels_ = 0;
+
+  // Budget and plans.
+  SizeOrFraction budget_;
+  bool has_budget_ = false;
+  std::uint32_t plan_seq_ = 0;
+  std::optional<proto::PlanMessage> pending_plan_;
+  nlohmann::ordered_json plan_json_;       // the last plan (plan_to_json), null when none
+  std::string plan_summary_;
+  bool plan_active_ = false;
+  proto::ExecStats exec_;
+
+  std::deque<DecisionRecord> decisions_;
+  std::uint64_t decisions_total_ = 0;
+};
+
+}  // namespace capuchin::daemon
