@@ -149,7 +149,8 @@ void shutdown_capture(char* summary, std::size_t summary_bytes) {
   std::lock_guard<std::mutex> lock(*s.start_mu);
   if (s.drain == nullptr) return;
   const CaptureStats stats = s.drain->stop();
-  s.drain = nullptr;  // stopped for good (leaked: a late hook may still hold its pool)
+  delete s.drain;  // joined; hooks never touch the Drain (only the pool it read)
+  s.drain = nullptr;
   const std::string line = summarize(stats);
   if (summary != nullptr && summary_bytes > 0) std::snprintf(summary, summary_bytes, "%s", line.c_str());
   const bool lossy = stats.ring_lost_events + stats.no_slot_events + stats.sink_failed_events +

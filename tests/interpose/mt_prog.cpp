@@ -140,6 +140,9 @@ int main(int argc, char** argv) {
     CHECK(instantiate(&exec, g, 0));
     for (int i = 0; i < 3; ++i) CHECK(graph_launch(exec, s));
     CHECK(stream_sync(s));
+    CHECK(proc<CUresult (*)(CUgraphExec)>("cuGraphExecDestroy")(exec));
+    CHECK(proc<CUresult (*)(CUgraph)>("cuGraphDestroy")(g));
+    CHECK(proc<CUresult (*)(CUstream)>("cuStreamDestroy")(s));
     CHECK(mem_free(a));
     CHECK(mem_free(b));
   }
