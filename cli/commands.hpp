@@ -9,5 +9,9 @@ namespace capuchin::cli {
 
 void add_trace_command(CLI::App& app, int& exit_code);
 void add_sim_command(CLI::App& app, int& exit_code);
+// daemon_cmd.cpp: --socket, run, status, sessions, session, tensors, plan, decisions, set-budget, metrics
+void add_daemon_commands(CLI::App& app, int& exit_code);
+// log_cmd.cpp: log, export perfetto, report
+void add_log_commands(CLI::App& app, int& exit_code);
 
 }  // namespace capuchin::cli

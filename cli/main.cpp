@@ -11,6 +11,8 @@ int main(int argc, char** argv) {
   int exit_code = 0;
   capuchin::cli::add_trace_command(app, exit_code);
   capuchin::cli::add_sim_command(app, exit_code);
+  capuchin::cli::add_daemon_commands(app, exit_code);
+  capuchin::cli::add_log_commands(app, exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -12,6 +12,7 @@
 #include <string>
 
 #include "capuchin/version.hpp"
+#include "daemon_sink.hpp"
 #include "drain.hpp"
 #include "real_api.hpp"
 #include "sink.hpp"
@@ -73,6 +74,7 @@ void start_locked() {
   } else {
     sink = make_null_sink();
   }
+  if (s.config.daemon) sink = make_daemon_sink(s.config, std::move(sink));  // tees to the file, if any
   s.drain = new Drain;
   if (!s.drain->start(s.pool, s.cache, std::move(sink), s.config.drain_interval_us)) {
     log(LogLevel::Error, "cannot start the drain thread; capture is off");

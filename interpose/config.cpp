@@ -95,6 +95,21 @@ Config Config::from_env() {
       c.expand_record_path();
     }
   }
+  // The daemon link: copied as text here (no allocation); parsed when the sink starts.
+  if (const char* sock = std::getenv("CAPUCHIN_SOCKET"); sock != nullptr && sock[0] != '\0') {
+    if (std::strlen(sock) >= sizeof c.socket_path) {
+      log(LogLevel::Error, "CAPUCHIN_SOCKET is longer than a Unix socket path may be; not attaching");
+    } else {
+      std::memcpy(c.socket_path, sock, std::strlen(sock) + 1);
+      c.daemon = true;
+    }
+  }
+  if (const char* b = std::getenv("CAPUCHIN_BUDGET"); b != nullptr && std::strlen(b) < sizeof c.budget)
+    std::memcpy(c.budget, b, std::strlen(b) + 1);
+  if (const char* b = std::getenv("CAPUCHIN_BACKEND"); b != nullptr && b[0] != '\0') {
+    if (std::strcmp(b, "uvm") == 0 || std::strcmp(b, "pinned") == 0) std::memcpy(c.backend, b, std::strlen(b) + 1);
+    else log(LogLevel::Warn, "CAPUCHIN_BACKEND=%s is not uvm|pinned; using uvm", b);
+  }
   return c;
 }
 

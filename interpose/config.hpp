@@ -25,8 +25,12 @@ struct Config {
   std::uint32_t max_threads = 256;        // CAPUCHIN_MAX_THREADS
   std::uint32_t drain_interval_us = 2000; // CAPUCHIN_DRAIN_US
   LogLevel log_level = LogLevel::Warn;    // CAPUCHIN_LOG=off|error|warn|info|debug
+  bool daemon = false;                    // CAPUCHIN_SOCKET=path: stream events to capuchind (daemon_sink.hpp)
+  char socket_path[108] = {};
+  char budget[64] = {};                   // CAPUCHIN_BUDGET (parse_size_or_fraction), for the daemon's hello
+  char backend[16] = {};                  // CAPUCHIN_BACKEND=uvm|pinned
 
-  bool capturing() const { return !disabled && sink != SinkKind::None; }
+  bool capturing() const { return !disabled && (sink != SinkKind::None || daemon); }
   static Config from_env();
   // Re-expands %p in CAPUCHIN_RECORD for the current pid (after fork).
   void expand_record_path();

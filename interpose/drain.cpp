@@ -192,7 +192,9 @@ bool Drain::start(RingPool& pool, const FuncCache& cache, std::unique_ptr<Sink> 
 
 void Drain::run() {
   while (!stop_.load(std::memory_order_acquire)) {
-    if (!pass(false)) {
+    const bool got = pass(false);
+    if (sink_) (void)sink_->flush();  // the daemon sink sends, reads plans and reconnects here
+    if (!got) {
       timespec ts{0, static_cast<long>(interval_us_) * 1000};
       nanosleep(&ts, nullptr);
     }

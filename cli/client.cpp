@@ -1,0 +1,129 @@
+// client.cpp: JSON queries over the daemon's socket and starting a daemon (see client.hpp).
+#include "client.hpp"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <thread>
+
+#include "capuchin/protocol.hpp"
+
+namespace capuchin::cli {
+
+std::string resolve_socket(const std::string& flag) {
+  if (!flag.empty()) return flag;
+  if (const char* env = std::getenv("CAPUCHIN_SOCKET"); env != nullptr && env[0] != '\0') return env;
+  return proto::default_socket_path();
+}
+
+std::string self_dir() {
+  std::error_code ec;
+  auto p = std::filesystem::read_symlink("/proc/self/exe", ec);
+  return ec ? std::string(".") : p.parent_path().string();
+}
+
+namespace {
+
+Expected<int> connect_to(const std::string& path) {
+  sockaddr_un a{};
+  if (path.size() >= sizeof a.sun_path) return make_error(fmt::format("socket path too long: {}", path));
+  const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return make_error(fmt::format("socket(): {}", std::strerror(errno)));
+  a.sun_family = AF_UNIX;
+  std::strncpy(a.sun_path, path.c_str(), sizeof a.sun_path - 1);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+    const int e = errno;
+    ::close(fd);
+    if (e == ENOENT || e == ECONNREFUSED)
+      return make_error(fmt::format("no capuchind answers on {} (start one with `capuchind --socket {}`, or use "
+                                    "`capuchin run`)", path, path));
+    return make_error(fmt::format("cannot connect to {}: {}", path, std::strerror(e)));
+  }
+  timeval tv{10, 0};  // a daemon that hangs must not hang the CLI
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  return fd;
+}
+
+}  // namespace
+
+Expected<nlohmann::json> query_daemon(const std::string& socket, const std::string& method, const nlohmann::json& params) {
+  auto fd = connect_to(socket);
+  if (!fd) return Unexpected{fd.error()};
+  nlohmann::json req = {{"v", 1}, {"id", 1}, {"method", method}, {"params", params}};
+  const std::string line = req.dump() + "\n";
+  std::size_t off = 0;
+  while (off < line.size()) {
+    const ssize_t n = ::send(*fd, line.data() + off, line.size() - off, MSG_NOSIGNAL);
+    if (n <= 0) {
+      ::close(*fd);
+      return make_error(fmt::format("cannot send to {}: {}", socket, std::strerror(errno)));
+    }
+    off += static_cast<std::size_t>(n);
+  }
+  std::string resp;
+  char buf[65536];
+  while (resp.find('\n') == std::string::npos) {
+    const ssize_t n = ::recv(*fd, buf, sizeof buf, 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    resp.append(buf, static_cast<std::size_t>(n));
+    if (resp.size() > (256u << 20)) break;
+  }
+  ::close(*fd);
+  if (auto nl = resp.find('\n'); nl != std::string::npos) resp.resize(nl);
+  if (resp.empty()) return make_error(fmt::format("{}: the daemon closed the connection without answering", socket));
+  const nlohmann::json j = nlohmann::json::parse(resp, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) return make_error(fmt::format("{}: the daemon's answer is not JSON", socket));
+  if (!j.value("ok", false)) {
+    std::string code = "error", msg = "unknown error";
+    if (j.contains("error") && j["error"].is_object()) {
+      if (j["error"].contains("code") && j["error"]["code"].is_string()) code = j["error"]["code"];
+      if (j["error"].contains("message") && j["error"]["message"].is_string()) msg = j["error"]["message"];
+    }
+    return make_error(fmt::format("capuchind: {}: {}", code, msg));
+  }
+  return j.contains("result") ? j["result"] : nlohmann::json(nullptr);
+}
+
+bool daemon_answers(const std::string& socket) { return query_daemon(socket, "status").has_value(); }
+
+Status start_daemon(const std::string& socket, int idle_exit_s) {
+  const std::string exe = self_dir() + "/capuchind";
+  if (::access(exe.c_str(), X_OK) != 0) return make_error(fmt::format("no capuchind beside capuchin ({})", exe));
+  const std::string log_path = (std::filesystem::path(socket).parent_path() / "capuchind.log").string();
+  std::error_code ec;
+  std::filesystem::create_directories(std::filesystem::path(socket).parent_path(), ec);
+  const std::string idle = std::to_string(idle_exit_s);
+  // Double fork: the daemon is re-parented to init and outlives this command.
+  const pid_t child = ::fork();
+  if (child < 0) return make_error(fmt::format("fork: {}", std::strerror(errno)));
+  if (child == 0) {
+    ::setsid();
+    if (::fork() != 0) ::_exit(0);
+    const int in = ::open("/dev/null", O_RDONLY);
+    const int out = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0600);
+    if (in >= 0) ::dup2(in, 0);
+    if (out >= 0) ::dup2(out, 1), ::dup2(out, 2);
+    ::unsetenv("LD_PRELOAD");
+    ::execl(exe.c_str(), exe.c_str(), "--socket", socket.c_str(), "--idle-exit", idle.c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  int st = 0;
+  ::waitpid(child, &st, 0);
+  for (int i = 0; i < 100; ++i) {
+    if (daemon_answers(socket)) return {};
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return make_error(fmt::format("capuchind did not come up on {} (see {})", socket, log_path));
+}
+
+}  // namespace capuchin::cli

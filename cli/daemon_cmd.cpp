@@ -1,0 +1,276 @@
+// The daemon's user commands: `capuchin status | sessions | session ID | tensors ID |
+// plan ID | decisions ID | set-budget ID X | metrics` (aligned tables, or the daemon's JSON
+// with --json) and `capuchin run [--budget X] [--backend uvm|pinned] [--record F] -- cmd...`
+// (starts capuchind if none answers, preloads libcapuchin.so, returns the command's status).
+// `--socket PATH` is accepted before or after the subcommand.
+#include <fmt/format.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "capuchin/units.hpp"
+#include "client.hpp"
+#include "commands.hpp"
+
+namespace capuchin::cli {
+namespace {
+
+using json = nlohmann::json;
+
+std::string g_socket;  // --socket, on the app and on every daemon subcommand
+
+std::string bytes_cell(const json& j, const char* key) {
+  return j.contains(key) && j[key].is_number_unsigned() ? format_bytes(j[key].get<std::uint64_t>()) : "-";
+}
+std::string str_cell(const json& j, const char* key) {
+  if (!j.contains(key)) return "-";
+  return j[key].is_string() ? j[key].get<std::string>() : j[key].dump();
+}
+
+// An aligned table: every column as wide as its widest cell; numbers right-aligned.
+void print_table(const std::vector<std::string>& head, const std::vector<std::vector<std::string>>& rows,
+                 const std::vector<bool>& right) {
+  std::vector<std::size_t> w(head.size());
+  for (std::size_t c = 0; c < head.size(); ++c) w[c] = head[c].size();
+  for (const auto& r : rows)
+    for (std::size_t c = 0; c < r.size() && c < w.size(); ++c) w[c] = std::max(w[c], r[c].size());
+  auto line = [&](const std::vector<std::string>& r) {
+    std::string s;
+    for (std::size_t c = 0; c < r.size(); ++c) {
+      const bool last = c + 1 == r.size();
+      if (right[c]) s += fmt::format("{:>{}}", r[c], w[c]);
+      else s += last ? r[c] : fmt::format("{:<{}}", r[c], w[c]);
+      if (!last) s += "  ";
+    }
+    fmt::print("{}\n", s);
+  };
+  line(head);
+  for (const auto& r : rows) line(r);
+}
+
+void print_sessions(const json& arr) {
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& s : arr)
+    rows.push_back({str_cell(s, "id"), str_cell(s, "pid"), str_cell(s, "state"), str_cell(s, "mode"),
+                    str_cell(s, "learner"), str_cell(s, "iteration"), s.value("budget_bytes", 0ull) ? bytes_cell(s, "budget_bytes") : "none",
+                    bytes_cell(s, "resident_bytes"), bytes_cell(s, "peak_bytes"), str_cell(s, "events"),
+                    str_cell(s, "cmdline")});
+  print_table({"ID", "PID", "STATE", "MODE", "LEARNER", "ITER", "BUDGET", "RESIDENT", "PEAK", "EVENTS", "COMMAND"}, rows,
+              {true, true, false, false, false, true, true, true, true, true, false});
+}
+
+int show(const std::string& method, const json& params, bool as_json, void (*human)(const json&)) {
+  auto r = query_daemon(resolve_socket(g_socket), method, params);
+  if (!r) {
+    fmt::print(stderr, "capuchin {}: {}\n", method, r.error().message);
+    return 1;
+  }
+  if (as_json || human == nullptr) {
+    if (r->is_string()) fmt::print("{}", r->get<std::string>());
+    else fmt::print("{}\n", r->dump(-1, ' ', false, json::error_handler_t::replace));
+  } else {
+    human(*r);
+  }
+  return 0;
+}
+
+void human_status(const json& r) {
+  fmt::print("capuchind {} (pid {}), up {:.1f} s, socket {}\n", str_cell(r, "version"), str_cell(r, "pid"),
+             r.value("uptime_s", 0.0), str_cell(r, "socket"));
+  fmt::print("decision logs: {}; GPU profile: {}; {} session(s) attached\n", str_cell(r, "log_dir"),
+             str_cell(r, "gpu_profile"), r.contains("sessions") ? r["sessions"].size() : 0);
+  if (r.contains("sessions") && !r["sessions"].empty()) print_sessions(r["sessions"]);
+}
+
+void human_session(const json& s) {
+  std::vector<std::vector<std::string>> rows;
+  for (auto it = s.begin(); it != s.end(); ++it) {
+    std::string v = it.value().is_string() ? it.value().get<std::string>() : it.value().dump();
+    if (it.key().ends_with("_bytes") && it.value().is_number_unsigned()) v = format_bytes(it.value().get<std::uint64_t>());
+    if (it.key() == "iteration_peak_bytes" && it.value().is_array()) {
+      v.clear();
+      std::size_t n = it.value().size(), from = n > 8 ? n - 8 : 0;
+      for (std::size_t i = from; i < n; ++i) v += (v.empty() ? "" : ", ") + format_bytes(it.value()[i].get<std::uint64_t>());
+      if (from) v = "..., " + v;
+      if (v.empty()) v = "-";
+    }
+    rows.push_back({it.key(), v});
+  }
+  print_table({"FIELD", "VALUE"}, rows, {false, false});
+}
+
+void human_tensors(const json& arr) {
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& t : arr) {
+    std::string planned;
+    for (const auto& p : t["planned"]) planned += (planned.empty() ? "" : ",") + p.get<std::string>();
+    rows.push_back({str_cell(t, "identity"), str_cell(t, "observed_id"), bytes_cell(t, "bytes"), str_cell(t, "role"),
+                    str_cell(t, "state"), str_cell(t, "accesses_per_iteration"), planned.empty() ? "-" : planned});
+  }
+  if (rows.empty()) fmt::print("no learned iteration yet\n");
+  else print_table({"TENSOR", "ID", "SIZE", "ROLE", "STATE", "ACCESSES/ITER", "PLANNED"}, rows,
+                   {false, true, true, false, false, true, false});
+}
+
+void human_plan(const json& p) {
+  fmt::print("{}\n", str_cell(p, "summary"));
+  if (!p.contains("plan") || !p["plan"].is_object()) return;
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& d : p["plan"]["decisions"]) {
+    const auto& t = d["tensor"];
+    const std::string tensor = t.contains("local") ? fmt::format("local:{}", t["local"].dump())
+                                                   : fmt::format("carried:{}", t.value("persistent", 0ull));
+    rows.push_back({str_cell(d, "at"), str_cell(d, "action"), tensor, bytes_cell(d, "bytes"), str_cell(d, "reason"),
+                    fmt::format("{:.6f}", d.value("expected_cost_s", 0.0))});
+  }
+  if (!rows.empty()) print_table({"AT", "ACTION", "TENSOR", "BYTES", "REASON", "EXPECTED_S"}, rows,
+                                 {true, false, false, true, false, true});
+}
+
+void human_decisions(const json& arr) {
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& d : arr)
+    rows.push_back({fmt::format("{:.3f}", d.value("t", 0.0)), str_cell(d, "iteration"), str_cell(d, "action"),
+                    d.contains("tensor") ? str_cell(d, "tensor") : "-", bytes_cell(d, "bytes"), str_cell(d, "reason"),
+                    str_cell(d, "note")});
+  print_table({"T(s)", "ITER", "ACTION", "TENSOR", "BYTES", "REASON", "NOTE"}, rows,
+              {true, true, false, true, true, false, false});
+}
+
+// ---- run -----------------------------------------------------------------------------------
+
+struct RunOptions {
+  std::string budget, backend, record;
+  std::vector<std::string> cmd;
+  int idle_exit_s = 60;
+};
+
+int run_command(const RunOptions& o) {
+  if (o.cmd.empty()) {
+    fmt::print(stderr, "capuchin run: no command given (capuchin run [options] -- cmd args...)\n");
+    return 2;
+  }
+  if (!o.budget.empty())
+    if (auto b = parse_size_or_fraction(o.budget); !b) {
+      fmt::print(stderr, "capuchin run: --budget: {}\n", b.error().message);
+      return 2;
+    }
+  if (!o.backend.empty() && o.backend != "uvm" && o.backend != "pinned") {
+    fmt::print(stderr, "capuchin run: --backend must be uvm or pinned, not '{}'\n", o.backend);
+    return 2;
+  }
+  const std::string lib = (std::filesystem::path(self_dir()).parent_path() / "lib" / "libcapuchin.so").string();
+  if (::access(lib.c_str(), R_OK) != 0) {
+    fmt::print(stderr, "capuchin run: cannot find the interposer {}\n", lib);
+    return 2;
+  }
+  const std::string socket = resolve_socket(g_socket);
+  if (!daemon_answers(socket)) {
+    if (auto s = start_daemon(socket, o.idle_exit_s); !s)  // the job runs regardless, unmanaged
+      fmt::print(stderr, "capuchin run: warning: {}; running without a daemon\n", s.error().message);
+  }
+  const char* old = std::getenv("LD_PRELOAD");
+  // Preloads already there come first (a sanitizer runtime must stay first in the list).
+  const std::string preload = old != nullptr && old[0] != '\0' ? std::string(old) + ":" + lib : lib;
+  ::setenv("LD_PRELOAD", preload.c_str(), 1);
+  ::setenv("CAPUCHIN_SOCKET", socket.c_str(), 1);
+  if (!o.budget.empty()) ::setenv("CAPUCHIN_BUDGET", o.budget.c_str(), 1);
+  if (!o.backend.empty()) ::setenv("CAPUCHIN_BACKEND", o.backend.c_str(), 1);
+  if (!o.record.empty()) ::setenv("CAPUCHIN_RECORD", o.record.c_str(), 1);
+  // Per-tensor allocations must reach CUDA's allocator to be seen (no framework caching).
+  ::setenv("PYTORCH_CUDA_ALLOC_CONF", "backend:cudaMallocAsync", 0);
+  ::setenv("TF_GPU_ALLOCATOR", "cuda_malloc_async", 0);
+  ::setenv("XLA_PYTHON_CLIENT_ALLOCATOR", "platform", 0);
+
+  std::vector<char*> argv;
+  for (const auto& a : o.cmd) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  const pid_t pid = ::fork();
+  if (pid < 0) {
+    fmt::print(stderr, "capuchin run: fork: {}\n", std::strerror(errno));
+    return 2;
+  }
+  if (pid == 0) {
+    ::execvp(argv[0], argv.data());
+    fmt::print(stderr, "capuchin run: cannot run {}: {}\n", o.cmd[0], std::strerror(errno));
+    ::_exit(127);
+  }
+  // The terminal's Ctrl-C reaches the job itself; the wrapper waits for it.
+  ::signal(SIGINT, SIG_IGN);
+  ::signal(SIGQUIT, SIG_IGN);
+  int st = 0;
+  while (::waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+  }
+  if (WIFEXITED(st)) return WEXITSTATUS(st);
+  if (WIFSIGNALED(st)) return 128 + WTERMSIG(st);
+  return 1;
+}
+
+}  // namespace
+
+void add_daemon_commands(CLI::App& app, int& exit_code) {
+  app.add_option("--socket", g_socket, "the daemon's socket (default: $CAPUCHIN_SOCKET, else the per-user default)");
+  auto add = [&](const char* name, const char* help, bool takes_id, const char* method, void (*human)(const json&)) {
+    CLI::App* c = app.add_subcommand(name, help);
+    c->add_option("--socket", g_socket, "the daemon's socket");
+    auto as_json = std::make_shared<bool>(false);
+    auto id = std::make_shared<std::string>();
+    c->add_flag("--json", *as_json, "print the daemon's JSON answer");
+    auto action = std::make_shared<std::string>();
+    auto since = std::make_shared<double>(-1);
+    auto limit = std::make_shared<std::size_t>(0);
+    auto all = std::make_shared<bool>(false);
+    if (takes_id) c->add_option("ID", *id, "session id (capuchin sessions)")->required();
+    if (std::string(method) == "decisions") {
+      c->add_option("--action", *action, "only this action (evict, prefetch, plan, relearn, ...)");
+      c->add_option("--since", *since, "only records at or after this time (s since the session began)");
+    }
+    if (std::string(method) == "decisions" || std::string(method) == "tensors")
+      c->add_option("--limit", *limit, "at most this many rows");
+    if (std::string(method) == "sessions") c->add_flag("--all", *all, "include closed sessions");
+    c->callback([&exit_code, method, human, as_json, id, action, since, limit, all] {
+      json params = json::object();
+      if (!id->empty()) params["session"] = *id;
+      if (!action->empty()) params["action"] = *action;
+      if (*since >= 0) params["since"] = *since;
+      if (*limit > 0) params["limit"] = *limit;
+      if (*all) params["all"] = true;
+      exit_code = show(method, params, *as_json, human);
+    });
+  };
+  add("status", "the daemon: version, uptime, attached sessions", false, "status", human_status);
+  add("sessions", "attached sessions", false, "sessions", print_sessions);
+  add("session", "one session: mode, iteration, budget, memory, plan summary", true, "session", human_session);
+  add("tensors", "the tensors of a session's learned iteration", true, "tensors", human_tensors);
+  add("plan", "a session's current plan", true, "plan", human_plan);
+  add("decisions", "a session's recent decisions", true, "decisions", human_decisions);
+  add("metrics", "the daemon's metrics (Prometheus text format)", false, "metrics", nullptr);
+
+  CLI::App* sb = app.add_subcommand("set-budget", "change a session's memory budget live");
+  sb->add_option("--socket", g_socket, "the daemon's socket");
+  auto sb_id = std::make_shared<std::string>(), sb_budget = std::make_shared<std::string>();
+  sb->add_option("ID", *sb_id, "session id")->required();
+  sb->add_option("BUDGET", *sb_budget, "bytes (40GiB) or a fraction of the natural peak (0.5)")->required();
+  sb->callback([&exit_code, sb_id, sb_budget] {
+    exit_code = show("set-budget", json{{"session", *sb_id}, {"budget", *sb_budget}}, false, human_session);
+  });
+
+  auto ro = std::make_shared<RunOptions>();
+  CLI::App* run = app.add_subcommand("run", "run a command under capuchin (starts capuchind if none answers)");
+  run->add_option("--socket", g_socket, "the daemon's socket");
+  run->add_option("--budget", ro->budget, "device-memory budget: bytes (40GiB) or a fraction of the natural peak (0.5)");
+  run->add_option("--backend", ro->backend, "where evicted tensors go: uvm or pinned");
+  run->add_option("--record", ro->record, "also record the job's trace to this file (.gz: compressed)");
+  run->add_option("--daemon-idle-exit", ro->idle_exit_s, "an auto-started daemon exits after this many idle seconds");
+  run->add_option("cmd", ro->cmd, "the command and its arguments (after --)")->required();
+  run->positionals_at_end();
+  run->callback([&exit_code, ro] { exit_code = run_command(*ro); });
+}
+
+}  // namespace capuchin::cli

@@ -1,0 +1,223 @@
+// `capuchin log FILE [--follow] [--filter evict,prefetch,...]`: a readable view of a decision
+// log; `capuchin export perfetto FILE... -o out.json`: Chrome/Perfetto trace-event JSON with
+// the job's kernels (simulated timing from a recorded trace), swaps on copy-engine tracks, a
+// resident-memory counter track, and the decision log's records on their own tracks.
+#include <fmt/format.h>
+
+#include <chrono>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include "capuchin/units.hpp"
+#include "commands.hpp"
+#include "report_data.hpp"
+
+namespace capuchin::cli {
+namespace {
+
+std::string format_record(const DecisionRecord& r) {
+  std::string s = fmt::format("{:>10.3f}s  pid {:<7} iter {:<5} {:<16}", r.t, r.pid, r.iteration, r.action);
+  s += r.tensor ? fmt::format(" tensor {:<8}", *r.tensor) : std::string(16, ' ');
+  s += fmt::format(" {:>10}", r.bytes ? format_bytes(r.bytes) : "-");
+  if (!r.reason.empty()) s += "  " + r.reason;
+  if (r.expected_s) s += fmt::format("  expected {:.6f}s", *r.expected_s);
+  if (r.actual_s) s += fmt::format("  actual {:.6f}s", *r.actual_s);
+  if (!r.note.empty()) s += "  (" + r.note + ")";
+  return s;
+}
+
+std::set<std::string> split_filter(const std::string& f) {
+  std::set<std::string> out;
+  std::stringstream ss(f);
+  std::string a;
+  while (std::getline(ss, a, ','))
+    if (!a.empty()) out.insert(a);
+  return out;
+}
+
+int run_log(const std::string& file, bool follow, const std::string& filter) {
+  const auto want = split_filter(filter);
+  std::ifstream is(file);
+  if (!is) {
+    fmt::print(stderr, "capuchin log: {}: cannot open\n", file);
+    return 1;
+  }
+  std::uint64_t lineno = 0, bad = 0;
+  std::string line;
+  std::streamoff pos = 0;
+  for (;;) {
+    while (std::getline(is, line)) {
+      ++lineno;
+      pos = is.tellg();
+      if (line.empty()) continue;
+      auto r = parse_decision_line(line);
+      if (!r) {
+        fmt::print(stderr, "{}:{}: {}\n", file, lineno, r.error().message);
+        ++bad;
+        continue;
+      }
+      if (!want.empty() && !want.count(r->action)) continue;
+      fmt::print("{}\n", format_record(*r));
+    }
+    if (!follow) break;
+    std::fflush(stdout);
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    // Reopen: follows appends, and starts over when the file was rotated (shorter now).
+    is = std::ifstream(file);
+    if (!is) continue;
+    is.seekg(0, std::ios::end);
+    const std::streamoff size = is.tellg();
+    if (size < pos) pos = 0, lineno = 0;
+    is.seekg(pos);
+  }
+  return bad ? 1 : 0;
+}
+
+// ---- export perfetto --------------------------------------------------------------------------
+
+using ojson = nlohmann::ordered_json;
+
+void track_name(ojson& events, int pid, int tid, const std::string& name) {
+  events.push_back({{"ph", "M"}, {"pid", pid}, {"tid", tid}, {"name", "thread_name"}, {"args", {{"name", name}}}});
+}
+
+int run_export(const std::vector<std::string>& files, const std::string& out, const std::string& gpu,
+               const std::string& budget) {
+  auto in = load_report_inputs(files);
+  if (!in) {
+    fmt::print(stderr, "capuchin export: {}\n", in.error().message);
+    return 1;
+  }
+  ojson events = ojson::array();
+  const int kSim = 1, kLog = 2;
+  if (in->trace) {
+    auto v = simulate_view(*in->trace, gpu, budget);
+    if (!v) {
+      fmt::print(stderr, "capuchin export: {}\n", v.error().message);
+      return 1;
+    }
+    const trace::Trace& t = *in->trace;
+    const bool managed = v->budget_bytes > 0;
+    events.push_back({{"ph", "M"}, {"pid", kSim}, {"name", "process_name"},
+                      {"args", {{"name", fmt::format("{} (simulated, GPU profile {}{})", in->trace_files.front(), v->gpu,
+                                                     managed ? ", capuchin at budget " + format_bytes(v->budget_bytes) : "")}}}});
+    track_name(events, kSim, 1, "compute stream");
+    track_name(events, kSim, 2, "H2D copy engine");
+    track_name(events, kSim, 3, "D2H copy engine");
+    const auto& tl = managed ? v->managed_tl : v->natural_tl;
+    for (const auto& e : tl) {
+      const int tid = e.lane == sim::TimelineEntry::Lane::Compute ? 1 : e.lane == sim::TimelineEntry::Lane::H2D ? 2 : 3;
+      std::string name(sim::to_string(e.kind));
+      if (e.kind == sim::TimelineEntry::Kind::Kernel && e.event < t.events.size() && t.events[e.event].name != trace::kNone)
+        name = t.names[t.events[e.event].name];
+      ojson x = {{"ph", "X"}, {"pid", kSim}, {"tid", tid}, {"name", name}, {"cat", std::string(sim::to_string(e.kind))},
+                 {"ts", e.start_s * 1e6}, {"dur", std::max(0.0, e.end_s - e.start_s) * 1e6}};
+      ojson args = {{"event", e.event}};
+      if (e.tensor != trace::kNone && e.tensor < t.tensors.size()) {
+        args["tensor"] = t.tensors[e.tensor].id;
+        args["bytes"] = t.tensors[e.tensor].bytes;
+      }
+      x["args"] = std::move(args);
+      events.push_back(std::move(x));
+    }
+    const auto& mem = managed ? v->managed_mem : v->natural_mem;
+    std::uint64_t last = ~0ull;
+    for (const auto& p : mem) {
+      if (p.bytes == last) continue;
+      last = p.bytes;
+      events.push_back({{"ph", "C"}, {"pid", kSim}, {"name", managed ? "resident bytes" : "live bytes"},
+                        {"ts", p.t_s * 1e6}, {"args", {{"bytes", p.bytes}}}});
+    }
+  }
+  if (!in->decisions.empty()) {
+    events.push_back({{"ph", "M"}, {"pid", kLog}, {"name", "process_name"},
+                      {"args", {{"name", "decision log: " + in->decision_files.front()}}}});
+    track_name(events, kLog, 1, "compute (recompute, drop)");
+    track_name(events, kLog, 2, "H2D copy engine (prefetch, swap-in)");
+    track_name(events, kLog, 3, "D2H copy engine (evict)");
+    track_name(events, kLog, 4, "stalls");
+    track_name(events, kLog, 5, "daemon (plans, sessions)");
+    std::int64_t resident = 0;
+    bool have_resident = false;
+    for (const auto& r : in->decisions) {
+      int tid = 5;
+      if (r.action == "evict") tid = 3;
+      else if (r.action == "prefetch" || r.action == "swapin_on_demand") tid = 2;
+      else if (r.action == "recompute" || r.action == "drop") tid = 1;
+      else if (r.action == "stall" || r.action == "oom") tid = 4;
+      const double dur = r.actual_s ? *r.actual_s : r.expected_s ? *r.expected_s : 0.0;
+      ojson args = {{"iteration", r.iteration}, {"bytes", r.bytes}, {"pid", r.pid}};
+      if (r.tensor) args["tensor"] = *r.tensor;
+      if (!r.reason.empty()) args["reason"] = r.reason;
+      if (!r.note.empty()) args["note"] = r.note;
+      if (tid == 5 || dur <= 0)
+        events.push_back({{"ph", "i"}, {"s", "t"}, {"pid", kLog}, {"tid", tid}, {"name", r.action}, {"ts", r.t * 1e6}, {"args", args}});
+      else
+        events.push_back({{"ph", "X"}, {"pid", kLog}, {"tid", tid}, {"name", r.action}, {"ts", r.t * 1e6},
+                          {"dur", dur * 1e6}, {"args", args}});
+      // Device bytes moved by executed decisions, as a counter (relative to the start).
+      if (r.action == "evict" || r.action == "drop") resident -= static_cast<std::int64_t>(r.bytes), have_resident = true;
+      if (r.action == "prefetch" || r.action == "swapin_on_demand" || r.action == "recompute")
+        resident += static_cast<std::int64_t>(r.bytes), have_resident = true;
+      if (have_resident)
+        events.push_back({{"ph", "C"}, {"pid", kLog}, {"name", "resident change from decisions (bytes)"},
+                          {"ts", r.t * 1e6}, {"args", {{"bytes", resident}}}});
+    }
+  }
+  ojson doc = {{"traceEvents", std::move(events)}, {"displayTimeUnit", "ms"},
+               {"otherData", {{"generator", "capuchin export perfetto"}, {"timing", "simulated for traces; decision-log times as recorded"}}}};
+  std::ofstream os(out);
+  if (!os) {
+    fmt::print(stderr, "capuchin export: cannot write {}\n", out);
+    return 1;
+  }
+  os << doc.dump(-1, ' ', false, ojson::error_handler_t::replace) << "\n";
+  if (!os.good()) {
+    fmt::print(stderr, "capuchin export: write to {} failed\n", out);
+    return 1;
+  }
+  fmt::print("wrote {} ({} trace events)\n", out, doc["traceEvents"].size());
+  return 0;
+}
+
+}  // namespace
+
+int run_report(const std::vector<std::string>& files, const std::string& out, const std::string& gpu,
+               const std::string& budget);
+
+void add_log_commands(CLI::App& app, int& exit_code) {
+  auto file = std::make_shared<std::string>(), filter = std::make_shared<std::string>();
+  auto follow = std::make_shared<bool>(false);
+  CLI::App* log = app.add_subcommand("log", "a readable view of a decision log");
+  log->add_option("FILE", *file, "decision log (JSON lines)")->required();
+  log->add_flag("--follow,-f", *follow, "keep reading as the log grows (and after rotation)");
+  log->add_option("--filter", *filter, "only these actions, comma-separated (evict,prefetch,recompute,stall,plan,...)");
+  log->callback([&exit_code, file, follow, filter] { exit_code = run_log(*file, *follow, *filter); });
+
+  struct ExportOpts {
+    std::vector<std::string> files;
+    std::string out, gpu = "h200", budget;
+  };
+  auto eo = std::make_shared<ExportOpts>();
+  CLI::App* exp = app.add_subcommand("export", "export for other tools");
+  exp->require_subcommand(1);
+  CLI::App* pf = exp->add_subcommand("perfetto", "Chrome/Perfetto trace-event JSON (load in ui.perfetto.dev)");
+  pf->add_option("FILE", eo->files, "recorded trace and/or decision log(s)")->required();
+  pf->add_option("-o,--output", eo->out, "output JSON file")->required();
+  pf->add_option("--gpu", eo->gpu, "GPU profile for a trace's simulated timing");
+  pf->add_option("--budget", eo->budget, "simulate the capuchin policy at this budget (bytes or fraction of the peak)");
+  pf->callback([&exit_code, eo] { exit_code = run_export(eo->files, eo->out, eo->gpu, eo->budget); });
+
+  auto ro = std::make_shared<ExportOpts>();
+  CLI::App* rep = app.add_subcommand("report", "one self-contained HTML page: memory over time, swaps, stalls, top tensors");
+  rep->add_option("FILE", ro->files, "recorded trace and/or decision log(s)")->required();
+  rep->add_option("-o,--output", ro->out, "output HTML file")->required();
+  rep->add_option("--gpu", ro->gpu, "GPU profile for a trace's simulated timing");
+  rep->add_option("--budget", ro->budget, "simulate the capuchin policy at this budget (bytes or fraction of the peak)");
+  rep->callback([&exit_code, ro] { exit_code = run_report(ro->files, ro->out, ro->gpu, ro->budget); });
+}
+
+}  // namespace capuchin::cli

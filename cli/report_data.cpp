@@ -1,0 +1,131 @@
+// report_data.cpp: loading decision logs and traces, and the simulated views derived from a
+// trace (see report_data.hpp).
+#include "report_data.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <fstream>
+
+#include "capuchin/learn.hpp"
+#include "capuchin/plan.hpp"
+
+namespace capuchin::cli {
+
+Expected<ReportInputs> load_report_inputs(const std::vector<std::string>& files) {
+  ReportInputs in;
+  for (const auto& f : files) {
+    // A trace starts with its header (the reader checks it, gzip or not); anything else must
+    // be a decision log.
+    if (auto r = trace::TraceReader::open(f); r) {
+      in.trace_files.push_back(f);
+      if (!in.trace) {
+        auto t = trace::build_trace(*r);
+        if (!t) return make_error(t.error().message());
+        in.trace = std::move(*t);
+      }
+      continue;
+    } else if (r.error().code == trace::TraceErrc::Io) {
+      return make_error(r.error().message());
+    }
+    std::ifstream is(f);
+    if (!is) return make_error(fmt::format("{}: cannot open", f));
+    std::string line;
+    std::uint64_t n = 0;
+    while (std::getline(is, line)) {
+      ++n;
+      if (line.empty()) continue;
+      auto d = parse_decision_line(line);
+      if (!d) return make_error(fmt::format("{}:{}: not a decision record or trace: {}", f, n, d.error().message));
+      in.decisions.push_back(std::move(*d));
+    }
+    in.decision_files.push_back(f);
+  }
+  return in;
+}
+
+namespace {
+
+// When each event starts on the compute stream in a run's timeline (events with no entry,
+// allocations and frees, take the time the previous entry ended).
+std::vector<double> event_times(const trace::Trace& t, const std::vector<sim::TimelineEntry>& tl) {
+  std::vector<double> start(t.events.size(), -1.0), end(t.events.size(), -1.0);
+  for (const auto& e : tl) {
+    if (e.lane != sim::TimelineEntry::Lane::Compute || e.event >= t.events.size()) continue;
+    if (e.kind != sim::TimelineEntry::Kind::Kernel && e.kind != sim::TimelineEntry::Kind::Copy) continue;
+    if (start[e.event] < 0 || e.start_s < start[e.event]) start[e.event] = e.start_s;
+    end[e.event] = std::max(end[e.event], e.end_s);
+  }
+  double clock = 0;
+  for (std::size_t i = 0; i < start.size(); ++i) {
+    if (start[i] < 0) start[i] = clock;
+    clock = std::max(clock, end[i] >= 0 ? end[i] : start[i]);
+  }
+  return start;
+}
+
+}  // namespace
+
+Expected<SimulatedView> simulate_view(const trace::Trace& t, const std::string& gpu_name, const std::string& budget) {
+  SimulatedView v;
+  auto gpu = sim::find_gpu_profile(gpu_name);
+  if (!gpu) return Unexpected{gpu.error()};
+  v.gpu = gpu->name;
+  auto prep = sim::prepare(t, *gpu);
+  if (!prep) return Unexpected{prep.error()};
+  v.natural_peak_bytes = prep->liveness.peak_bytes;
+
+  // Iterations as the learner finds them (markers ignored), for per-iteration figures.
+  v.event_iteration.assign(t.events.size(), 0);
+  const learn::IterationSplit split = learn::detect_iterations(t);
+  for (const auto& it : split.iterations)
+    for (std::uint32_t e = it.begin; e < it.end && e < t.events.size(); ++e) v.event_iteration[e] = static_cast<std::uint32_t>(it.n);
+
+  auto ideal = sim::make_policy("ideal");
+  if (!ideal) return Unexpected{ideal.error()};
+  sim::SimOptions o;
+  o.timeline = &v.natural_tl;
+  v.natural = sim::simulate(*prep, **ideal, o);
+  const auto nat_t = event_times(t, v.natural_tl);
+  for (std::size_t i = 0; i < t.events.size(); ++i) v.natural_mem.push_back({nat_t[i], prep->liveness.live_after[i]});
+
+  if (budget.empty()) return v;
+  auto b = sim::resolve_budget(budget, v.natural_peak_bytes);
+  if (!b) return Unexpected{b.error()};
+  v.budget_text = budget;
+  v.budget_bytes = *b;
+  auto policy = plan::make_capuchin_policy();
+  sim::SimOptions m;
+  m.budget_bytes = *b;
+  m.timeline = &v.managed_tl;
+  v.managed = sim::simulate(*prep, *policy, m);
+  // Resident bytes: live bytes at each event's (managed) time, less what is swapped out.
+  // Swap-outs count from their end, swap-ins from their start; dropped tensors are not
+  // tracked (counted resident: an upper bound).
+  const auto man_t = event_times(t, v.managed_tl);
+  struct Delta {
+    double t;
+    std::int64_t d;
+  };
+  std::vector<Delta> deltas;
+  for (std::size_t i = 0; i < t.events.size(); ++i) {
+    const auto& e = t.events[i];
+    if (e.op == trace::Op::Alloc) deltas.push_back({man_t[i], static_cast<std::int64_t>(t.tensors[e.tensor].bytes)});
+    if (e.op == trace::Op::Free) deltas.push_back({man_t[i], -static_cast<std::int64_t>(t.tensors[e.tensor].bytes)});
+  }
+  for (const auto& e : v.managed_tl) {
+    if (e.tensor == trace::kNone || e.tensor >= t.tensors.size()) continue;
+    const auto bytes = static_cast<std::int64_t>(t.tensors[e.tensor].bytes);
+    if (e.kind == sim::TimelineEntry::Kind::SwapOut) deltas.push_back({e.end_s, -bytes});
+    if (e.kind == sim::TimelineEntry::Kind::SwapIn) deltas.push_back({e.start_s, bytes});
+  }
+  std::stable_sort(deltas.begin(), deltas.end(), [](const Delta& x, const Delta& y) { return x.t < y.t; });
+  std::int64_t live = 0;
+  for (const auto& d : deltas) {
+    live += d.d;
+    v.managed_mem.push_back({d.t, static_cast<std::uint64_t>(std::max<std::int64_t>(0, live))});
+  }
+  return v;
+}
+
+}  // namespace capuchin::cli

@@ -1,0 +1,258 @@
+// daemon_sink.cpp: the connection to capuchind on the drain thread (see daemon_sink.hpp).
+#include "daemon_sink.hpp"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <fstream>
+#include <mutex>
+
+#include "capuchin/units.hpp"
+
+namespace capuchin::interpose {
+namespace {
+
+DaemonLinkStats g_link;
+std::mutex g_plan_mu;
+std::shared_ptr<const proto::PlanMessage> g_plan;
+std::mutex g_lines_mu;
+std::string g_lines;
+
+using Clock = std::chrono::steady_clock;
+
+std::string read_cmdline() {
+  std::ifstream f("/proc/self/cmdline", std::ios::binary);
+  std::string s((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  while (!s.empty() && s.back() == '\0') s.pop_back();
+  for (char& c : s)
+    if (c == '\0') c = ' ';
+  return s.substr(0, proto::kMaxCmdlineBytes);
+}
+
+class DaemonSink final : public Sink {
+ public:
+  DaemonSink(const Config& c, std::unique_ptr<Sink> inner) : path_(c.socket_path), inner_(std::move(inner)) {
+    hello_.pid = static_cast<std::uint32_t>(getpid());
+    hello_.cmdline = read_cmdline();
+    if (c.budget[0] != '\0') {
+      if (auto b = parse_size_or_fraction(c.budget); b) {
+        if (b->is_fraction) hello_.budget_fraction = b->fraction;
+        else hello_.budget_bytes = b->bytes;
+      } else {
+        log(LogLevel::Warn, "CAPUCHIN_BUDGET=%s: %s; no budget", c.budget, b.error().message.c_str());
+      }
+    }
+    if (std::strcmp(c.backend, "pinned") == 0) hello_.backend = proto::Backend::Pinned;
+  }
+  ~DaemonSink() override { (void)close(); }
+
+  Status write(const trace::EventView& ev) override {
+    if (inner_ && !inner_failed_) {
+      if (auto s = inner_->write(ev); !s) {
+        inner_failed_ = true;  // the file is lost, the daemon link is not
+        log(LogLevel::Error, "recording to the trace file failed: %s", s.error().message.c_str());
+      }
+    }
+    if (fd_ < 0) {
+      g_link.events_offline.fetch_add(1, std::memory_order_relaxed);
+      return {};
+    }
+    if (!enc_.add(ev)) {
+      send_pending();
+      if (fd_ >= 0) (void)enc_.add(ev);
+    }
+    if (enc_.size() >= 4096) send_pending();
+    return {};
+  }
+
+  // Called by the drain thread after every pass: sends the batch, reads replies, and
+  // reconnects when it is time to.
+  Status flush() override {
+    if (fd_ < 0) try_connect();
+    if (fd_ < 0) return {};
+    send_pending();
+    {
+      std::string lines;
+      {
+        std::lock_guard<std::mutex> g(g_lines_mu);
+        lines.swap(g_lines);
+      }
+      if (!lines.empty() && fd_ >= 0) {
+        out_.clear();
+        proto::encode_decisions(out_, lines);
+        send_bytes();
+      }
+    }
+    receive();
+    return {};
+  }
+
+  Status close() override {
+    if (closed_) return {};
+    closed_ = true;
+    if (fd_ >= 0) {
+      send_pending();
+      if (fd_ >= 0) {
+        out_.clear();
+        proto::encode_bye(out_);
+        send_bytes();
+      }
+      disconnect(false);
+    }
+    if (inner_) return inner_->close();
+    return {};
+  }
+  const char* kind() const override { return "daemon"; }
+
+ private:
+  void try_connect() {
+    const auto now = Clock::now();
+    if (now < next_try_) return;
+    sockaddr_un a{};
+    const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) return backoff();
+    a.sun_family = AF_UNIX;
+    std::strncpy(a.sun_path, path_.c_str(), sizeof a.sun_path - 1);
+    if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+      ::close(fd);
+      if (!warned_) log(LogLevel::Info, "no capuchind on %s yet; the job runs unmanaged, retrying", path_.c_str());
+      warned_ = true;
+      return backoff();
+    }
+    timeval tv{0, 200000};
+    ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+    fd_ = fd;
+    enc_.reset_names();
+    reader_ = proto::FrameReader();
+    out_.clear();
+    proto::encode_hello(out_, hello_);
+    send_bytes();
+    if (fd_ < 0) return;
+    g_link.connects.fetch_add(1, std::memory_order_relaxed);
+    delay_ms_ = 100;
+    warned_ = false;
+    log(LogLevel::Info, "attached to capuchind on %s", path_.c_str());
+  }
+
+  void backoff() {
+    next_try_ = Clock::now() + std::chrono::milliseconds(delay_ms_);
+    delay_ms_ = std::min(delay_ms_ * 2, 5000);
+  }
+
+  void disconnect(bool count) {
+    if (fd_ < 0) return;
+    ::close(fd_);
+    fd_ = -1;
+    g_link.session_id.store(0, std::memory_order_relaxed);
+    if (count) {
+      g_link.disconnects.fetch_add(1, std::memory_order_relaxed);
+      log(LogLevel::Info, "lost capuchind; the job continues unmanaged and will re-attach");
+    }
+    backoff();
+  }
+
+  void send_pending() {
+    if (fd_ < 0 || enc_.empty()) return;
+    const std::size_t n = enc_.size();
+    out_.clear();
+    enc_.finish(out_);
+    if (send_bytes()) g_link.events_sent.fetch_add(n, std::memory_order_relaxed);
+  }
+
+  bool send_bytes() {
+    std::size_t off = 0;
+    while (off < out_.size()) {
+      const ssize_t n = ::send(fd_, out_.data() + off, out_.size() - off, MSG_NOSIGNAL);
+      if (n > 0) {
+        off += static_cast<std::size_t>(n);
+        continue;
+      }
+      if (n < 0 && errno == EINTR) continue;
+      disconnect(true);  // gone, or too slow to take our events
+      return false;
+    }
+    g_link.bytes_sent.fetch_add(out_.size(), std::memory_order_relaxed);
+    return true;
+  }
+
+  void receive() {
+    std::uint8_t buf[65536];
+    for (;;) {
+      const ssize_t n = ::recv(fd_, buf, sizeof buf, MSG_DONTWAIT);
+      if (n == 0) return disconnect(true);
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        if (errno != EAGAIN && errno != EWOULDBLOCK) disconnect(true);
+        break;
+      }
+      reader_.feed(std::span<const std::uint8_t>(buf, static_cast<std::size_t>(n)));
+    }
+    proto::FrameReader::Frame f;
+    for (;;) {
+      auto more = reader_.next(f);
+      if (!more) {
+        log(LogLevel::Warn, "bad frame from capuchind: %s", more.error().message.c_str());
+        return disconnect(true);
+      }
+      if (!*more) return;
+      switch (static_cast<proto::MsgType>(f.header.type)) {
+        case proto::MsgType::Welcome:
+          if (auto w = proto::decode_welcome(f.payload); w) g_link.session_id.store(w->session_id, std::memory_order_relaxed);
+          break;
+        case proto::MsgType::Plan:
+          if (auto p = proto::decode_plan(f.payload); p) {
+            auto plan = std::make_shared<const proto::PlanMessage>(std::move(*p));
+            {
+              std::lock_guard<std::mutex> g(g_plan_mu);
+              g_plan = std::move(plan);
+            }
+            g_link.plans_received.fetch_add(1, std::memory_order_relaxed);
+          }
+          break;
+        case proto::MsgType::Error:
+          if (auto e = proto::decode_error(f.payload); e) log(LogLevel::Warn, "capuchind: %s", e->message.c_str());
+          g_link.refused.fetch_add(1, std::memory_order_relaxed);
+          return disconnect(true);
+        default: break;
+      }
+    }
+  }
+
+  std::string path_;
+  std::unique_ptr<Sink> inner_;
+  bool inner_failed_ = false;
+  proto::HelloInfo hello_;
+  proto::BatchEncoder enc_;
+  proto::FrameReader reader_;
+  std::vector<std::uint8_t> out_;
+  int fd_ = -1;
+  bool closed_ = false, warned_ = false;
+  int delay_ms_ = 100;
+  Clock::time_point next_try_{};
+};
+
+}  // namespace
+
+const DaemonLinkStats& daemon_link_stats() { return g_link; }
+
+std::shared_ptr<const proto::PlanMessage> latest_plan() {
+  std::lock_guard<std::mutex> g(g_plan_mu);
+  return g_plan;
+}
+
+void queue_decision_lines(std::string lines) {
+  std::lock_guard<std::mutex> g(g_lines_mu);
+  if (g_lines.size() + lines.size() < (1u << 20)) g_lines += lines;
+}
+
+std::unique_ptr<Sink> make_daemon_sink(const Config& config, std::unique_ptr<Sink> inner) {
+  return std::make_unique<DaemonSink>(config, std::move(inner));
+}
+
+}  // namespace capuchin::interpose

@@ -1,0 +1,42 @@
+// daemon_sink.hpp: the drain thread's connection to capuchind (CAPUCHIN_SOCKET): a Sink that
+// batches trace events into the binary protocol (include/capuchin/protocol.hpp), optionally
+// tees them to the file sink (CAPUCHIN_RECORD), and receives the daemon's plans.
+//
+// Contract: everything here runs on the drain thread (never on a hook path). The job never
+// depends on the daemon: while it is absent or gone, events are counted and discarded (the
+// tee'd file still gets them), and the sink re-attaches with backoff (100 ms doubling to
+// 5 s), as a new session. A send that would block longer than 200 ms drops the connection
+// rather than stall the drain. Received plans are kept (latest_plan()) and counted for the
+// executor, which acts on them; nothing here acts on memory.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "capuchin/protocol.hpp"
+#include "config.hpp"
+#include "sink.hpp"
+
+namespace capuchin::interpose {
+
+struct DaemonLinkStats {
+  std::atomic<std::uint64_t> connects{0}, disconnects{0}, refused{0};
+  std::atomic<std::uint64_t> events_sent{0}, events_offline{0}, bytes_sent{0};
+  std::atomic<std::uint64_t> plans_received{0};
+  std::atomic<std::uint64_t> session_id{0};  // the current session (0: not attached)
+};
+const DaemonLinkStats& daemon_link_stats();
+
+// The most recent plan the daemon sent (null before the first). Safe from any thread.
+std::shared_ptr<const proto::PlanMessage> latest_plan();
+
+// Executed decision records (decision_log.hpp JSON lines) for the daemon's session log; sent
+// on the drain thread's next pass while attached, else dropped. For the executor.
+void queue_decision_lines(std::string lines);
+
+// `inner` (may be null) receives every event too (the CAPUCHIN_RECORD file).
+std::unique_ptr<Sink> make_daemon_sink(const Config& config, std::unique_ptr<Sink> inner);
+
+}  // namespace capuchin::interpose
