@@ -299,6 +299,7 @@ void Session::after_event(std::uint32_t ev) {
     iteration_peaks_.push_back(iteration_peak_now_);
     if (iteration_peaks_.size() > 256) iteration_peaks_.pop_front();
     iteration_peak_now_ = live_bytes_;
+    last_complete_begin_ = current_begin_;
     current_begin_ = ev + 1;
     matcher_ = std::make_unique<learn::PatternMatcher>(*pattern_);
   }
@@ -351,6 +352,7 @@ void Session::start_following(const trace::Iteration& pat, std::uint32_t current
   pattern_ = std::make_unique<learn::Pattern>(learn::make_pattern(trace_, pat));
   matcher_ = std::make_unique<learn::PatternMatcher>(*pattern_);
   current_begin_ = current_begin;
+  last_complete_begin_ = pat.begin;
   following_ = true;
   // Natural peak of the learned iteration (with what was live when it began).
   std::uint64_t live = 0;
@@ -480,9 +482,11 @@ proto::ProtoExpected<void> Session::on_decisions(std::string_view lines) {
 void Session::compact() {
   const auto n = static_cast<std::uint32_t>(trace_.events.size());
   std::uint32_t cut = n - opt_.max_session_events / 2;
-  bool keep_pattern = following_ && pattern_ && n - pattern_->begin <= opt_.max_session_events * 3 / 4;
-  if (keep_pattern) cut = pattern_->begin;
-  else if (following_ && current_begin_ < n && n - current_begin_ <= opt_.max_session_events * 3 / 4) cut = current_begin_;
+  // Following: keep the last iteration that matched (it becomes the pattern: it is the
+  // pattern's equal) and the one in progress.
+  const bool keep_pattern = following_ && last_complete_begin_ < current_begin_ &&
+                            n - last_complete_begin_ <= opt_.max_session_events * 3 / 4;
+  if (keep_pattern) cut = last_complete_begin_;
   if (cut == 0) return;
 
   trace::Trace nt;
@@ -545,7 +549,7 @@ void Session::compact() {
   ids_.clear();
   for (std::uint32_t t = 0; t < nt.tensors.size(); ++t)
     if (nt.tensors[t].free_event == kNone) ids_.insert(nt.tensors[t].id, t);
-  const std::uint32_t old_pattern_begin = pattern_ ? pattern_->begin : 0, old_pattern_end = pattern_ ? pattern_->end : 0;
+  const std::uint32_t old_pattern_begin = last_complete_begin_, old_pattern_end = current_begin_;
   const std::uint32_t old_current = current_begin_;
   trace_ = std::move(nt);
   last_access_event_ = std::move(last);

@@ -147,6 +147,7 @@ class Session {
   std::unique_ptr<learn::Pattern> pattern_;
   std::unique_ptr<learn::PatternMatcher> matcher_;
   std::uint32_t current_begin_ = 0;        // first event of the iteration being followed
+  std::uint32_t last_complete_begin_ = 0;  // first event of the last iteration that matched
   std::uint64_t iteration_ = 0;            // completed iterations, as the learner counts them
   std::uint64_t iteration_peak_now_ = 0;
   std::deque<std::uint64_t> iteration_peaks_;  // recent completed iterations

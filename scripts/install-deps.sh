@@ -12,6 +12,7 @@ packages=(
   libsimdjson-dev        # the trace reader's JSON parser (speed)
   libgtest-dev libgmock-dev libbenchmark-dev
   clang libclang-rt-14-dev  # libFuzzer for the fuzz targets
+  chromium               # headless browser for the HTML report test
 )
 
 missing=()

@@ -1,0 +1,83 @@
+#!/bin/sh
+# daemon_e2e.sh OUTDIR: capuchind with simcuda training programs attached through
+# `capuchin run`. Checks: three concurrent runs with different budgets each print exactly
+# what they print without capuchin, and `capuchin sessions --json` lists all three while they
+# run; per-session decision logs are written and readable (`capuchin log`); SIGKILL of the
+# daemon mid-run leaves the job's output identical, and a restarted daemon accepts a new
+# session; bad input never brings the daemon down (bad_client).
+# Environment (set by ctest): CAPUCHIN, CAPUCHIND, TRAIN, BADCLIENT, LD_LIBRARY_PATH (simcuda),
+# PRELOAD_PREFIX (the sanitizer runtime that must precede libcapuchin.so, or empty).
+set -eu
+out=$1
+rm -rf "$out"; mkdir -p "$out"
+sock="$out/run/capuchind.sock"
+args="--depth 3 --width 96 --batch 24"
+iters=${ITERS:-400}
+dpid=""
+cleanup() { [ -n "$dpid" ] && kill "$dpid" 2>/dev/null || true; }
+trap cleanup EXIT
+
+start_daemon() {
+  "$CAPUCHIND" --socket "$sock" --log-dir "$out/logs" >> "$out/daemon.log" 2>&1 &
+  dpid=$!
+  i=0
+  until "$CAPUCHIN" --socket "$sock" status --json > /dev/null 2>&1; do
+    i=$((i + 1)); [ $i -gt 100 ] && { echo "FAIL: capuchind did not start"; cat "$out/daemon.log"; exit 1; }
+    sleep 0.1
+  done
+}
+# Runs the job under capuchin (the sanitizer runtime, if any, stays first in LD_PRELOAD).
+run_job() {  # budget seed outfile
+  LD_PRELOAD="$PRELOAD_PREFIX" "$CAPUCHIN" run --socket "$sock" --budget "$1" -- "$TRAIN" $args --iters $iters --seed "$2" > "$3"
+}
+
+for s in 1 2 3 4; do "$TRAIN" $args --iters $iters --seed $s > "$out/plain$s.txt"; done
+start_daemon
+
+# 1. Three concurrent jobs, different budgets (a fraction, a size, a fraction).
+run_job 0.5 1 "$out/run1.txt" & p1=$!
+run_job 64KiB 2 "$out/run2.txt" & p2=$!
+run_job 0.9 3 "$out/run3.txt" & p3=$!
+seen=0
+for i in $(seq 1 400); do
+  n=$("$CAPUCHIN" sessions --json --socket "$sock" | grep -o '"pid":' | wc -l || true)
+  [ "$n" -ge 3 ] && { seen=1; "$CAPUCHIN" --socket "$sock" sessions --json > "$out/sessions.json"; break; }
+  sleep 0.02
+done
+wait $p1; wait $p2; wait $p3
+[ $seen -eq 1 ] || { echo "FAIL: capuchin sessions never showed the three jobs at once"; exit 1; }
+for s in 1 2 3; do
+  cmp -s "$out/plain$s.txt" "$out/run$s.txt" || { echo "FAIL: job $s output differs under capuchin"; diff "$out/plain$s.txt" "$out/run$s.txt" | head; exit 1; }
+done
+echo "three concurrent jobs: identical output; seen together: $(cat "$out/sessions.json" | head -c 300)"
+"$CAPUCHIN" --socket "$sock" sessions --all
+nlogs=$(ls "$out/logs" | wc -l)
+[ "$nlogs" -eq 3 ] || { echo "FAIL: expected 3 decision logs, found $nlogs"; exit 1; }
+for f in "$out"/logs/*.jsonl; do
+  grep -q '"action":"attach"' "$f" && grep -q '"action":"detach"' "$f" || { echo "FAIL: $f lacks attach/detach"; cat "$f"; exit 1; }
+done
+grep -l '"action":"plan"' "$out"/logs/*.jsonl > /dev/null || { echo "FAIL: no session was planned for"; exit 1; }
+"$CAPUCHIN" log "$(ls "$out"/logs/*.jsonl | head -1)" --filter attach,plan,detach
+"$CAPUCHIN" --socket "$sock" session 1 | grep -q "plan_summary" || { echo "FAIL: capuchin session 1"; exit 1; }
+"$CAPUCHIN" --socket "$sock" metrics | grep -q '^capuchin_up 1' || { echo "FAIL: metrics"; exit 1; }
+
+# 2. SIGKILL the daemon in the middle of a run.
+run_job 0.5 4 "$out/run4.txt" & p4=$!
+for i in $(seq 1 400); do
+  "$CAPUCHIN" sessions --json --socket "$sock" | grep -q '"pid":' && break
+  sleep 0.02
+done
+kill -9 "$dpid"; wait "$dpid" 2>/dev/null || true; dpid=""
+wait $p4 || { echo "FAIL: the job failed after the daemon was killed"; exit 1; }
+cmp -s "$out/plain4.txt" "$out/run4.txt" || { echo "FAIL: output differs after SIGKILL of the daemon"; exit 1; }
+echo "daemon SIGKILLed mid-run: job output identical"
+start_daemon
+run_job 1.0 1 "$out/run5.txt"
+cmp -s "$out/plain1.txt" "$out/run5.txt" || { echo "FAIL: output differs with the restarted daemon"; exit 1; }
+"$CAPUCHIN" --socket "$sock" sessions --all --json | grep -q '"pid":' || { echo "FAIL: the restarted daemon took no session"; exit 1; }
+echo "restarted daemon accepted a new session"
+
+# 3. Bad input.
+"$BADCLIENT" "$sock"
+"$CAPUCHIN" --socket "$sock" status --json | grep -q '"sessions":\[' || { echo "FAIL: status after bad input"; exit 1; }
+echo "daemon_e2e: ok"

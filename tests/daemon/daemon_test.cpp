@@ -1,0 +1,236 @@
+// Unit tests of the wire protocol (round trips, bounds checks) and of a daemon session
+// (learning iterations from a synthetic event stream, planning under a budget, compaction
+// keeping memory bounded) and the JSON query handler's errors.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "capuchin/protocol.hpp"
+#include "query.hpp"
+#include "session.hpp"
+
+using namespace capuchin;
+
+namespace {
+
+// A synthetic training loop: per iteration, allocate activations, run kernels over the
+// weights and activations, read back the loss (sync), free.
+struct Gen {
+  std::vector<proto::WireEvent> ev;
+  std::vector<std::uint64_t> ids;
+  std::uint64_t next_id = 100;
+  void alloc(std::uint64_t id, std::uint64_t bytes) { ev.push_back({0, 0, 0, 0, 0, 0, id, bytes}); }
+  void free_(std::uint64_t id) { ev.push_back({1, 0, 0, 0, 0, 0, id, 0}); }
+  void kernel(std::uint32_t name, std::vector<std::uint64_t> r, std::vector<std::uint64_t> w) {
+    proto::WireEvent e{2, 0, trace::kHasReadsWrites, 0, name, 0, proto::pack_counts(r.size(), w.size(), 0), 0};
+    ev.push_back(e);
+    ids.insert(ids.end(), r.begin(), r.end());
+    ids.insert(ids.end(), w.begin(), w.end());
+  }
+  void sync() { ev.push_back({5, 0, 0, 0, 0, 0, 0, 0}); }
+  void setup() {
+    for (std::uint64_t w = 1; w <= 3; ++w) alloc(w, 1 << 20);
+  }
+  void iteration() {
+    const std::uint64_t a = next_id++, b = next_id++, c = next_id++;
+    alloc(a, 4 << 20);
+    kernel(0, {1}, {a});
+    alloc(b, 8 << 20);
+    kernel(1, {a, 2}, {b});
+    alloc(c, 4 << 20);
+    kernel(2, {b, 3}, {c});
+    kernel(3, {c, b}, {2});
+    free_(c);
+    kernel(4, {b, a}, {1});
+    free_(b);
+    free_(a);
+    sync();
+  }
+};
+
+proto::NamesView names() {
+  static const std::string n[] = {"fwd1", "fwd2", "fwd3", "bwd3", "bwd1"};
+  proto::NamesView v;
+  for (const auto& s : n) v.names.push_back(s);
+  return v;
+}
+
+}  // namespace
+
+TEST(Protocol, HelloAndEventsRoundTrip) {
+  std::vector<std::uint8_t> out;
+  proto::HelloInfo h;
+  h.pid = 77;
+  h.budget_fraction = 0.5;
+  h.cmdline = "train --x";
+  proto::encode_hello(out, h);
+  Gen g;
+  g.setup();
+  g.iteration();
+  proto::encode_events(out, g.ev, g.ids);
+  proto::FrameReader fr;
+  fr.feed(std::span(out.data(), 5));  // split delivery
+  proto::FrameReader::Frame f;
+  auto r = fr.next(f);
+  ASSERT_TRUE(r.has_value());
+  EXPECT_FALSE(*r);
+  fr.feed(std::span(out.data() + 5, out.size() - 5));
+  ASSERT_TRUE(*fr.next(f));
+  auto hh = proto::decode_hello(f.payload);
+  ASSERT_TRUE(hh.has_value());
+  EXPECT_EQ(hh->pid, 77u);
+  EXPECT_EQ(hh->cmdline, "train --x");
+  EXPECT_DOUBLE_EQ(hh->budget_fraction, 0.5);
+  ASSERT_TRUE(*fr.next(f));
+  proto::EventBatch b;
+  ASSERT_TRUE(proto::decode_events(f.payload, b).has_value());
+  EXPECT_EQ(b.events.size(), g.ev.size());
+  EXPECT_EQ(b.ids, g.ids);
+  EXPECT_FALSE(*fr.next(f));
+}
+
+TEST(Protocol, RejectsBadHeadersAndPayloads) {
+  std::vector<std::uint8_t> out;
+  proto::encode_bye(out);
+  auto h = proto::decode_header(out);
+  ASSERT_TRUE(h.has_value());
+  std::vector<std::uint8_t> bad = out;
+  bad[0] = 'X';
+  EXPECT_EQ(proto::decode_header(bad).error().code, proto::ProtoErrc::BadMagic);
+  bad = out;
+  bad[4] = 2;
+  EXPECT_EQ(proto::decode_header(bad).error().code, proto::ProtoErrc::BadVersion);
+  bad = out;
+  const std::uint32_t huge = proto::kMaxFrameBytes + 1;
+  std::memcpy(bad.data() + 8, &huge, 4);
+  EXPECT_EQ(proto::decode_header(bad).error().code, proto::ProtoErrc::TooLarge);
+  bad = out;
+  bad[6] = 99;
+  EXPECT_EQ(proto::decode_header(bad).error().code, proto::ProtoErrc::UnknownType);
+  EXPECT_EQ(proto::decode_header(std::span(out.data(), 3)).error().code, proto::ProtoErrc::Truncated);
+  // An event batch whose counts disagree with its bytes, and one with a bad op.
+  proto::EventBatch b;
+  std::vector<std::uint8_t> p(8, 0);
+  p[0] = 1;
+  EXPECT_FALSE(proto::decode_events(p, b).has_value());
+  Gen g;
+  g.sync();
+  g.ev[0].op = 42;
+  std::vector<std::uint8_t> frame;
+  proto::encode_events(frame, g.ev, g.ids);
+  EXPECT_EQ(proto::decode_events(std::span(frame).subspan(16), b).error().code, proto::ProtoErrc::BadPayload);
+}
+
+TEST(Protocol, BatchEncoderSendsNamesBeforeEvents) {
+  proto::BatchEncoder enc;
+  trace::EventView k;
+  k.op = trace::Op::Kernel;
+  k.name = "gemm";
+  std::uint64_t ids[] = {5, 6};
+  k.touch = ids;
+  ASSERT_TRUE(enc.add(k));
+  ASSERT_TRUE(enc.add(k));
+  std::vector<std::uint8_t> out;
+  enc.finish(out);
+  proto::FrameReader fr;
+  fr.feed(out);
+  proto::FrameReader::Frame f;
+  ASSERT_TRUE(*fr.next(f));
+  EXPECT_EQ(f.header.type, static_cast<std::uint16_t>(proto::MsgType::Names));
+  auto n = proto::decode_names(f.payload);
+  ASSERT_TRUE(n.has_value());
+  ASSERT_EQ(n->names.size(), 1u);
+  EXPECT_EQ(n->names[0], "gemm");
+  ASSERT_TRUE(*fr.next(f));
+  proto::EventBatch b;
+  ASSERT_TRUE(proto::decode_events(f.payload, b).has_value());
+  EXPECT_EQ(b.events.size(), 2u);
+  EXPECT_EQ(b.ids.size(), 4u);
+}
+
+TEST(Session, LearnsIterationsAndPlansUnderABudget) {
+  daemon::DaemonOptions opt;
+  opt.learn_min_events = 16;
+  proto::HelloInfo h;
+  h.pid = 1;
+  h.budget_fraction = 0.6;
+  daemon::Session s(1, h, opt);
+  ASSERT_TRUE(s.on_names(names()).has_value());
+  Gen g;
+  g.setup();
+  for (int i = 0; i < 12; ++i) g.iteration();
+  proto::EventBatch b{g.ev, g.ids};
+  ASSERT_TRUE(s.on_events(b).has_value());
+  const auto d = s.detail();
+  EXPECT_EQ(d["learner"], "following") << d.dump();
+  EXPECT_GE(s.iteration(), 10u);
+  EXPECT_EQ(d["pattern_events"], 12u);  // 3 allocs, 5 kernels, 3 frees, 1 sync
+  auto plan = s.take_plan();
+  ASSERT_TRUE(plan.has_value());
+  EXPECT_GT(plan->budget_bytes, 0u);
+  EXPECT_LT(plan->budget_bytes, s.peak_bytes());
+  EXPECT_FALSE(plan->json.empty());
+  EXPECT_EQ(s.tensors(100).size(), 6u);  // 3 local + 3 carried weights
+  // A budget change replans.
+  s.set_budget(*parse_size_or_fraction("1GiB"), "1GiB");
+  auto p2 = s.take_plan();
+  ASSERT_TRUE(p2.has_value());
+  EXPECT_EQ(p2->plan_seq, 2u);
+  EXPECT_TRUE(p2->decisions.empty());  // fits as it is
+}
+
+TEST(Session, CompactionKeepsTheWindowBoundedAndFollowing) {
+  daemon::DaemonOptions opt;
+  opt.learn_min_events = 16;
+  opt.max_session_events = 1024;
+  daemon::Session s(1, proto::HelloInfo{}, opt);
+  ASSERT_TRUE(s.on_names(names()).has_value());
+  Gen g;
+  g.setup();
+  for (int round = 0; round < 50; ++round) {
+    for (int i = 0; i < 10; ++i) g.iteration();
+    proto::EventBatch b{g.ev, g.ids};
+    ASSERT_TRUE(s.on_events(b).has_value());
+    g.ev.clear();
+    g.ids.clear();
+    EXPECT_LE(s.detail()["window_events"].get<std::uint64_t>(), 1024u + 130u);
+  }
+  const auto d = s.detail();
+  EXPECT_GT(d["compactions"].get<std::uint64_t>(), 0u);
+  EXPECT_EQ(d["learner"], "following");
+  EXPECT_EQ(d["unknown_ids"], 0u);
+  EXPECT_GE(s.iteration(), 495u);
+  EXPECT_EQ(s.resident_bytes(), 3u << 20);
+}
+
+TEST(Session, UnknownNamesAreRefused) {
+  daemon::DaemonOptions opt;
+  daemon::Session s(1, proto::HelloInfo{}, opt);
+  Gen g;
+  g.kernel(3, {}, {});
+  proto::EventBatch b{g.ev, g.ids};
+  EXPECT_FALSE(s.on_events(b).has_value());
+}
+
+TEST(Query, ErrorsAreJsonObjectsWithCodes) {
+  daemon::Registry reg(daemon::DaemonOptions{});
+  auto code = [&](std::string_view req) {
+    auto j = nlohmann::json::parse(reg.handle_request(req));
+    return j["ok"].get<bool>() ? std::string("ok") : j["error"]["code"].get<std::string>();
+  };
+  EXPECT_EQ(code("{\"method\":\"status\"}"), "ok");
+  EXPECT_EQ(code("nonsense"), "bad-request");
+  EXPECT_EQ(code("[1]"), "bad-request");
+  EXPECT_EQ(code("{\"v\":2,\"method\":\"status\"}"), "bad-version");
+  EXPECT_EQ(code("{\"method\":\"frobnicate\"}"), "unknown-method");
+  EXPECT_EQ(code("{\"method\":\"session\"}"), "bad-params");
+  EXPECT_EQ(code("{\"method\":\"session\",\"params\":{\"session\":5}}"), "no-such-session");
+  EXPECT_EQ(code("{\"method\":\"sessions\",\"params\":{\"all\":\"yes\"}}"), "ok");
+  daemon::Session* s = reg.open_session(proto::HelloInfo{});
+  ASSERT_NE(s, nullptr);
+  EXPECT_EQ(code("{\"method\":\"set-budget\",\"params\":{\"session\":1,\"budget\":\"-3\"}}"), "bad-params");
+  EXPECT_EQ(code("{\"method\":\"set-budget\",\"params\":{\"session\":\"1\",\"budget\":\"2GiB\"}}"), "ok");
+  EXPECT_EQ(s->budget_bytes(), 2ull << 30);
+  auto m = nlohmann::json::parse(reg.handle_request("{\"method\":\"metrics\"}"));
+  EXPECT_NE(m["result"].get<std::string>().find("capuchin_session_budget_bytes{session=\"1\""), std::string::npos);
+}

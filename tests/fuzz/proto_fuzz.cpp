@@ -1,0 +1,64 @@
+// Fuzz target: the daemon's binary input path. The input is a byte stream fed in pieces to
+// a FrameReader; every frame is decoded as the daemon does (hello, names, events, exec
+// stats, decisions, plans) and valid ones drive a real Session (ingestion and learning).
+// Nothing may crash, read out of bounds or grow without bound.
+#include <cstdint>
+#include <memory>
+
+#include "capuchin/protocol.hpp"
+#include "session.hpp"
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  using namespace capuchin;
+  static const daemon::DaemonOptions opt = [] {
+    daemon::DaemonOptions o;
+    o.learn_min_events = 8;
+    o.max_session_events = 2048;
+    return o;
+  }();
+  proto::FrameReader fr;
+  std::unique_ptr<daemon::Session> s;
+  proto::EventBatch batch;
+  std::size_t off = 0, step = 7;
+  while (off < size) {
+    const std::size_t n = std::min(step, size - off);
+    fr.feed(std::span(data + off, n));
+    off += n;
+    step = step * 3 + 1;
+    proto::FrameReader::Frame f;
+    for (;;) {
+      auto more = fr.next(f);
+      if (!more || !*more) {
+        if (!more) return 0;  // the daemon closes the connection here
+        break;
+      }
+      switch (static_cast<proto::MsgType>(f.header.type)) {
+        case proto::MsgType::Hello:
+          if (auto h = proto::decode_hello(f.payload); h && !s) s = std::make_unique<daemon::Session>(1, *h, opt);
+          break;
+        case proto::MsgType::Names:
+          if (auto v = proto::decode_names(f.payload); v && s) (void)s->on_names(*v);
+          break;
+        case proto::MsgType::Events:
+          if (proto::decode_events(f.payload, batch) && s && !s->on_events(batch)) return 0;
+          break;
+        case proto::MsgType::ExecStats:
+          if (auto e = proto::decode_exec_stats(f.payload); e && s) s->on_exec_stats(*e);
+          break;
+        case proto::MsgType::Decisions:
+          if (s) (void)s->on_decisions(std::string_view(reinterpret_cast<const char*>(f.payload.data()), f.payload.size()));
+          break;
+        case proto::MsgType::Plan: (void)proto::decode_plan(f.payload); break;
+        case proto::MsgType::Welcome: (void)proto::decode_welcome(f.payload); break;
+        case proto::MsgType::Error: (void)proto::decode_error(f.payload); break;
+        case proto::MsgType::Bye: break;
+      }
+    }
+  }
+  if (s) {
+    (void)s->detail();
+    (void)s->tensors(10);
+    (void)s->take_plan();
+  }
+  return 0;
+}
