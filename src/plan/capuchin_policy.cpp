@@ -53,6 +53,7 @@ class CapuchinPolicy final : public sim::Policy {
     plan_ = nullptr;
     matcher_.reset();
     feedback_.clear();
+    late_since_plan_ = false;
     next_ = 0;
     if (fixed_) {
       pattern_ = fixed_->pattern;
@@ -140,7 +141,10 @@ class CapuchinPolicy final : public sim::Policy {
       double late = 0;
       if (s.residence[tn] == Residence::Resident) late = s.last_use_end_s[tn] - s.now_s;
       else late = 2 * s.prep->gpu.link_latency_s + static_cast<double>(s.bytes(tn)) / (s.prep->gpu.link_bytes_per_s * s.prep->eff.link);
-      if (late > 1e-9) feedback_[{ref, pos}] += late;
+      if (late > 1e-9) {
+        feedback_[{ref, pos}] += late;
+        late_since_plan_ = true;
+      }
     }
     awaited_.erase(it);
   }
@@ -150,6 +154,16 @@ class CapuchinPolicy final : public sim::Policy {
     const trace::Trace& t = *s.prep->trace;
     const bool same_shape = pattern_ && matcher_ && matcher_->complete() && !matcher_->diverged();
     if (!same_shape) feedback_.clear();  // positions of a changed pattern mean nothing
+    if (same_shape && !late_since_plan_ && plan_) {
+      // The iteration repeated the pattern and every swap-in landed: keep pattern and plan
+      // (planning again would find the same), only follow the next iteration.
+      segment_begin_ = first;
+      matcher_ = std::make_unique<learn::PatternMatcher>(*pattern_, true);
+      next_ = 0;
+      awaited_.clear();
+      return;
+    }
+    late_since_plan_ = false;
     owned_pattern_ = std::make_unique<learn::Pattern>(learn::make_pattern(t, trace::Iteration{0, segment_begin_, first}));
     pattern_ = owned_pattern_.get();
     PlanOptions opt;
@@ -247,6 +261,7 @@ class CapuchinPolicy final : public sim::Policy {
   std::uint32_t segment_begin_ = 0;
   bool boundary_ = false;
   std::optional<Fixed> fixed_;
+  bool late_since_plan_ = false;         // a swap-in arrived late since the last planning
   bool prefer_drops_ = false;           // on-demand handling recomputes first (DTR-style)
   std::unique_ptr<learn::Pattern> owned_pattern_;
   std::unique_ptr<Plan> owned_plan_;
