@@ -142,6 +142,7 @@ void Session::close(std::string_view why) {
   matcher_.reset();
   pattern_.reset();
   trace_ = trace::Trace{};
+  spare_ = trace::Trace{};
   last_access_event_ = {};
   ids_.clear();
 }
@@ -489,7 +490,11 @@ void Session::compact() {
   if (keep_pattern) cut = last_complete_begin_;
   if (cut == 0) return;
 
-  trace::Trace nt;
+  trace::Trace nt = std::move(spare_);
+  nt.events.clear();
+  nt.tensors.clear();
+  nt.accesses.clear();
+  nt.iterations.clear();
   nt.name = trace_.name;
   nt.header = trace_.header;
   nt.names = trace_.names;
@@ -551,6 +556,7 @@ void Session::compact() {
     if (nt.tensors[t].free_event == kNone) ids_.insert(nt.tensors[t].id, t);
   const std::uint32_t old_pattern_begin = last_complete_begin_, old_pattern_end = current_begin_;
   const std::uint32_t old_current = current_begin_;
+  spare_ = std::move(trace_);
   trace_ = std::move(nt);
   last_access_event_ = std::move(last);
   ++compactions_;

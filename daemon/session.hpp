@@ -135,6 +135,7 @@ class Session {
 
   // The event window.
   trace::Trace trace_;
+  trace::Trace spare_;  // the previous window's buffers, reused by compaction (no page churn)
   IdMap ids_;
   std::vector<std::uint32_t> last_access_event_;  // per tensor, to count accessing events once
   std::vector<std::uint32_t> name_map_;           // wire name index -> trace name index
