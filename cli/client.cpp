@@ -61,11 +61,12 @@ Expected<nlohmann::json> query_daemon(const std::string& socket, const std::stri
   nlohmann::json req = {{"v", 1}, {"id", 1}, {"method", method}, {"params", params}};
   const std::string line = req.dump() + "\n";
   std::size_t off = 0;
+  int send_errno = 0;
   while (off < line.size()) {
     const ssize_t n = ::send(*fd, line.data() + off, line.size() - off, MSG_NOSIGNAL);
-    if (n <= 0) {
-      ::close(*fd);
-      return make_error(fmt::format("cannot send to {}: {}", socket, std::strerror(errno)));
+    if (n <= 0) {  // the daemon may have answered (e.g. refused us) before closing: read it
+      send_errno = errno;
+      break;
     }
     off += static_cast<std::size_t>(n);
   }
@@ -80,6 +81,8 @@ Expected<nlohmann::json> query_daemon(const std::string& socket, const std::stri
   }
   ::close(*fd);
   if (auto nl = resp.find('\n'); nl != std::string::npos) resp.resize(nl);
+  if (resp.empty() && send_errno != 0)
+    return make_error(fmt::format("cannot send to {}: {}", socket, std::strerror(send_errno)));
   if (resp.empty()) return make_error(fmt::format("{}: the daemon closed the connection without answering", socket));
   const nlohmann::json j = nlohmann::json::parse(resp, nullptr, false);
   if (j.is_discarded() || !j.is_object()) return make_error(fmt::format("{}: the daemon's answer is not JSON", socket));
