@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -104,7 +105,11 @@ Status start_daemon(const std::string& socket, int idle_exit_s) {
   if (::access(exe.c_str(), X_OK) != 0) return make_error(fmt::format("no capuchind beside capuchin ({})", exe));
   const std::string log_path = (std::filesystem::path(socket).parent_path() / "capuchind.log").string();
   std::error_code ec;
-  std::filesystem::create_directories(std::filesystem::path(socket).parent_path(), ec);
+  const auto dir = std::filesystem::path(socket).parent_path();
+  if (!dir.empty() && !std::filesystem::exists(dir, ec)) {
+    std::filesystem::create_directories(dir, ec);
+    ::chmod(dir.c_str(), 0700);  // as the daemon would create it: this user's only
+  }
   const std::string idle = std::to_string(idle_exit_s);
   // Double fork: the daemon is re-parented to init and outlives this command.
   const pid_t child = ::fork();

@@ -9,6 +9,8 @@
 #include <boost/asio/steady_timer.hpp>
 #include <spdlog/spdlog.h>
 
+#include <sys/stat.h>
+
 #include <csignal>
 #include <filesystem>
 
@@ -72,6 +74,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   std::signal(SIGPIPE, SIG_IGN);
+  ::umask(077);  // the socket's directory, decision logs: this user's only
 
   capuchin::daemon::Registry registry(opt);  // outlives the io_context and its connections
   boost::asio::io_context io(1);
