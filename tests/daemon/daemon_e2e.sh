@@ -31,7 +31,8 @@ run_job() {  # budget seed outfile
   LD_PRELOAD="$PRELOAD_PREFIX" "$CAPUCHIN" run --socket "$sock" --budget "$1" -- "$TRAIN" $args --iters $iters --seed "$2" > "$3"
 }
 
-for s in 1 2 3 4; do "$TRAIN" $args --iters $iters --seed $s > "$out/plain$s.txt"; done
+for s in 1 2 3; do "$TRAIN" $args --iters $iters --seed $s > "$out/plain$s.txt"; done
+"$TRAIN" $args --iters $((iters * 4)) --seed 4 > "$out/plain4.txt"
 start_daemon
 
 # 1. Three concurrent jobs, different budgets (a fraction, a size, a fraction).
@@ -61,17 +62,27 @@ grep -l '"action":"plan"' "$out"/logs/*.jsonl > /dev/null || { echo "FAIL: no se
 "$CAPUCHIN" --socket "$sock" session 1 | grep -q "plan_summary" || { echo "FAIL: capuchin session 1"; exit 1; }
 "$CAPUCHIN" --socket "$sock" metrics | grep -q '^capuchin_up 1' || { echo "FAIL: metrics"; exit 1; }
 
-# 2. SIGKILL the daemon in the middle of a run.
+# 2. SIGKILL the daemon in the middle of a (longer) run; restart it while the job runs: the
+# job re-attaches as a new session of the new daemon, and its output stays identical.
+iters_saved=$iters; iters=$((iters * 4))
 run_job 0.5 4 "$out/run4.txt" & p4=$!
+iters=$iters_saved
 for i in $(seq 1 400); do
   "$CAPUCHIN" sessions --json --socket "$sock" | grep -q '"pid":' && break
   sleep 0.02
 done
 kill -9 "$dpid"; wait "$dpid" 2>/dev/null || true; dpid=""
+start_daemon
+reattached=0
+for i in $(seq 1 400); do
+  "$CAPUCHIN" sessions --all --json --socket "$sock" | grep -q '"pid":' && { reattached=1; break; }
+  kill -0 $p4 2>/dev/null || break
+  sleep 0.02
+done
 wait $p4 || { echo "FAIL: the job failed after the daemon was killed"; exit 1; }
 cmp -s "$out/plain4.txt" "$out/run4.txt" || { echo "FAIL: output differs after SIGKILL of the daemon"; exit 1; }
-echo "daemon SIGKILLed mid-run: job output identical"
-start_daemon
+echo "daemon SIGKILLed mid-run: job output identical; re-attached to the restarted daemon: $reattached"
+[ $reattached -eq 1 ] || { echo "FAIL: the job did not re-attach to the restarted daemon"; exit 1; }
 run_job 1.0 1 "$out/run5.txt"
 cmp -s "$out/plain1.txt" "$out/run5.txt" || { echo "FAIL: output differs with the restarted daemon"; exit 1; }
 "$CAPUCHIN" --socket "$sock" sessions --all --json | grep -q '"pid":' || { echo "FAIL: the restarted daemon took no session"; exit 1; }
