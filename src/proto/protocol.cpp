@@ -253,8 +253,9 @@ ProtoExpected<void> decode_events(std::span<const std::uint8_t> payload, EventBa
                 fmt::format("event batch says {} events and {} ids ({} bytes) but carries {}", n, nids, need, r.left()));
   out.events.resize(n);
   out.ids.resize(nids);
-  std::memcpy(out.events.data(), payload.data() + r.pos, std::size_t{n} * sizeof(WireEvent));
-  std::memcpy(out.ids.data(), payload.data() + r.pos + std::size_t{n} * sizeof(WireEvent), std::size_t{nids} * 8);
+  if (n > 0) std::memcpy(out.events.data(), payload.data() + r.pos, std::size_t{n} * sizeof(WireEvent));
+  if (nids > 0)
+    std::memcpy(out.ids.data(), payload.data() + r.pos + std::size_t{n} * sizeof(WireEvent), std::size_t{nids} * 8);
   // One validation pass over the flat array: ops in range, id counts adding up.
   std::uint64_t used = 0;
   for (std::uint32_t i = 0; i < n; ++i) {
@@ -304,7 +305,7 @@ ProtoExpected<PlanMessage> decode_plan(std::span<const std::uint8_t> payload) {
   if (!r.ok) return fail(ProtoErrc::Truncated, "plan payload truncated");
   if (n > r.left() / sizeof(WireDecision)) return fail(ProtoErrc::Truncated, "plan counts more decisions than it carries");
   p.decisions.resize(n);
-  std::memcpy(p.decisions.data(), payload.data() + r.pos, std::size_t{n} * sizeof(WireDecision));
+  if (n > 0) std::memcpy(p.decisions.data(), payload.data() + r.pos, std::size_t{n} * sizeof(WireDecision));
   r.pos += std::size_t{n} * sizeof(WireDecision);
   p.json = std::string(r.str(kMaxFrameBytes));
   if (!r.ok || r.left() != 0) return fail(ProtoErrc::Truncated, "plan payload: bad JSON section");
