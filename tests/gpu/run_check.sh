@@ -1,0 +1,98 @@
+#!/bin/sh
+# run_check.sh: one real-GPU check (ctest label gpu; scripts/gpu-check.sh runs the same).
+#
+# Usage: run_check.sh CASE OUTDIR
+#   CASE: capture | capture_static | param_info | graph | cupti      (capture under LD_PRELOAD)
+#         evict_uvm | evict_pinned | missed_uvm | missed_pinned      (the executor under a budget)
+# Environment: GPU_BIN (folder of the tests/gpu programs), CAPUCHIN_LIB (libcapuchin.so),
+#   CAPUCHIN_CLI (the capuchin command; optional: trace validation), PRELOAD_PREFIX (optional:
+#   sanitizer runtimes), GPU_BUDGET (executor cases, default 200MiB: about 3 of the 64 MiB
+#   buffers), PYTHON (default python3).
+# Every case first runs its program plain: exit 77 there (no GPU) is this script's exit 77
+# (SKIP). Then it runs it under libcapuchin.so and requires: the program's own PASS, the same
+# CHECKSUM lines as the plain run, and (capture cases) the recorded trace valid and holding
+# what the program's EXPECT lines say; (executor cases) the decision log showing evictions.
+# Exit 0 pass, 1 fail, 77 skipped (no GPU, or no executor in this libcapuchin.so).
+set -u
+case_name=${1:?usage: run_check.sh CASE OUTDIR}
+out=${2:?usage: run_check.sh CASE OUTDIR}
+here=$(cd "$(dirname "$0")" && pwd)
+py=${PYTHON:-python3}
+mkdir -p "$out"
+log="$out/$case_name"
+
+prog=""; args=""; executor=""; backend=""
+case "$case_name" in
+  capture) prog=gpu_capture ;;
+  capture_static) prog=gpu_capture_static ;;
+  param_info) prog=gpu_param_info ;;
+  graph) prog=gpu_graph ;;
+  cupti) prog=gpu_cupti ;;
+  evict_uvm|evict_pinned|missed_uvm|missed_pinned)
+    prog=gpu_executor; args=${case_name%_*}; backend=${case_name#*_}; executor=1 ;;
+  *) echo "run_check.sh: unknown case '$case_name'" >&2; exit 2 ;;
+esac
+bin="${GPU_BIN:?GPU_BIN must name the folder of the tests/gpu programs}/$prog"
+[ -x "$bin" ] || { echo "FAIL $case_name: $bin not built" ; exit 1; }
+
+"$bin" $args >"$log.plain.log" 2>&1
+rc=$?
+cat "$log.plain.log"
+[ $rc -eq 77 ] && exit 77
+if [ $rc -ne 0 ]; then echo "FAIL $case_name: the program fails without capuchin (exit $rc)"; exit 1; fi
+
+lib=${CAPUCHIN_LIB:-}
+if [ -z "$lib" ] || [ ! -r "$lib" ]; then
+  echo "FAIL $case_name: no libcapuchin.so (CAPUCHIN_LIB='$lib')"; exit 1
+fi
+preload="${PRELOAD_PREFIX:-}$lib"
+trace="$log.trace.jsonl"
+decisions="$log.decisions.jsonl"
+rm -f "$trace" "$decisions"
+if [ -n "$executor" ]; then
+  if ! grep -q CAPUCHIN_DECISION_LOG "$lib"; then
+    echo "SKIP $case_name: this libcapuchin.so has no executor (no CAPUCHIN_DECISION_LOG); contents verified plain only"
+    exit 77
+  fi
+  env LD_PRELOAD="$preload" CAPUCHIN_SINK=null CAPUCHIN_BUDGET="${GPU_BUDGET:-200MiB}" CAPUCHIN_BACKEND="$backend" \
+      CAPUCHIN_DECISION_LOG="$decisions" CAPUCHIN_LOG=info "$bin" $args >"$log.capuchin.log" 2>&1
+else
+  env LD_PRELOAD="$preload" CAPUCHIN_RECORD="$trace" CAPUCHIN_LOG=info "$bin" $args >"$log.capuchin.log" 2>&1
+fi
+rc=$?
+cat "$log.capuchin.log"
+fail=0
+if [ $rc -ne 0 ]; then echo "FAIL $case_name: exit $rc under libcapuchin.so"; fail=1; fi
+grep '^CHECKSUM' "$log.plain.log" >"$log.sum.plain"
+grep '^CHECKSUM' "$log.capuchin.log" >"$log.sum.capuchin"
+if cmp -s "$log.sum.plain" "$log.sum.capuchin"; then
+  echo "PASS $case_name: results bit-identical to the plain run ($(wc -l <"$log.sum.plain") checksums)"
+else
+  echo "FAIL $case_name: results differ from the plain run:"; diff "$log.sum.plain" "$log.sum.capuchin"; fail=1
+fi
+
+if [ -n "$executor" ]; then
+  if [ ! -s "$decisions" ]; then
+    echo "FAIL $case_name: no decision log written at $decisions"; fail=1
+  else
+    evicts=$(grep -c -E "\"action\": ?\"evict\"" "$decisions")
+    ins=$(grep -c -E "\"action\": ?\"(prefetch|swapin_on_demand)\"" "$decisions")
+    fallbacks=$(grep -c -E "\"action\": ?\"fallback\"" "$decisions")
+    echo "INFO $case_name: decisions: $evicts evict, $ins prefetch/swap-in, $fallbacks fallback ($(wc -l <"$decisions") records)"
+    if [ "$evicts" -gt 0 ] && [ "$ins" -gt 0 ]; then
+      echo "PASS $case_name: the budget forced evictions and swap-ins ($backend backend)"
+    else
+      echo "FAIL $case_name: a budget of ${GPU_BUDGET:-200MiB} below the working set led to no eviction/swap-in"; fail=1
+    fi
+  fi
+else
+  if [ -n "${CAPUCHIN_CLI:-}" ] && [ -x "${CAPUCHIN_CLI}" ]; then
+    if "$CAPUCHIN_CLI" trace validate "$trace"; then echo "PASS $case_name: trace valid"
+    else echo "FAIL $case_name: trace invalid"; fail=1; fi
+  fi
+  if grep -q '^EXPECT' "$log.plain.log"; then
+    "$py" "$here/trace_expect.py" "$trace" "$log.plain.log" || fail=1
+  fi
+fi
+[ $fail -eq 0 ] && echo "RESULT $case_name PASS" || echo "RESULT $case_name FAIL"
+exit $fail
