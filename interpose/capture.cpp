@@ -14,6 +14,7 @@
 #include "capuchin/version.hpp"
 #include "daemon_sink.hpp"
 #include "drain.hpp"
+#include "exec/executor.hpp"
 #include "real_api.hpp"
 #include "sink.hpp"
 
@@ -131,6 +132,7 @@ void init_from_env() {
   pthread_atfork(nullptr, nullptr, at_fork_child);
   std::atexit(at_exit);
   g_capturing.store(true, std::memory_order_release);
+  exec::init();  // CAPUCHIN_BUDGET: the executor (interpose/exec) acts on memory
 }
 
 void ensure_started_slow() {
@@ -144,6 +146,7 @@ void ensure_started_slow() {
 
 void shutdown_capture(char* summary, std::size_t summary_bytes) {
   if (g_state == nullptr) return;
+  exec::shutdown();
   State& s = st();
   const bool was = g_capturing.exchange(false, std::memory_order_acq_rel);
   if (summary != nullptr && summary_bytes > 0) summary[0] = '\0';
@@ -218,9 +221,9 @@ void free_evicted(const LiveEntry* ev, std::size_t n) {
 
 }  // namespace
 
-void record_alloc(std::uint64_t base, std::uint64_t bytes, MemKind kind, AllocSub sub, std::uint64_t stream,
-                  std::uint8_t flags) {
-  if (bytes == 0) return;
+std::uint64_t record_alloc(std::uint64_t base, std::uint64_t bytes, MemKind kind, AllocSub sub, std::uint64_t stream,
+                           std::uint8_t flags) {
+  if (bytes == 0) return kNoId;
   State& s = st();
   const std::uint64_t id = s.next_id.fetch_add(1, std::memory_order_relaxed);
   LiveEntry evicted[16];
@@ -233,6 +236,7 @@ void record_alloc(std::uint64_t base, std::uint64_t bytes, MemKind kind, AllocSu
   r.h.c = bytes;
   r.h.d = stream;
   put(r, nullptr, 0);
+  return id;
 }
 
 void record_free(std::uint64_t base, std::uint64_t stream, std::uint8_t flags) {
@@ -262,16 +266,13 @@ void record_host_alloc(std::uint64_t base, std::uint64_t bytes) {
 
 void record_host_free(std::uint64_t base) { st().live->remove(base, nullptr); }
 
-void record_launch(const FuncLayout* layout, std::uint64_t func, void** params, void** extra, std::uint64_t stream,
-                   std::uint8_t flags) {
+unsigned scan_launch(const FuncLayout* layout, void** params, void** extra, std::uint64_t* ids,
+                     std::uint64_t* unknown_out, std::uint8_t* flags) {
   State& s = st();
   ThreadSlot* slot = current_slot(s.pool);
-  if (slot == nullptr) {
-    s.pool.no_slot_events.fetch_add(1, std::memory_order_relaxed);
-    return;
-  }
-  constexpr unsigned kMaxIds = 255 * kIdsPerCont;
-  std::uint64_t ids[kMaxIds];
+  *unknown_out = 0;
+  if (slot == nullptr) return 0;
+  constexpr unsigned kMaxIds = kMaxLaunchIds;
   unsigned n = 0;
   std::uint64_t unknown = 0;
   {
@@ -286,7 +287,7 @@ void record_launch(const FuncLayout* layout, std::uint64_t func, void** params, 
       for (unsigned j = 0; j < n; ++j)
         if (ids[j] == e->id) return;
       if (n < kMaxIds) ids[n++] = e->id;
-      else flags |= kTruncated;
+      else *flags |= kTruncated;
     };
     if (params != nullptr && layout != nullptr) {
       const std::uint32_t* plan = s.cache.words(*layout);
@@ -315,6 +316,13 @@ void record_launch(const FuncLayout* layout, std::uint64_t func, void** params, 
         }
     }
   }
+  *unknown_out = unknown;
+  return n;
+}
+
+void record_launch_ids(const FuncLayout* layout, std::uint64_t func, const std::uint64_t* ids, unsigned n,
+                       std::uint64_t unknown, std::uint64_t stream, std::uint8_t flags) {
+  State& s = st();
   const std::uint32_t seq = capture_sequence(stream, (flags & kPerThread) != 0);
   Record r = make(Kind::Launch, static_cast<std::uint8_t>(flags | (seq != 0 ? kCaptured : 0)));
   r.aux = layout != nullptr ? s.cache.index_of(layout) : ~0u;
@@ -324,6 +332,19 @@ void record_launch(const FuncLayout* layout, std::uint64_t func, void** params, 
   r.h.d = stream;
   r.h.e = seq;  // a captured launch carries its capture sequence in e (aux is the layout)
   put(r, ids, n);
+}
+
+void record_launch(const FuncLayout* layout, std::uint64_t func, void** params, void** extra, std::uint64_t stream,
+                   std::uint8_t flags) {
+  State& s = st();
+  if (current_slot(s.pool) == nullptr) {
+    s.pool.no_slot_events.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
+  std::uint64_t ids[kMaxLaunchIds];
+  std::uint64_t unknown = 0;
+  const unsigned n = scan_launch(layout, params, extra, ids, &unknown, &flags);
+  record_launch_ids(layout, func, ids, n, unknown, stream, flags);
 }
 
 void record_copy(std::uint64_t dst, std::uint64_t src, std::uint64_t bytes, CopyHint hint, std::uint64_t stream,

@@ -61,8 +61,9 @@ const Config& config();
 // --- what hooks record -------------------------------------------------------------------
 enum class CopyHint : std::uint8_t { Infer, H2D, D2H, D2D };
 
-void record_alloc(std::uint64_t base, std::uint64_t bytes, MemKind kind, AllocSub sub, std::uint64_t stream,
-                  std::uint8_t flags);
+// Returns the allocation's id (kNoId when bytes == 0).
+std::uint64_t record_alloc(std::uint64_t base, std::uint64_t bytes, MemKind kind, AllocSub sub, std::uint64_t stream,
+                           std::uint8_t flags);
 // Removes the allocation starting at base (before the real free runs, so the address can
 // never be mapped twice) and records its free; unknown bases are ignored.
 void record_free(std::uint64_t base, std::uint64_t stream, std::uint8_t flags);
@@ -75,6 +76,14 @@ void record_host_free(std::uint64_t base);
 // cuLaunchKernel takes them (kernelParams or extra).
 void record_launch(const FuncLayout* layout, std::uint64_t func, void** params, void** extra,
                    std::uint64_t stream, std::uint8_t flags);
+// The same in two steps, for the executor (which needs the ids before the launch is
+// forwarded): scan_launch fills ids (at most kMaxLaunchIds) and the count of unknown words
+// and may set kTruncated in *flags; record_launch_ids records what it found.
+inline constexpr unsigned kMaxLaunchIds = 255 * kIdsPerCont;
+unsigned scan_launch(const FuncLayout* layout, void** params, void** extra, std::uint64_t* ids,
+                     std::uint64_t* unknown, std::uint8_t* flags);
+void record_launch_ids(const FuncLayout* layout, std::uint64_t func, const std::uint64_t* ids, unsigned n,
+                       std::uint64_t unknown, std::uint64_t stream, std::uint8_t flags);
 void record_copy(std::uint64_t dst, std::uint64_t src, std::uint64_t bytes, CopyHint hint, std::uint64_t stream,
                  std::uint8_t flags);
 void record_memset(std::uint64_t dst, std::uint64_t bytes, std::uint64_t stream, std::uint8_t flags);

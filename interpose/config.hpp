@@ -30,7 +30,7 @@ struct Config {
   char budget[64] = {};                   // CAPUCHIN_BUDGET (parse_size_or_fraction), for the daemon's hello
   char backend[16] = {};                  // CAPUCHIN_BACKEND=uvm|pinned
 
-  bool capturing() const { return !disabled && (sink != SinkKind::None || daemon); }
+  bool capturing() const { return !disabled && (sink != SinkKind::None || daemon || budget[0] != '\0'); }
   static Config from_env();
   // Re-expands %p in CAPUCHIN_RECORD for the current pid (after fork).
   void expand_record_path();

@@ -14,6 +14,7 @@
 
 #include "capture.hpp"
 #include "driver_hooks.def"
+#include "exec/executor.hpp"
 #include "hooks.hpp"
 #include "real_api.hpp"
 
@@ -40,12 +41,24 @@ CAPUCHIN_DRIVER_HOOKS(CAPUCHIN_PFN)
 #undef CAPUCHIN_PFN
 #define REAL(id) real_of<pfn_##id>(v)
 
+// With CAPUCHIN_BUDGET the executor serves allocations and sees every access first
+// (exec/executor.hpp); record() is asked first so capture is started.
+inline bool executor_on(HookScope& scope) {
+  (void)scope.record();
+  return scope.outer && exec::on();
+}
+
 // --- bodies --------------------------------------------------------------------------------
 // Allocation: record after success (we need the pointer). Free: record before the call so
 // the address is never live twice in our map.
 
 CUresult body_MemAlloc(const Variant& v, CUdeviceptr* dptr, size_t bytes) {
   HookScope scope;
+  if (executor_on(scope)) {
+    ErrnoKeeper keep;
+    CUresult r;
+    if (exec::alloc(dptr, bytes, nullptr, false, false, &r)) return r;
+  }
   const CUresult r = REAL(MemAlloc)(dptr, bytes);
   if (r == CUDA_SUCCESS && scope.record()) {
     ErrnoKeeper keep;
@@ -64,6 +77,11 @@ CUresult body_MemAllocManaged(const Variant& v, CUdeviceptr* dptr, size_t bytes,
 }
 CUresult body_MemAllocAsync(const Variant& v, CUdeviceptr* dptr, size_t bytes, CUstream s) {
   HookScope scope;
+  if (executor_on(scope)) {
+    ErrnoKeeper keep;
+    CUresult r;
+    if (exec::alloc(dptr, bytes, s, thread_flag(v) != 0, true, &r)) return r;
+  }
   const CUresult r = REAL(MemAllocAsync)(dptr, bytes, s);
   if (r == CUDA_SUCCESS && scope.record()) {
     ErrnoKeeper keep;
@@ -73,6 +91,11 @@ CUresult body_MemAllocAsync(const Variant& v, CUdeviceptr* dptr, size_t bytes, C
 }
 CUresult body_MemAllocFromPoolAsync(const Variant& v, CUdeviceptr* dptr, size_t bytes, CUmemoryPool pool, CUstream s) {
   HookScope scope;
+  if (executor_on(scope)) {
+    ErrnoKeeper keep;
+    CUresult r;
+    if (exec::alloc(dptr, bytes, s, thread_flag(v) != 0, true, &r)) return r;
+  }
   const CUresult r = REAL(MemAllocFromPoolAsync)(dptr, bytes, pool, s);
   if (r == CUDA_SUCCESS && scope.record()) {
     ErrnoKeeper keep;
@@ -82,6 +105,11 @@ CUresult body_MemAllocFromPoolAsync(const Variant& v, CUdeviceptr* dptr, size_t 
 }
 CUresult body_MemFree(const Variant& v, CUdeviceptr p) {
   HookScope scope;
+  if (executor_on(scope) && p != 0) {
+    ErrnoKeeper keep;
+    CUresult r;
+    if (exec::free(p, nullptr, false, false, &r)) return r;
+  }
   if (scope.record() && p != 0) {
     ErrnoKeeper keep;
     record_free(p, 0, 0);
@@ -90,6 +118,11 @@ CUresult body_MemFree(const Variant& v, CUdeviceptr p) {
 }
 CUresult body_MemFreeAsync(const Variant& v, CUdeviceptr p, CUstream s) {
   HookScope scope;
+  if (executor_on(scope) && p != 0) {
+    ErrnoKeeper keep;
+    CUresult r;
+    if (exec::free(p, s, thread_flag(v) != 0, true, &r)) return r;
+  }
   if (scope.record() && p != 0) {
     ErrnoKeeper keep;
     record_free(p, u64(s), thread_flag(v));
@@ -121,9 +154,46 @@ CUresult body_MemUnmap(const Variant& v, CUdeviceptr p, size_t bytes) {
 }
 
 // The launch path: no lock, no allocation, no sleep (after the first launch of a function).
+// With a budget: the touched allocations are found first, the executor makes them resident
+// (bounded work, see exec/executor.hpp), then the launch is forwarded and recorded.
+CUresult executor_launch(const Variant& v, pfn_LaunchKernel real_plain, pfn_LaunchKernelEx real_ex,
+                         const CUlaunchConfig* cfg, CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
+                         unsigned by, unsigned bz, unsigned shmem, CUstream s, void** params, void** extra) {
+  std::uint8_t flags = thread_flag(v);
+  const FuncLayout* layout;
+  std::uint64_t ids[kMaxLaunchIds];
+  std::uint64_t unknown = 0;
+  unsigned n;
+  exec::Launch l;
+  {
+    ErrnoKeeper keep;
+    layout = layout_for_function(f);
+    n = scan_launch(layout, params, extra, ids, &unknown, &flags);
+    l.func = f;
+    l.layout = layout;
+    l.grid[0] = gx, l.grid[1] = gy, l.grid[2] = gz;
+    l.block[0] = bx, l.block[1] = by, l.block[2] = bz;
+    l.shmem = shmem;
+    l.stream = s;
+    l.per_thread = (flags & kPerThread) != 0;
+    l.params = params;
+    l.extra = extra;
+    l.complete_scan = layout != nullptr && (flags & kTruncated) == 0;
+    if (const CUresult e = exec::before_launch(l, ids, n); e != CUDA_SUCCESS) return e;
+  }
+  const CUresult r = real_ex != nullptr ? real_ex(cfg, f, params, extra)
+                                        : real_plain(f, gx, gy, gz, bx, by, bz, shmem, s, params, extra);
+  ErrnoKeeper keep;
+  exec::after_launch(l, r == CUDA_SUCCESS);
+  if (r == CUDA_SUCCESS) record_launch_ids(layout, u64(f), ids, n, unknown, u64(s), flags);
+  return r;
+}
+
 CUresult body_LaunchKernel(const Variant& v, CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
                            unsigned by, unsigned bz, unsigned shmem, CUstream s, void** params, void** extra) {
   HookScope scope;
+  if (executor_on(scope))
+    return executor_launch(v, REAL(LaunchKernel), nullptr, nullptr, f, gx, gy, gz, bx, by, bz, shmem, s, params, extra);
   const CUresult r = REAL(LaunchKernel)(f, gx, gy, gz, bx, by, bz, shmem, s, params, extra);
   if (r == CUDA_SUCCESS && scope.record()) {
     ErrnoKeeper keep;
@@ -133,6 +203,10 @@ CUresult body_LaunchKernel(const Variant& v, CUfunction f, unsigned gx, unsigned
 }
 CUresult body_LaunchKernelEx(const Variant& v, const CUlaunchConfig* cfg, CUfunction f, void** params, void** extra) {
   HookScope scope;
+  if (executor_on(scope) && cfg != nullptr)
+    return executor_launch(v, nullptr, REAL(LaunchKernelEx), cfg, f, cfg->gridDimX, cfg->gridDimY, cfg->gridDimZ,
+                           cfg->blockDimX, cfg->blockDimY, cfg->blockDimZ, cfg->sharedMemBytes, cfg->hStream, params,
+                           extra);
   const CUresult r = REAL(LaunchKernelEx)(cfg, f, params, extra);
   if (r == CUDA_SUCCESS && scope.record()) {
     ErrnoKeeper keep;
@@ -144,7 +218,18 @@ CUresult body_LaunchKernelEx(const Variant& v, const CUlaunchConfig* cfg, CUfunc
 
 #define CAPUCHIN_COPY_BODY(id, dst_expr, src_expr, hint, stream_expr, call)            \
   HookScope scope;                                                                   \
+  const bool ex = executor_on(scope);                                                \
+  if (ex) {                                                                          \
+    ErrnoKeeper keep;                                                                \
+    const CUresult e = exec::before_copy(dst_expr, src_expr, n, reinterpret_cast<CUstream>(stream_expr), \
+                                         thread_flag(v) != 0, false);               \
+    if (e != CUDA_SUCCESS) return e;                                                 \
+  }                                                                                  \
   const CUresult r = call;                                                           \
+  if (ex) {                                                                          \
+    ErrnoKeeper keep;                                                                \
+    exec::after_copy(r == CUDA_SUCCESS);                                             \
+  }                                                                                  \
   if (r == CUDA_SUCCESS && scope.record()) {                                         \
     ErrnoKeeper keep;                                                                \
     record_copy(dst_expr, src_expr, n, hint, stream_expr, thread_flag(v));           \
@@ -179,7 +264,18 @@ CUresult body_MemcpyDtoDAsync(const Variant& v, CUdeviceptr dst, CUdeviceptr src
 
 #define CAPUCHIN_MEMSET_BODY(elem, stream_expr, call)                        \
   HookScope scope;                                                         \
+  const bool ex = executor_on(scope);                                      \
+  if (ex) {                                                                \
+    ErrnoKeeper keep;                                                      \
+    const CUresult e = exec::before_copy(dst, 0, static_cast<std::uint64_t>(n) * (elem), \
+                                         reinterpret_cast<CUstream>(stream_expr), thread_flag(v) != 0, true); \
+    if (e != CUDA_SUCCESS) return e;                                       \
+  }                                                                        \
   const CUresult r = call;                                                 \
+  if (ex) {                                                                \
+    ErrnoKeeper keep;                                                      \
+    exec::after_copy(r == CUDA_SUCCESS);                                   \
+  }                                                                        \
   if (r == CUDA_SUCCESS && scope.record()) {                               \
     ErrnoKeeper keep;                                                      \
     record_memset(dst, static_cast<std::uint64_t>(n) * (elem), stream_expr, thread_flag(v)); \
@@ -211,6 +307,7 @@ CUresult body_MemsetD32Async(const Variant& v, CUdeviceptr dst, unsigned int x, 
   if (r == CUDA_SUCCESS && scope.record()) {        \
     ErrnoKeeper keep;                               \
     record_sync(sub);                               \
+    if (scope.outer && exec::on()) exec::on_sync(); \
   }                                                 \
   return r;
 CUresult body_CtxSynchronize(const Variant& v) { CAPUCHIN_SYNC_BODY(SyncSub::Device, REAL(CtxSynchronize)()) }

@@ -12,6 +12,7 @@
 #include <atomic>
 
 #include "capture.hpp"
+#include "exec/executor.hpp"
 #include "real_api.hpp"
 
 #define CAPUCHIN_EXPORT extern "C" __attribute__((visibility("default")))
@@ -42,6 +43,93 @@ CopyHint hint_of(cudaMemcpyKind kind) {
   }
 }
 
+// With CAPUCHIN_BUDGET the executor serves allocations and sees every access first.
+inline bool executor_on(HookScope& scope) {
+  (void)scope.record();
+  return scope.outer && exec::on();
+}
+
+cudaError_t rt_error(CUresult r) {
+  switch (r) {
+    case CUDA_SUCCESS: return cudaSuccess;
+    case CUDA_ERROR_OUT_OF_MEMORY: return cudaErrorMemoryAllocation;
+    case CUDA_ERROR_INVALID_VALUE: return cudaErrorInvalidValue;
+    case CUDA_ERROR_ILLEGAL_ADDRESS: return cudaErrorIllegalAddress;
+    case CUDA_ERROR_ILLEGAL_STATE: return cudaErrorIllegalState;
+    default: return cudaErrorUnknown;
+  }
+}
+
+// The executor serves a runtime allocation; before the runtime made a context current it
+// cannot, so the runtime is initialised the usual way (cudaFree(NULL)) and it tries again.
+bool executor_alloc(void** p, size_t n, cudaStream_t s, bool pt, bool async, cudaError_t* out) {
+  if (p == nullptr) return false;
+  CUdeviceptr d = 0;
+  CUresult r;
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    if (!exec::alloc(&d, n, s, pt, async, &r)) return false;
+    if (r != CUDA_ERROR_INVALID_CONTEXT && r != CUDA_ERROR_NOT_INITIALIZED) break;
+    static std::atomic<void*> slot{nullptr};
+    auto init = runtime_real<cudaError_t (*)(void*)>(slot, "cudaFree");
+    if (init == nullptr || init(nullptr) != cudaSuccess) return false;
+  }
+  if (r == CUDA_ERROR_INVALID_CONTEXT || r == CUDA_ERROR_NOT_INITIALIZED) return false;
+  if (r == CUDA_SUCCESS) *p = reinterpret_cast<void*>(d);
+  *out = rt_error(r);
+  return true;
+}
+
+template <class Real>
+cudaError_t executor_launch_rt(Real real, const void* f, dim3 g, dim3 b, size_t shm, cudaStream_t s, bool pt,
+                               void** args) {
+  std::uint8_t flags = pt_flag(pt);
+  const FuncLayout* layout;
+  std::uint64_t ids[kMaxLaunchIds];
+  std::uint64_t unknown = 0;
+  unsigned n;
+  exec::Launch l;
+  {
+    ErrnoKeeper keep;
+    layout = layout_for_stub(f);
+    n = scan_launch(layout, args, nullptr, ids, &unknown, &flags);
+    l.func = layout != nullptr ? reinterpret_cast<CUfunction>(layout->func) : nullptr;
+    l.layout = layout;
+    l.grid[0] = g.x, l.grid[1] = g.y, l.grid[2] = g.z;
+    l.block[0] = b.x, l.block[1] = b.y, l.block[2] = b.z;
+    l.shmem = static_cast<unsigned>(shm);
+    l.stream = reinterpret_cast<CUstream>(s);
+    l.per_thread = pt;
+    l.params = args;
+    l.complete_scan = layout != nullptr && (flags & kTruncated) == 0;
+    if (const CUresult e = exec::before_launch(l, ids, n); e != CUDA_SUCCESS) return rt_error(e);
+  }
+  const cudaError_t r = real();
+  ErrnoKeeper keep;
+  exec::after_launch(l, r == cudaSuccess);
+  if (r == cudaSuccess) record_launch_ids(layout, u64(f), ids, n, unknown, u64(s), flags);
+  return r;
+}
+
+struct ExecCopy {
+  bool on = false;
+  ExecCopy(HookScope& scope, const void* dst, const void* src, size_t n, cudaStream_t s, bool pt, bool memset,
+           cudaError_t* err) {
+    if (!executor_on(scope)) return;
+    ErrnoKeeper keep;
+    const CUresult e = exec::before_copy(u64(dst), u64(src), n, reinterpret_cast<CUstream>(s), pt, memset);
+    if (e != CUDA_SUCCESS) {
+      *err = rt_error(e);
+      return;
+    }
+    on = true;
+  }
+  void done(cudaError_t r) {
+    if (!on) return;
+    ErrnoKeeper keep;
+    exec::after_copy(r == cudaSuccess);
+  }
+};
+
 #define CAPUCHIN_AFTER(cond, ...) \
   if ((cond) && scope.record()) { \
     ErrnoKeeper keep;             \
@@ -51,6 +139,11 @@ CopyHint hint_of(cudaMemcpyKind kind) {
 template <class F>
 cudaError_t rt_cudaMalloc(F real, bool, void** p, size_t n) {
   HookScope scope;
+  if (executor_on(scope)) {
+    ErrnoKeeper keep;
+    cudaError_t out;
+    if (executor_alloc(p, n, nullptr, false, false, &out)) return out;
+  }
   const cudaError_t r = real(p, n);
   CAPUCHIN_AFTER(r == cudaSuccess && p != nullptr,
                  record_alloc(u64(*p), n, MemKind::Device, AllocSub::Device, 0, 0))
@@ -67,6 +160,11 @@ cudaError_t rt_cudaMallocManaged(F real, bool, void** p, size_t n, unsigned fl) 
 template <class F>
 cudaError_t rt_cudaMallocAsync(F real, bool pt, void** p, size_t n, cudaStream_t s) {
   HookScope scope;
+  if (executor_on(scope)) {
+    ErrnoKeeper keep;
+    cudaError_t out;
+    if (executor_alloc(p, n, s, pt, true, &out)) return out;
+  }
   const cudaError_t r = real(p, n, s);
   CAPUCHIN_AFTER(r == cudaSuccess && p != nullptr,
                  record_alloc(u64(*p), n, MemKind::Device, AllocSub::Async, u64(s), pt_flag(pt)))
@@ -75,12 +173,22 @@ cudaError_t rt_cudaMallocAsync(F real, bool pt, void** p, size_t n, cudaStream_t
 template <class F>
 cudaError_t rt_cudaFree(F real, bool, void* p) {
   HookScope scope;
+  if (executor_on(scope) && p != nullptr) {
+    ErrnoKeeper keep;
+    CUresult r;
+    if (exec::free(u64(p), nullptr, false, false, &r)) return rt_error(r);
+  }
   CAPUCHIN_AFTER(p != nullptr, record_free(u64(p), 0, 0))
   return real(p);
 }
 template <class F>
 cudaError_t rt_cudaFreeAsync(F real, bool pt, void* p, cudaStream_t s) {
   HookScope scope;
+  if (executor_on(scope) && p != nullptr) {
+    ErrnoKeeper keep;
+    CUresult r;
+    if (exec::free(u64(p), reinterpret_cast<CUstream>(s), pt, true, &r)) return rt_error(r);
+  }
   CAPUCHIN_AFTER(p != nullptr, record_free(u64(p), u64(s), pt_flag(pt)))
   return real(p, s);
 }
@@ -108,6 +216,8 @@ template <class F>
 cudaError_t rt_cudaLaunchKernel(F real, bool pt, const void* f, dim3 g, dim3 b, void** args, size_t shm,
                                 cudaStream_t s) {
   HookScope scope;
+  if (executor_on(scope))
+    return executor_launch_rt([&] { return real(f, g, b, args, shm, s); }, f, g, b, shm, s, pt, args);
   const cudaError_t r = real(f, g, b, args, shm, s);
   CAPUCHIN_AFTER(r == cudaSuccess, record_launch(layout_for_stub(f), u64(f), args, nullptr, u64(s), pt_flag(pt)))
   return r;
@@ -115,6 +225,9 @@ cudaError_t rt_cudaLaunchKernel(F real, bool pt, const void* f, dim3 g, dim3 b, 
 template <class F>
 cudaError_t rt_cudaLaunchKernelExC(F real, bool pt, const cudaLaunchConfig_t* cfg, const void* f, void** args) {
   HookScope scope;
+  if (executor_on(scope) && cfg != nullptr)
+    return executor_launch_rt([&] { return real(cfg, f, args); }, f, cfg->gridDim, cfg->blockDim, cfg->dynamicSmemBytes,
+                              cfg->stream, pt, args);
   const cudaError_t r = real(cfg, f, args);
   CAPUCHIN_AFTER(r == cudaSuccess, record_launch(layout_for_stub(f), u64(f), args, nullptr,
                                                  cfg != nullptr ? u64(cfg->stream) : 0, pt_flag(pt)))
@@ -123,7 +236,11 @@ cudaError_t rt_cudaLaunchKernelExC(F real, bool pt, const cudaLaunchConfig_t* cf
 template <class F>
 cudaError_t rt_cudaMemcpy(F real, bool pt, void* dst, const void* src, size_t n, cudaMemcpyKind k) {
   HookScope scope;
+  cudaError_t err = cudaSuccess;
+  ExecCopy ec(scope, dst, src, n, nullptr, pt, false, &err);
+  if (err != cudaSuccess) return err;
   const cudaError_t r = real(dst, src, n, k);
+  ec.done(r);
   CAPUCHIN_AFTER(r == cudaSuccess && k != cudaMemcpyHostToHost,
                  record_copy(u64(dst), u64(src), n, hint_of(k), 0, pt_flag(pt)))
   return r;
@@ -132,7 +249,11 @@ template <class F>
 cudaError_t rt_cudaMemcpyAsync(F real, bool pt, void* dst, const void* src, size_t n, cudaMemcpyKind k,
                                cudaStream_t s) {
   HookScope scope;
+  cudaError_t err = cudaSuccess;
+  ExecCopy ec(scope, dst, src, n, s, pt, false, &err);
+  if (err != cudaSuccess) return err;
   const cudaError_t r = real(dst, src, n, k, s);
+  ec.done(r);
   CAPUCHIN_AFTER(r == cudaSuccess && k != cudaMemcpyHostToHost,
                  record_copy(u64(dst), u64(src), n, hint_of(k), u64(s), pt_flag(pt)))
   return r;
@@ -140,14 +261,22 @@ cudaError_t rt_cudaMemcpyAsync(F real, bool pt, void* dst, const void* src, size
 template <class F>
 cudaError_t rt_cudaMemset(F real, bool pt, void* dst, int v, size_t n) {
   HookScope scope;
+  cudaError_t err = cudaSuccess;
+  ExecCopy ec(scope, dst, nullptr, n, nullptr, pt, true, &err);
+  if (err != cudaSuccess) return err;
   const cudaError_t r = real(dst, v, n);
+  ec.done(r);
   CAPUCHIN_AFTER(r == cudaSuccess, record_memset(u64(dst), n, 0, pt_flag(pt)))
   return r;
 }
 template <class F>
 cudaError_t rt_cudaMemsetAsync(F real, bool pt, void* dst, int v, size_t n, cudaStream_t s) {
   HookScope scope;
+  cudaError_t err = cudaSuccess;
+  ExecCopy ec(scope, dst, nullptr, n, s, pt, true, &err);
+  if (err != cudaSuccess) return err;
   const cudaError_t r = real(dst, v, n, s);
+  ec.done(r);
   CAPUCHIN_AFTER(r == cudaSuccess, record_memset(u64(dst), n, u64(s), pt_flag(pt)))
   return r;
 }
@@ -155,21 +284,21 @@ template <class F>
 cudaError_t rt_cudaDeviceSynchronize(F real, bool) {
   HookScope scope;
   const cudaError_t r = real();
-  CAPUCHIN_AFTER(r == cudaSuccess, record_sync(SyncSub::Device))
+  CAPUCHIN_AFTER(r == cudaSuccess, record_sync(SyncSub::Device); if (scope.outer && exec::on()) exec::on_sync())
   return r;
 }
 template <class F>
 cudaError_t rt_cudaStreamSynchronize(F real, bool, cudaStream_t s) {
   HookScope scope;
   const cudaError_t r = real(s);
-  CAPUCHIN_AFTER(r == cudaSuccess, record_sync(SyncSub::Stream))
+  CAPUCHIN_AFTER(r == cudaSuccess, record_sync(SyncSub::Stream); if (scope.outer && exec::on()) exec::on_sync())
   return r;
 }
 template <class F>
 cudaError_t rt_cudaEventSynchronize(F real, bool, cudaEvent_t e) {
   HookScope scope;
   const cudaError_t r = real(e);
-  CAPUCHIN_AFTER(r == cudaSuccess, record_sync(SyncSub::Event))
+  CAPUCHIN_AFTER(r == cudaSuccess, record_sync(SyncSub::Event); if (scope.outer && exec::on()) exec::on_sync())
   return r;
 }
 template <class F>

@@ -1,0 +1,64 @@
+// executor.hpp: what the hooks call when CAPUCHIN_BUDGET is set: the executor serves the
+// job's device allocations from its own backend (uvm: managed memory; pinned: VMM chunks
+// with host remapping) and keeps their resident bytes within the budget by evicting,
+// prefetching, dropping and recomputing tensors around the job's launches.
+//
+// Contract: everything here runs only when on() (a budget was given and the driver offers
+// what the backend needs); otherwise hooks keep today's pass-through capture path. Calls
+// are made from the outermost hook scope of the job's threads and serialise on one executor
+// mutex (the cost of a budget: per launch, O(touched allocations) bookkeeping plus, when
+// memory is short, O(live allocations) to choose victims; one event record on the launching
+// stream; see README "executor"). Every function returns CUDA's own codes; when in doubt the
+// executor falls back to pass-through for that allocation and logs `fallback`. A launch is
+// never forwarded before the tensors it touches are resident or on their way in stream order.
+#pragma once
+
+#include <cuda.h>
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+
+namespace capuchin::interpose {
+struct FuncLayout;
+}
+
+namespace capuchin::interpose::exec {
+
+extern std::atomic<bool> g_on;
+inline bool on() { return g_on.load(std::memory_order_relaxed); }
+
+// From the library's init (capture.cpp), once the configuration is read: starts the
+// executor when CAPUCHIN_BUDGET is set. Returns whether it is on.
+bool init();
+// At exit: final statistics line, decision log flushed. Hooks stay safe afterwards (pass-through).
+void shutdown();
+
+// Allocation hooks. true: the executor handled the call and *r is its result; false: the hook
+// forwards to the real call (not ours, or a fallback).
+bool alloc(CUdeviceptr* out, std::size_t bytes, CUstream s, bool per_thread, bool stream_ordered, CUresult* r);
+bool free(CUdeviceptr p, CUstream s, bool per_thread, bool stream_ordered, CUresult* r);
+
+struct Launch {
+  CUfunction func = nullptr;  // null when unknown (no layout)
+  const FuncLayout* layout = nullptr;
+  unsigned grid[3] = {1, 1, 1}, block[3] = {1, 1, 1};
+  unsigned shmem = 0;
+  CUstream stream = nullptr;
+  bool per_thread = false;
+  void** params = nullptr;
+  void** extra = nullptr;
+  bool complete_scan = true;  // false: unscanned or truncated (accesses unknown)
+};
+// Before forwarding a launch that touches `ids` (allocation ids from the live map).
+// CUDA_SUCCESS: forward it; an error (out of memory): return it without launching.
+CUresult before_launch(const Launch& l, const std::uint64_t* ids, unsigned n);
+void after_launch(const Launch& l, bool launched);
+
+// Copies and memsets (dst/src: addresses; 0 when a side is host memory).
+CUresult before_copy(std::uint64_t dst, std::uint64_t src, std::size_t bytes, CUstream s, bool per_thread, bool memset);
+void after_copy(bool ok);
+// After a host synchronisation returned (the iteration boundary the learner uses).
+void on_sync();
+
+}  // namespace capuchin::interpose::exec

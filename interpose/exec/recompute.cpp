@@ -1,0 +1,112 @@
+// recompute.cpp: dropping tensors and recomputing them by replaying the launch that produced
+// them: the same function, parameter bytes, grid, block, shared memory and stream, into the
+// same address.
+//
+// Contract (never a wrong value): a block is dropped only when its producer is recorded, the
+// producer's write set is known (CAPUCHIN_KERNEL_OUTPUTS declares the kernel deterministic and
+// writing exactly that one parameter), and every input is alive, not dropped and at the
+// version it had when the producer ran. While it is dropped, anything that may write one of
+// those inputs, or free it, first recomputes it (Executor::materialize_dependents), so the
+// replay always reads what the original launch read. Only the pinned backend drops (uvm has
+// no discard on simcuda, so a drop there is an eviction).
+#include <cstring>
+
+#include "capture.hpp"
+#include "func_cache.hpp"
+#include "state.hpp"
+
+namespace capuchin::interpose::exec {
+
+Executor::FuncInfo& Executor::func_info(CUfunction f, const FuncLayout* layout) {
+  auto [it, fresh] = funcs.try_emplace(f);
+  FuncInfo& fi = it->second;
+  if (!fresh) return fi;
+  fi.known = true;
+  if (layout != nullptr && layout->name != nullptr) fi.name = layout->name;
+  else if (api.func_get_name != nullptr) {
+    const char* n = nullptr;
+    if (api.func_get_name(&n, f) == CUDA_SUCCESS && n != nullptr) fi.name = n;
+  }
+  auto out = outputs_by_name.find(fi.name);
+  if (out == outputs_by_name.end() || api.func_get_param_info == nullptr) return fi;
+  for (std::size_t i = 0; i < 1024; ++i) {
+    size_t off = 0, size = 0;
+    if (api.func_get_param_info(f, i, &off, &size) != CUDA_SUCCESS) break;
+    fi.offset.push_back(static_cast<std::uint32_t>(off));
+    fi.size.push_back(static_cast<std::uint32_t>(size));
+    fi.buffer = std::max<std::uint32_t>(fi.buffer, static_cast<std::uint32_t>(off + size));
+  }
+  if (out->second < fi.offset.size() && fi.size[out->second] == sizeof(void*)) fi.output = static_cast<int>(out->second);
+  else log(LogLevel::Warn, "CAPUCHIN_KERNEL_OUTPUTS: %s has no pointer parameter %u; its write set stays unknown",
+           fi.name.c_str(), out->second);
+  return fi;
+}
+
+bool Executor::recompute_valid(const Block* b) const {
+  const Producer* p = b->producer.get();
+  if (p == nullptr || p->func == nullptr) return false;
+  for (std::size_t i = 0; i < p->input_ids.size(); ++i) {
+    auto it = by_id.find(p->input_ids[i]);
+    if (it == by_id.end()) return false;
+    const Block* in = it->second;
+    if (in->version != p->input_versions[i] || in->where == Where::Dropped) return false;
+  }
+  return true;
+}
+
+bool Executor::try_drop(Block* b, const char* reason, double expected) {
+  if (backend != Backend::Pinned || !recompute_enabled || b->plain || b->where != Where::Device) return false;
+  if (!recompute_valid(b)) return false;
+  for (std::uint64_t id : b->producer->input_ids)
+    if (Block* in = find_id(id)) in->dependents.push_back(b->id);
+  backend_drop(b);
+  ++n_drop;
+  record("drop", b, b->span, reason, expected);
+  return true;
+}
+
+bool Executor::recompute(Block* b, const char* reason, double expected) {
+  if (b->where != Where::Dropped || !recompute_valid(b)) return false;
+  const Producer& p = *b->producer;
+  // Inputs first (on the device, protected from the room we make), then the block itself.
+  std::vector<Block*> inputs;
+  for (std::uint64_t id : p.input_ids) {
+    Block* in = find_id(id);
+    inputs.push_back(in);
+    in->last_tick = tick;
+  }
+  b->last_tick = tick;
+  for (Block* in : inputs)
+    if (ensure_resident(in, p.stream, false) != CUDA_SUCCESS) return false;
+  if (!make_room(b->span, "recompute")) return false;
+  backend_prefetch(b, false);  // maps fresh device memory at the same address
+  if (b->where != Where::Device) return false;
+  std::vector<void*> args(p.param_offset.size());
+  std::vector<std::uint8_t> params = p.params;  // the driver reads them at the call
+  for (std::size_t i = 0; i < args.size(); ++i) args[i] = params.data() + p.param_offset[i];
+  const double t = now_s();
+  const CUresult r = api.launch_kernel(p.func, p.grid[0], p.grid[1], p.grid[2], p.block[0], p.block[1], p.block[2],
+                                       p.shmem, p.stream, args.data(), nullptr);
+  if (r != CUDA_SUCCESS) {
+    log(LogLevel::Error, "executor: replaying %s failed (%d)", p.name.c_str(), static_cast<int>(r));
+    return false;
+  }
+  const int ev = event_get();
+  if (ev >= 0) {
+    api.event_record(events[static_cast<std::size_t>(ev)], p.stream);
+    for (Block* in : inputs) mark_use(in, p.stream, ev);
+    mark_use(b, p.stream, ev);
+    // Consumers on other streams wait for the replay.
+    event_ref(ev);
+    b->ready_event = ev;
+    b->where = Where::Incoming;
+    event_unref(ev);
+  }
+  peak_resident = std::max(peak_resident, resident);
+  ++n_recompute;
+  record("recompute", b, b->span, reason, expected, nullptr);
+  (void)t;
+  return true;
+}
+
+}  // namespace capuchin::interpose::exec
