@@ -31,6 +31,8 @@ bool resolve(Api& a, const char** missing) {
   ok &= get(a.event_record, "cuEventRecord", true, missing);
   ok &= get(a.event_query, "cuEventQuery", true, missing);
   ok &= get(a.event_synchronize, "cuEventSynchronize", true, missing);
+  if (!get(a.event_elapsed, "cuEventElapsedTime_v2", false, missing) || a.event_elapsed == nullptr)
+    get(a.event_elapsed, "cuEventElapsedTime", false, missing);
   ok &= get(a.ctx_synchronize, "cuCtxSynchronize", true, missing);
   ok &= get(a.launch_kernel, "cuLaunchKernel", true, missing);
   ok &= get(a.func_get_param_info, "cuFuncGetParamInfo", false, missing);

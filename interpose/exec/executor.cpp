@@ -165,6 +165,8 @@ std::uint64_t kernel_sig(CUfunction f, const std::vector<Block*>& blocks) {
   return h;
 }
 
+bool planning_on_kernel_times(const Executor& e) { return e.planning_enabled && e.api.event_elapsed != nullptr; }
+
 }  // namespace
 
 Executor& ex() { return *g_ex; }
@@ -215,6 +217,17 @@ int Executor::event_get() {
 void Executor::event_unref(int e) {
   if (e < 0) return;
   if (--event_refs[static_cast<std::size_t>(e)] == 0) free_events.push_back(e);
+}
+
+int Executor::timing_pair() {
+  if (api.event_elapsed == nullptr || timing_used >= 65536) return -1;
+  if (timing_used == timing.size()) {
+    CUevent a = nullptr, b = nullptr;
+    if (api.event_create(&a, CU_EVENT_DEFAULT) != CUDA_SUCCESS) return -1;
+    if (api.event_create(&b, CU_EVENT_DEFAULT) != CUDA_SUCCESS) return -1;
+    timing.push_back({a, b});
+  }
+  return static_cast<int>(timing_used++);
 }
 
 void Executor::mark_use(Block* b, CUstream s, int ev) {
@@ -441,12 +454,18 @@ void Executor::apply_decisions() {
     const ExecDecision& d = ds[next_decision++];
     if (d.at < pos) continue;
     Block* b = nullptr;
-    if (d.local) {
+    if (d.prev) {
+      if (d.k < prev_locals.size()) b = find_id(prev_locals[d.k]);
+    } else if (d.local) {
       if (d.k < seg_locals.size()) b = find_id(seg_locals[d.k]);
     } else {
       b = find_id(d.id);
     }
-    if (b == nullptr || b->plain) continue;
+    if (b == nullptr || b->plain) {
+      log(LogLevel::Debug, "executor: decision %s at %u: no tensor (%s %u)", to_string(d.act).data(), d.at,
+          d.prev ? "previous" : d.local ? "local" : "id", d.k);
+      continue;
+    }
     const char* reason = to_string(d.reason).data();
     switch (d.act) {
       case plan::Act::Drop:
@@ -466,8 +485,13 @@ void Executor::apply_decisions() {
         [[fallthrough]];
       case plan::Act::Prefetch:
         if (b->where == Where::Evicting) backend_finish_evict(b, true);
-        if (b->where == Where::Host && make_room(0, "plan") && resident + b->span <= budget)
+        // Room as the plan expects it: blocks freed since (dead data) go first, then the
+        // passive choice (the plan counted memory a little differently: granules, stragglers).
+        if (b->where == Where::Host && make_room(b->span, "plan"))
           prefetch(b, reason, false, d.cost_s);
+        else if (b->where == Where::Host)
+          log(LogLevel::Debug, "executor: prefetch of %" PRIu64 " at %u skipped: %" PRIu64 " resident of %" PRIu64,
+              b->id, d.at, resident, budget);
         break;
     }
   }
@@ -500,6 +524,14 @@ void Executor::note_event(SegEvent ev, const std::uint64_t* ids, unsigned nids) 
 
 void Executor::end_segment() {
   const bool repeated = matching && match_pos == pattern.size();
+  for (SegEvent& ev : seg) {  // measured kernel times (the segment ended at a host sync)
+    if (ev.timing < 0) continue;
+    const auto& [a, b] = timing[static_cast<std::size_t>(ev.timing)];
+    float ms = 0;
+    if (api.event_elapsed(&ms, a, b) == CUDA_SUCCESS && ms > 0) ev.dur_ns = static_cast<std::uint64_t>(static_cast<double>(ms) * 1e6);
+    ev.timing = -1;
+  }
+  timing_used = 0;
   std::vector<std::uint64_t> sigs;
   sigs.reserve(seg.size());
   for (const SegEvent& e : seg) sigs.push_back(e.sig);
@@ -510,6 +542,7 @@ void Executor::end_segment() {
     j->ids = seg_ids;
     j->names = names;
     j->carried = seg_carried;
+    if (repeated) j->prev_locals = prev_locals;  // places mean the same only in a repeated segment
     j->budget = budget;
     j->baseline = live_bytes;
     j->simcuda = simcuda;
@@ -526,6 +559,7 @@ void Executor::end_segment() {
   ondemand_per_segment.push_back(0);
   seg.clear();
   seg_ids.clear();
+  prev_locals = seg_locals;
   seg_locals.clear();
   seg_carried.clear();
   for (auto& [id, b] : by_id) seg_carried.push_back({id, b->span});
@@ -829,6 +863,13 @@ CUresult before_launch(const Launch& l, const std::uint64_t* ids, unsigned n) {
       return r;
     }
   }
+  if (planning_on_kernel_times(e)) {
+    const int tp = e.timing_pair();
+    if (tp >= 0) {
+      e.api.event_record(e.timing[static_cast<std::size_t>(tp)].first, ds);
+      e.seg.back().timing = tp;
+    }
+  }
   if (known_writes && e.recompute_enabled && e.backend == Backend::Pinned && fi != nullptr && !fi->offset.empty()) {
     auto p = std::make_shared<Producer>();
     p->func = l.func;
@@ -855,6 +896,8 @@ void after_launch(const Launch& l, bool launched) {
   if (!t_held) return;
   Executor& e = *g_ex;
   const CUstream ds = driver_stream(l.stream, l.per_thread);
+  if (launched && !e.seg.empty() && e.seg.back().timing >= 0)
+    e.api.event_record(e.timing[static_cast<std::size_t>(e.seg.back().timing)].second, ds);
   if (launched) {
     const int ev = e.event_get();
     if (ev >= 0) e.api.event_record(e.events[static_cast<std::size_t>(ev)], ds);

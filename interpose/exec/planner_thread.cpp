@@ -9,8 +9,12 @@
 // plan_mu-guarded hand-over; a segment that cannot be planned publishes nothing (the
 // executor stays passive). Profile: simcuda's cost constants when running on simcuda (the
 // figures are simulated), else CAPUCHIN_GPU (a `capuchin sim --list-gpus` name, default h100).
+#include <algorithm>
 #include <cinttypes>
+#include <cstdio>
 #include <cstdlib>
+#include <unordered_map>
+#include <unordered_set>
 
 #include "capture.hpp"
 #include "capuchin/learn.hpp"
@@ -39,53 +43,166 @@ sim::GpuProfile simcuda_profile(std::uint64_t memory) {
 }  // namespace
 
 std::shared_ptr<const ReadyPlan> plan_segment(const PlanJob& job, std::string* why) {
+  using trace::Op;
+  const std::uint32_t n = static_cast<std::uint32_t>(job.events.size());
+  if (n == 0) {
+    *why = "empty iteration";
+    return nullptr;
+  }
+  auto is = [](const SegEvent& e, Op op) { return e.op == static_cast<std::uint8_t>(op); };
+  // Places: the k-th allocation of this segment (and of the one before it).
+  std::unordered_map<std::uint64_t, std::uint32_t> place, alloc_pos, prev_place, free_pos;
+  std::unordered_map<std::uint64_t, std::uint64_t> span;
+  std::vector<std::uint64_t> local_by_place;
+  for (std::uint32_t i = 0; i < n; ++i) {
+    const SegEvent& e = job.events[i];
+    if (is(e, Op::Alloc)) {
+      place[e.id] = static_cast<std::uint32_t>(local_by_place.size());
+      alloc_pos[e.id] = i;
+      span[e.id] = e.bytes;
+      local_by_place.push_back(e.id);
+    }
+    if (is(e, Op::Free)) free_pos[e.id] = i;
+  }
+  for (std::uint32_t k = 0; k < job.prev_locals.size(); ++k) prev_place[job.prev_locals[k]] = k;
+  std::unordered_set<std::uint64_t> persistent;
+  std::uint64_t baseline = 0;
+  for (const auto& [id, sp] : job.carried) {
+    span[id] = sp;
+    if (free_pos.count(id) == 0) persistent.insert(id), baseline += sp;
+  }
+
+  // The cut: where the fewest bytes of non-persistent tensors are live. The segment starts at
+  // a host sync (often mid-iteration: the loss read); the planner sees the iteration rotated
+  // to start at the cut, so an activation's gap from forward to backward lies inside it.
+  std::vector<std::int64_t> diff(n + 1, 0);
+  for (const auto& [id, sp] : job.carried) {
+    auto f = free_pos.find(id);
+    if (f != free_pos.end()) diff[0] += static_cast<std::int64_t>(sp), diff[f->second + 1] -= static_cast<std::int64_t>(sp);
+  }
+  for (const auto& [id, a] : alloc_pos) {
+    auto f = free_pos.find(id);
+    diff[a + 1] += static_cast<std::int64_t>(span[id]);
+    diff[f != free_pos.end() ? f->second + 1 : n] -= static_cast<std::int64_t>(span[id]);
+  }
+  std::uint32_t cut = 0;
+  std::int64_t best = 0, run = 0;
+  for (std::uint32_t i = 0; i < n; ++i) {
+    run += diff[i];
+    if (i == 0 || run < best) best = run, cut = i;
+  }
+
+  // The rotated cycle: S[cut, n) then S[0, cut), where part B's allocations are the next
+  // iteration's tensors (fresh ids) and its uses of what the previous segment made are this
+  // segment's tensors at the same place.
+  constexpr std::uint64_t kFresh = 1ull << 62;
+  auto map_b = [&](std::uint64_t id) -> std::uint64_t {
+    auto a = alloc_pos.find(id);
+    if (a != alloc_pos.end()) return a->second < cut ? id | kFresh : id;
+    auto pp = prev_place.find(id);
+    if (pp != prev_place.end() && pp->second < local_by_place.size()) {
+      const std::uint64_t same = local_by_place[pp->second];
+      if (alloc_pos[same] >= cut) return same;
+    }
+    return id;
+  };
+  struct Ev {
+    const SegEvent* e;
+    std::uint64_t id, id2;
+    std::vector<std::uint64_t> ids;
+  };
+  std::vector<Ev> rot;
+  rot.reserve(n);
+  std::unordered_set<std::uint64_t> allocated, freed, referenced;
+  for (std::uint32_t r = 0; r < n; ++r) {
+    const std::uint32_t i = (cut + r) % n;
+    const bool part_b = r >= n - cut;
+    const SegEvent& e = job.events[i];
+    auto m = [&](std::uint64_t id) { return part_b ? map_b(id) : id; };
+    Ev x{&e, e.id != kNoBlockId ? m(e.id) : kNoBlockId, e.id2 != kNoBlockId ? m(e.id2) : kNoBlockId, {}};
+    for (std::uint32_t k = 0; k < e.nreads + e.nwrites && is(e, Op::Kernel); ++k) x.ids.push_back(m(job.ids[e.ids_off + k]));
+    if (is(e, Op::Alloc)) allocated.insert(x.id), span[x.id] = e.bytes;
+    if (is(e, Op::Free)) freed.insert(x.id), referenced.insert(x.id);
+    if (is(e, Op::Copy)) {
+      if (x.id != kNoBlockId) referenced.insert(x.id);
+      if (x.id2 != kNoBlockId) referenced.insert(x.id2);
+    }
+    for (std::uint64_t id : x.ids) referenced.insert(id);
+    rot.push_back(std::move(x));
+  }
+  std::vector<std::uint64_t> entering;
+  for (std::uint64_t id : referenced)
+    if (allocated.count(id) == 0 && persistent.count(id) == 0) entering.push_back(id);
+  std::sort(entering.begin(), entering.end());
+
   std::string text = trace::format_header(trace::Header{}) + "\n";
   trace::EventView v;
-  for (const auto& [id, span] : job.carried) {
+  auto alloc_line = [&](std::uint64_t id) {
     v = {};
-    v.op = trace::Op::Alloc;
+    v.op = Op::Alloc;
     v.id = id;
-    v.bytes = span;
+    v.bytes = std::max<std::uint64_t>(span[id & ~kFresh], 1);
     text += trace::format_event(v) + "\n";
-  }
-  for (const SegEvent& e : job.events) {
+  };
+  std::vector<std::uint64_t> kept(persistent.begin(), persistent.end());
+  std::sort(kept.begin(), kept.end());
+  for (std::uint64_t id : kept) alloc_line(id);
+  for (std::uint64_t id : entering) alloc_line(id);
+  for (const Ev& x : rot) {
+    const SegEvent& e = *x.e;
     v = {};
-    v.op = static_cast<trace::Op>(e.op);
+    v.op = static_cast<Op>(e.op);
     switch (v.op) {
-      case trace::Op::Alloc:
-        v.id = e.id;
+      case Op::Alloc:
+        v.id = x.id;
         v.bytes = e.bytes;
         break;
-      case trace::Op::Free:
-        v.id = e.id;
+      case Op::Free:
+        v.id = x.id;
         break;
-      case trace::Op::Kernel: {
-        const std::uint64_t* ids = job.ids.data() + e.ids_off;
+      case Op::Kernel:
         v.name = job.names[e.name];
         if (e.touch) {
           v.flags |= trace::kHasTouch;
-          v.touch = {ids, e.nreads};
+          v.touch = {x.ids.data(), e.nreads};
         } else {
           v.flags |= trace::kHasReadsWrites;
-          v.reads = {ids, e.nreads};
-          v.writes = {ids + e.nreads, e.nwrites};
+          v.reads = {x.ids.data(), e.nreads};
+          v.writes = {x.ids.data() + e.nreads, e.nwrites};
         }
         v.flags |= trace::kHasBytes;
         v.bytes = e.bytes;
+        if (e.dur_ns > 0) v.flags |= trace::kHasDur, v.dur_ns = e.dur_ns;
         break;
-      }
-      case trace::Op::Copy:
+      case Op::Copy:
         v.dir = static_cast<trace::CopyDir>(e.dir);
         v.bytes = e.bytes;
-        if (e.id != kNoBlockId) v.src = e.id, v.flags |= trace::kHasSrc;
-        if (e.id2 != kNoBlockId) v.dst = e.id2, v.flags |= trace::kHasDst;
+        if (x.id != kNoBlockId) v.src = x.id, v.flags |= trace::kHasSrc;
+        if (x.id2 != kNoBlockId) v.dst = x.id2, v.flags |= trace::kHasDst;
         break;
       default:
         break;
     }
     text += trace::format_event(v) + "\n";
   }
-  auto parsed = trace::parse_trace(text, "segment");
+  std::vector<std::uint64_t> leaving;
+  for (std::uint64_t id : allocated)
+    if (freed.count(id) == 0) leaving.push_back(id);
+  std::sort(leaving.begin(), leaving.end());
+  for (std::uint64_t id : leaving) {
+    v = {};
+    v.op = Op::Free;
+    v.id = id;
+    text += trace::format_event(v) + "\n";
+  }
+  if (const char* dir = std::getenv("CAPUCHIN_PLAN_DUMP")) {  // for offline study: capuchin sim / trace stats
+    const std::string path = std::string(dir) + "/iteration-" + std::to_string(job.segment) + ".jsonl";
+    if (std::FILE* f = std::fopen(path.c_str(), "w")) {
+      std::fwrite(text.data(), 1, text.size(), f);
+      std::fclose(f);
+    }
+  }
+  auto parsed = trace::parse_trace(text, "iteration");
   if (!parsed) {
     *why = parsed.error().message();
     return nullptr;
@@ -111,17 +228,31 @@ std::shared_ptr<const ReadyPlan> plan_segment(const PlanJob& job, std::string* w
     *why = prep.error().message;
     return nullptr;
   }
-  const std::uint32_t begin = static_cast<std::uint32_t>(job.carried.size());
+  const std::uint32_t begin = static_cast<std::uint32_t>(kept.size());
+  const std::uint32_t m = static_cast<std::uint32_t>(entering.size());
   const learn::Pattern pattern = learn::make_pattern(t, trace::Iteration{0, begin, static_cast<std::uint32_t>(t.events.size())});
   plan::PlanOptions opt;
   opt.budget_bytes = job.budget;
-  opt.baseline_bytes = job.baseline;
+  opt.baseline_bytes = baseline;
   opt.allow_recompute = job.allow_recompute;
   plan::Plan p = plan::make_plan(*prep, pattern, opt);
   if (!p.fits) {
     opt.margin = 0.10;
     plan::Plan q = plan::make_plan(*prep, pattern, opt);
     if (q.planned_peak_bytes < p.planned_peak_bytes) p = std::move(q);
+  }
+  log(LogLevel::Info,
+      "executor: plan from iteration %" PRIu64 " (cut at %u of %u events): %zu decisions (%u swaps, %u recomputes), "
+      "natural peak %" PRIu64 ", planned peak %" PRIu64 ", budget %" PRIu64 ", baseline %" PRIu64 "%s",
+      job.segment, cut, n, p.decisions.size(), p.swaps, p.recomputes, p.natural_peak_bytes, p.planned_peak_bytes,
+      job.budget, baseline, p.fits ? "" : " (does not fit)");
+  if (const char* dir = std::getenv("CAPUCHIN_PLAN_DUMP")) {
+    const std::string path = std::string(dir) + "/plan-" + std::to_string(job.segment) + ".json";
+    if (std::FILE* f = std::fopen(path.c_str(), "w")) {
+      const std::string js = plan::plan_to_json(p, pattern, t);
+      std::fwrite(js.data(), 1, js.size(), f);
+      std::fclose(f);
+    }
   }
   auto out = std::make_shared<ReadyPlan>();
   out->segment = job.segment;
@@ -130,19 +261,50 @@ std::shared_ptr<const ReadyPlan> plan_segment(const PlanJob& job, std::string* w
   out->recomputes = p.recomputes;
   out->swaps = p.swaps;
   out->expected_overhead_s = p.expected_overhead_s;
+  // Back to the segment's positions; a tensor is named by its place in the current segment or
+  // the previous one (a decision in part B about a tensor part A allocated), or by its id.
   for (const plan::Decision& d : p.decisions) {
+    const std::uint32_t q = d.at < m ? 0 : d.at - m;  // rotated position
+    if (q >= n) continue;                               // at the synthetic frees
+    const bool dec_b = q >= n - cut;
     ExecDecision x;
-    x.at = d.at;
+    x.at = (cut + q) % n;
     x.act = d.act;
-    x.local = d.tensor.local;
-    x.k = d.tensor.index;
-    x.id = d.tensor.local ? 0 : t.tensors[d.tensor.index].id;
     x.bytes = d.bytes;
     x.access = d.access;
     x.reason = d.reason;
     x.cost_s = d.cost_s;
+    const std::uint32_t tn = d.tensor.local ? pattern.local_tensors[d.tensor.index] : d.tensor.index;
+    const std::uint64_t id = t.tensors[tn].id;
+    if (!d.tensor.local) {
+      x.local = false;
+      x.id = id;
+    } else {
+      const std::uint64_t orig = id & ~kFresh;
+      auto pl = place.find(orig);
+      if (pl != place.end()) {
+        // allocated in this segment: in part A (not fresh) or part B (fresh)
+        const bool alloc_b = (id & kFresh) != 0;
+        const bool entering_id = std::binary_search(entering.begin(), entering.end(), id);
+        bool prev;
+        if (entering_id) prev = dec_b;            // made before the cut, in the segment the cycle started in
+        else if (alloc_b) prev = false;           // made in part B: the current segment
+        else prev = dec_b;                        // made in part A, used after the wrap
+        x.local = true;
+        x.prev = prev;
+        x.k = pl->second;
+      } else {
+        auto pp = prev_place.find(orig);
+        if (pp == prev_place.end() || dec_b) continue;  // two segments back: not tracked
+        x.local = true;
+        x.prev = true;
+        x.k = pp->second;
+      }
+    }
     out->decisions.push_back(x);
   }
+  std::stable_sort(out->decisions.begin(), out->decisions.end(),
+                   [](const ExecDecision& a, const ExecDecision& b) { return a.at < b.at; });
   return out;
 }
 

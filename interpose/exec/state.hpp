@@ -89,12 +89,15 @@ struct SegEvent {
   std::uint32_t ids_off = 0, nreads = 0, nwrites = 0;  // kernel: reads then writes in seg_ids
   bool touch = false;                                 // kernel: reads/writes unknown (touch list)
   std::uint32_t name = 0;                             // index into names
+  int timing = -1;                                    // kernel: index of its timing event pair
+  std::uint64_t dur_ns = 0;                           // kernel: measured duration (0: unknown)
 };
 
 struct ExecDecision {
   std::uint32_t at = 0;
   plan::Act act = plan::Act::Evict;
   bool local = true;
+  bool prev = false;         // k names a place in the previous segment (else the current one)
   std::uint32_t k = 0;       // local index
   std::uint64_t id = 0;      // carried: the allocation id
   std::uint64_t bytes = 0;
@@ -118,6 +121,7 @@ struct PlanJob {
   std::vector<std::uint64_t> ids;
   std::vector<std::string> names;
   std::vector<std::pair<std::uint64_t, std::uint64_t>> carried;  // (id, span) live at its start
+  std::vector<std::uint64_t> prev_locals;                         // the previous segment's allocations
   std::uint64_t budget = 0;
   std::uint64_t baseline = 0;  // bytes live at the end of the segment (planner's baseline)
   bool simcuda = false;
@@ -179,6 +183,7 @@ class Executor {
   std::unordered_map<std::uint64_t, std::uint32_t> name_index;  // CUfunction -> names index
   std::vector<std::pair<std::uint64_t, std::uint64_t>> seg_carried;
   std::vector<std::uint64_t> seg_locals;  // ids of the segment's allocations, in order
+  std::vector<std::uint64_t> prev_locals;  // the previous segment's allocations, by place
   std::vector<std::uint64_t> pattern;     // signatures the current segment is matched against
   bool matching = false;
   std::uint32_t match_pos = 0;
@@ -197,6 +202,11 @@ class Executor {
     std::string name;
   };
   std::unordered_map<CUfunction, FuncInfo> funcs;
+
+  // kernel timing: an event pair around each launch of the segment (measured durations for the planner)
+  std::vector<std::pair<CUevent, CUevent>> timing;
+  std::size_t timing_used = 0;
+  int timing_pair();
 
   // the launch in progress (between before_launch and after_launch)
   std::vector<Block*> cur;

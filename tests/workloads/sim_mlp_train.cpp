@@ -83,6 +83,7 @@ struct Config {
   float lr = 0.05f;
   bool sync_alloc = false;
   bool created_stream = false;
+  double kernel_ns = 0;  // extra virtual time of each elementwise kernel (compute-heavier layers)
 };
 
 std::ofstream* g_truth = nullptr;  // flushed on failure too
@@ -295,6 +296,10 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"async", "sync"}));
   app.add_option("--stream", stream_mode, "default: the legacy default stream; created: a cudaStreamCreate'd stream")
       ->check(CLI::IsMember({"default", "created"}));
+  app.add_option("--kernel-ns", c.kernel_ns,
+                 "extra virtual ns of every elementwise kernel (relu, loss, sgd): models compute-heavier layers, "
+                 "results unchanged")
+      ->check(CLI::Range(0.0, 1e9));
   app.add_flag("--print-peak", print_peak, "print only the natural peak device bytes and exit");
   app.add_option("--ground-truth", truth_path, "write allocations and per-launch buffers as JSON lines");
   CLI11_PARSE(app, argc, argv);
@@ -323,10 +328,10 @@ int main(int argc, char** argv) {
       return 1;
     }
   }
-  simcuda::register_kernel("relu_forward", relu_forward, relu_forward_body);
-  simcuda::register_kernel("relu_backward", relu_backward, relu_backward_body);
-  simcuda::register_kernel("mse_loss_grad", mse_loss_grad, mse_loss_grad_body);
-  simcuda::register_kernel("sgd_update", sgd_update, sgd_update_body);
+  simcuda::register_kernel("relu_forward", relu_forward, relu_forward_body, c.kernel_ns);
+  simcuda::register_kernel("relu_backward", relu_backward, relu_backward_body, c.kernel_ns);
+  simcuda::register_kernel("mse_loss_grad", mse_loss_grad, mse_loss_grad_body, c.kernel_ns);
+  simcuda::register_kernel("sgd_update", sgd_update, sgd_update_body, c.kernel_ns);
   check(cudaSetDevice(0), "cudaSetDevice");
   simblas_handle blas = nullptr;
   if (int r = simblas_create(&blas); r != 0) fail("simblas_create", static_cast<cudaError_t>(r));
