@@ -1,0 +1,195 @@
+#!/usr/bin/env python3
+"""gpu_torch_check.py: tests/gpu/torch_train.py three ways on a real GPU (plain; under
+`capuchin run` at 0.5 and 0.3 of the plain run's peak), compared.
+
+For each model (resnet, gpt): the plain run gives the natural peak
+(torch.cuda.max_memory_allocated) and the reference losses; each budgeted run is
+`capuchin run --budget <fraction x peak, in bytes> --backend B -- python3 torch_train.py`
+with CAPUCHIN_DECISION_LOG set. Checked and reported: losses bit-identical to plain, the
+slowdown (mean steady-state iteration time, and wall time, over plain), the resident peak
+(device memory in use sampled by the script, minus the CUDA context; and the daemon's view
+from `capuchin sessions --all --json`), bytes swapped out and in, and the decision counts
+from the decision log. All runs use PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync (what
+`capuchin run` sets, so plain and managed runs allocate alike).
+
+Writes OUT/torch.md (markdown tables), OUT/torch.json and one log per run; exit 0 when every
+run completed with identical losses, 1 otherwise, 77 when torch sees no GPU.
+
+Usage: gpu_torch_check.py --capuchin build/release/bin/capuchin --out OUT
+       [--models resnet gpt] [--budgets 0.5 0.3] [--backend uvm|pinned] [--iters 12]
+       [--timeout 120]
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from collections import Counter
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+TRAIN = os.path.join(HERE, "..", "tests", "gpu", "torch_train.py")
+
+
+def run(cmd, env, log_path, timeout):
+    """Runs cmd, output to log_path; returns (exit code or 'timeout', SUMMARY dict or None, wall s)."""
+    t0 = time.monotonic()
+    with open(log_path, "w") as log:
+        log.write("$ " + " ".join(cmd) + "\n")
+        log.flush()
+        try:
+            p = subprocess.run(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, timeout=timeout)
+            rc = p.returncode
+        except subprocess.TimeoutExpired:
+            rc = "timeout"
+    wall = time.monotonic() - t0
+    summary = None
+    with open(log_path, errors="replace") as f:
+        for line in f:
+            if line.startswith("SUMMARY "):
+                try:
+                    summary = json.loads(line[len("SUMMARY "):])
+                except json.JSONDecodeError:
+                    pass
+    return rc, summary, wall
+
+
+def steady_mean(times):
+    """Mean of the second half of the iterations (past learning and planning)."""
+    tail = times[len(times) // 2:] or times
+    return sum(tail) / len(tail)
+
+
+def decisions(path):
+    counts, out_bytes, in_bytes = Counter(), 0, 0
+    if not os.path.exists(path):
+        return None
+    with open(path, errors="replace") as f:
+        for line in f:
+            try:
+                r = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            a = r.get("action", "?")
+            counts[a] += 1
+            if a in ("evict",):
+                out_bytes += int(r.get("bytes", 0))
+            elif a in ("prefetch", "swapin_on_demand"):
+                in_bytes += int(r.get("bytes", 0))
+    return {"counts": dict(counts), "bytes_out": out_bytes, "bytes_in": in_bytes}
+
+
+def daemon_session(capuchin, pid):
+    try:
+        p = subprocess.run([capuchin, "sessions", "--all", "--json"], capture_output=True, text=True, timeout=10)
+        for s in json.loads(p.stdout):
+            if int(s.get("pid", -1)) == pid:
+                return s
+    except (OSError, ValueError, subprocess.TimeoutExpired):
+        pass
+    return None
+
+
+def mib(b):
+    if isinstance(b, float) and 0 < b <= 1:
+        return f"{b:g} of peak"
+    return f"{b / 2**20:.0f} MiB" if isinstance(b, (int, float)) else "-"
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--capuchin", required=True, help="the capuchin command (build/release/bin/capuchin)")
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--models", nargs="+", default=["resnet", "gpt"], choices=["resnet", "gpt"])
+    ap.add_argument("--budgets", nargs="+", type=float, default=[0.5, 0.3])
+    ap.add_argument("--backend", default="uvm", choices=["uvm", "pinned"])
+    ap.add_argument("--iters", type=int, default=12)
+    ap.add_argument("--timeout", type=float, default=120, help="seconds per run")
+    ap.add_argument("--python", default=sys.executable)
+    ap.add_argument("--dry", action="store_true",
+                    help="logic check without a GPU: the trainer's --dry CPU mode, budgets passed as fractions")
+    a = ap.parse_args()
+    os.makedirs(a.out, exist_ok=True)
+    env = dict(os.environ)
+    env["PYTORCH_CUDA_ALLOC_CONF"] = "backend:cudaMallocAsync"
+    results, ok = [], True
+    for model in a.models:
+        base_cmd = [a.python, TRAIN, "--model", model, "--iters", str(a.iters)] + (["--dry"] if a.dry else [])
+        rc, plain, wall = run(base_cmd, env, os.path.join(a.out, f"torch-{model}-plain.log"), a.timeout)
+        if rc == 77:
+            print(f"SKIP torch: {model}: torch sees no GPU")
+            return 77
+        if rc != 0 or plain is None:
+            print(f"FAIL torch {model} plain: exit {rc} (see torch-{model}-plain.log)")
+            results.append({"model": model, "run": "plain", "rc": rc})
+            ok = False
+            continue
+        peak = plain["peak_allocated"]
+        print(f"INFO torch {model} plain: peak_allocated {mib(peak)}, steady iteration "
+              f"{steady_mean(plain['iter_s']) * 1e3:.1f} ms, wall {wall:.1f} s", flush=True)
+        results.append({"model": model, "run": "plain", "rc": 0, "wall_s": wall, "summary": plain})
+        for frac in a.budgets:
+            budget = int(frac * peak) if not a.dry else frac
+            tag = f"torch-{model}-b{frac}"
+            dlog = os.path.join(a.out, tag + ".decisions.jsonl")
+            if os.path.exists(dlog):
+                os.remove(dlog)
+            renv = dict(env, CAPUCHIN_DECISION_LOG=dlog)
+            cmd = [a.capuchin, "run", "--budget", str(budget), "--backend", a.backend, "--"] + base_cmd
+            rc, s, wall_b = run(cmd, renv, os.path.join(a.out, tag + ".log"), a.timeout)
+            row = {"model": model, "run": f"budget {frac}", "fraction": frac, "budget_bytes": budget, "rc": rc,
+                   "wall_s": wall_b, "summary": s, "decisions": decisions(dlog)}
+            if s is not None:
+                row["session"] = daemon_session(a.capuchin, s["pid"])
+                n = min(len(s["losses"]), len(plain["losses"]))
+                first_diff = next((i for i in range(n) if s["losses"][i] != plain["losses"][i]), None)
+                row["losses_identical"] = first_diff is None and len(s["losses"]) == len(plain["losses"])
+                row["first_diff_iter"] = None if first_diff is None else first_diff + 1
+                row["slowdown_steady"] = steady_mean(s["iter_s"]) / steady_mean(plain["iter_s"])
+                row["slowdown_wall"] = wall_b / wall
+                row["resident_peak"] = s["device_used_peak"] - s["device_used_base"]
+            good = rc == 0 and s is not None and row.get("losses_identical")
+            ok = ok and bool(good)
+            d = row["decisions"] or {}
+            print(f"{'PASS' if good else 'FAIL'} torch {model} budget {frac} ({mib(budget)}, {a.backend}): exit {rc}, "
+                  f"losses {'identical' if row.get('losses_identical') else 'DIFFER from iteration ' + str(row.get('first_diff_iter'))}, "
+                  f"slowdown {row.get('slowdown_steady', float('nan')):.2f}x steady / {row.get('slowdown_wall', float('nan')):.2f}x wall, "
+                  f"resident peak {mib(row.get('resident_peak'))}, swapped out {mib(d.get('bytes_out'))} in {mib(d.get('bytes_in'))}, "
+                  f"decisions {d.get('counts', 'none (no decision log)')}", flush=True)
+            results.append(row)
+    with open(os.path.join(a.out, "torch.json"), "w") as f:
+        json.dump(results, f, indent=1)
+    write_markdown(os.path.join(a.out, "torch.md"), results, a)
+    return 0 if ok else 1
+
+
+def write_markdown(path, results, a):
+    where = "DRY RUN on the CPU: a logic check, no GPU figures" if a.dry else "measured on this GPU"
+    lines = [f"### PyTorch training under capuchin ({where}; backend {a.backend}, {a.iters} iterations)", "",
+             "| model | run | budget | exit | losses vs plain | steady iter | slowdown (steady / wall) | "
+             "resident peak (sampled) | daemon peak | swapped out / in | decisions |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for r in results:
+        s = r.get("summary") or {}
+        it = f"{steady_mean(s['iter_s']) * 1e3:.1f} ms" if s.get("iter_s") else "-"
+        if r["run"] == "plain":
+            lines.append(f"| {r['model']} | plain | none (peak_allocated {mib(s.get('peak_allocated'))}) | {r['rc']} | "
+                         f"reference | {it} | 1.00 | {mib(s.get('device_used_peak', 0) - s.get('device_used_base', 0)) if s else '-'} "
+                         f"| - | - | - |")
+            continue
+        d = r.get("decisions") or {}
+        sess = r.get("session") or {}
+        same = {True: "identical", False: f"differ from iter {r.get('first_diff_iter')}"}.get(r.get("losses_identical"), "-")
+        slow = (f"{r['slowdown_steady']:.2f}x / {r['slowdown_wall']:.2f}x" if "slowdown_steady" in r else "-")
+        counts = ", ".join(f"{k} {v}" for k, v in sorted((d.get("counts") or {}).items())) or "no log"
+        lines.append(f"| {r['model']} | {r['run']} | {mib(r['budget_bytes'])} | {r['rc']} | {same} | {it} | {slow} | "
+                     f"{mib(r.get('resident_peak'))} | {mib(sess.get('peak_bytes'))} | "
+                     f"{mib(d.get('bytes_out'))} / {mib(d.get('bytes_in'))} | {counts} |")
+    lines += ["", "Resident peak (sampled): cudaMemGetInfo in use after each forward and backward, minus the use "
+              "before the model existed (CUDA context, cuBLAS workspace). Daemon peak: `capuchin sessions`."]
+    with open(path, "w") as f:
+        f.write("\n".join(lines) + "\n")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
