@@ -84,6 +84,7 @@ struct Config {
   bool sync_alloc = false;
   bool created_stream = false;
   double kernel_ns = 0;  // extra virtual time of each elementwise kernel (compute-heavier layers)
+  bool keep_preact = false;  // keep each pre-activation until its activation is freed (backward)
 };
 
 std::ofstream* g_truth = nullptr;  // flushed on failure too
@@ -199,7 +200,7 @@ float step(Device& dev, simblas_handle blas, Model& m, const Config& c) {
     int r = simblas_sgemm(blas, ta, tb, M, N, K, 1.0f, a.ptr, lda, b.ptr, ldb, 0.0f, out.ptr, N, dev.stream);
     if (r != 0) fail(std::string("simblas_sgemm ") + name, static_cast<cudaError_t>(r));
   };
-  std::vector<Buffer> act(static_cast<size_t>(L) + 1);
+  std::vector<Buffer> act(static_cast<size_t>(L) + 1), pre(static_cast<size_t>(L));
   act[0] = m.x;
   Buffer out;
   for (int l = 0; l < L; ++l) {
@@ -209,7 +210,8 @@ float step(Device& dev, simblas_handle blas, Model& m, const Config& c) {
       act[l + 1] = dev.alloc(static_cast<size_t>(n), "a" + std::to_string(l + 1));
       dev.note_launch("relu_forward", "cudaLaunchKernel", {&z}, {&act[l + 1]});
       if (!dev.dry()) check(simcuda::launch(relu_forward, grid, block, dev.stream, n, z.ptr, act[l + 1].ptr), "relu_forward");
-      dev.free(z);
+      if (c.keep_preact) pre[l] = z;  // act[l + 1] = relu(z) stays recomputable while z lives
+      else dev.free(z);
     } else {
       out = z;
     }
@@ -238,6 +240,7 @@ float step(Device& dev, simblas_handle blas, Model& m, const Config& c) {
         check(simcuda::launch(relu_backward, grid, block, dev.stream, n, ga.ptr, act[l].ptr, gp.ptr), "relu_backward");
       dev.free(ga);
       dev.free(act[l]);
+      if (c.keep_preact) dev.free(pre[l - 1]);
       g = gp;
     } else {
       dev.free(g);
@@ -300,6 +303,8 @@ int main(int argc, char** argv) {
                  "extra virtual ns of every elementwise kernel (relu, loss, sgd): models compute-heavier layers, "
                  "results unchanged")
       ->check(CLI::Range(0.0, 1e9));
+  app.add_flag("--keep-preact", c.keep_preact,
+               "keep each layer's pre-activation until backward frees its activation (more memory, results unchanged)");
   app.add_flag("--print-peak", print_peak, "print only the natural peak device bytes and exit");
   app.add_option("--ground-truth", truth_path, "write allocations and per-launch buffers as JSON lines");
   CLI11_PARSE(app, argc, argv);
