@@ -268,7 +268,7 @@ Block* Executor::pick_victim() {
   const double link = simcuda ? 25e9 : 50e9;
   for (auto& [id, b] : by_id) {
     if (b->plain || b->last_tick == tick) continue;
-    const bool movable = b->where == Where::Device || (backend == Backend::Uvm && b->where == Where::Incoming);
+    const bool movable = b->where == Where::Device || (b->where == Where::Incoming && !b->staging_mapped);
     if (!movable) continue;
     const double cost = 2 * (2e-6 + static_cast<double>(b->span) / link);
     const double stale = static_cast<double>(tick - b->last_tick) + 1;
@@ -287,6 +287,11 @@ bool Executor::make_room(std::uint64_t need, const char* reason) {
         const std::uint64_t before = resident;
         reclaim_completed(true);
         if (resident < before) continue;
+        // Prefetches in flight become ordinary resident tensors (victims) once landed.
+        bool landed = false;
+        for (auto& [id, b] : by_id)
+          if (b->where == Where::Incoming && b->staging_mapped && b->last_tick != tick) backend_finish_prefetch(b), landed = true;
+        if (landed) continue;
       }
       return false;
     }
@@ -326,6 +331,12 @@ bool Executor::make_room(std::uint64_t need, const char* reason) {
 }
 
 void Executor::evict(Block* b, const char* reason, double expected) {
+  if (backend == Backend::Pinned && b->where == Where::Incoming && !b->staging_mapped) {
+    // Recomputed in place: on the device already; the copy out waits for the replay (a use).
+    event_unref(b->ready_event);
+    b->ready_event = -1;
+    b->where = Where::Device;
+  }
   if (backend == Backend::Pinned) {
     backend_evict(b);
     if (b->where != Where::Evicting) return;  // no host chunk left: stays resident
@@ -412,7 +423,22 @@ CUresult Executor::ensure_resident(Block* b, CUstream s, bool for_write) {
       const bool fresh = b->where == Where::Fresh;
       if (!make_room(b->span, "pressure")) {
         record("oom", b, b->span, "no-victim", -1, "budget exceeded: no evictable tensor");
-        if (backend == Backend::Pinned) return CUDA_ERROR_OUT_OF_MEMORY;
+        if (backend == Backend::Pinned) {
+          log(LogLevel::Error,
+              "capuchin: out of memory: tensor %" PRIu64 " (%zu bytes charged) cannot be brought in under "
+              "CAPUCHIN_BUDGET=%s (%" PRIu64 " bytes): %" PRIu64 " bytes are resident and none can be evicted "
+              "(%" PRIu64 " unevictable); the job needs at least %" PRIu64 " bytes",
+              b->id, b->span, budget_text.c_str(), budget, resident, plain_bytes, min_needed);
+          if (log_level() >= LogLevel::Debug) {
+            for (auto& [id, x] : by_id)
+              log(LogLevel::Debug, "  block %" PRIu64 " where %d span %zu plain %d current %d", id, static_cast<int>(x->where),
+                  x->span, x->plain, x->last_tick == tick);
+            for (Block* x : cur) log(LogLevel::Debug, "  cur %" PRIu64, x->id);
+            for (auto& [sp, x] : cache)
+              log(LogLevel::Debug, "  cached where %d span %zu", static_cast<int>(x->where), x->span);
+          }
+          return CUDA_ERROR_OUT_OF_MEMORY;
+        }
       }
       prefetch(b, fresh ? nullptr : "on-demand", true);
       if (b->where == Where::Incoming && !(backend == Backend::Pinned && b->staging_mapped)) {
@@ -796,11 +822,13 @@ CUresult before_launch(const Launch& l, const std::uint64_t* ids, unsigned n) {
   e.cur_producer.reset();
   e.cur_unknown = !l.complete_scan;
   std::uint64_t total = 0;
+  std::vector<std::uint64_t> old_ticks;
   for (unsigned i = 0; i < n; ++i) {
     if (Block* b = e.find_id(ids[i])) {
       e.cur.push_back(b);
+      old_ticks.push_back(b->last_tick);
       b->last_tick = e.tick;
-      total += b->span;
+      if (!b->plain) total += b->span;  // plain blocks are in plain_bytes already
     }
   }
   const CUstream ds = driver_stream(l.stream, l.per_thread);
@@ -836,7 +864,10 @@ CUresult before_launch(const Launch& l, const std::uint64_t* ids, unsigned n) {
   for (Block* b : e.cur) ev.bytes += b->span;
   e.note_event(ev, order.data(), static_cast<unsigned>(order.size()));
 
-  // Dropped tensors whose producer reads what this launch may write are recomputed first.
+  // Recomputations first, while this launch's tensors are not yet protected (a replay needs
+  // room for its own inputs and output, not for this launch's): dropped tensors whose producer
+  // reads what this launch may write, then dropped tensors it touches.
+  for (std::size_t i = 0; i < e.cur.size(); ++i) e.cur[i]->last_tick = old_ticks[i];
   for (Block* b : e.cur)
     if (!known_writes || b == e.cur_output) e.materialize_dependents(b);
   if (e.cur_unknown && e.backend == Backend::Pinned) {
@@ -844,6 +875,9 @@ CUresult before_launch(const Launch& l, const std::uint64_t* ids, unsigned n) {
     for (auto& [id, b] : e.by_id)
       if (b->where == Where::Dropped) e.recompute(b, "unknown-access", -1);
   }
+  for (Block* b : e.cur)
+    if (b->where == Where::Dropped) e.recompute(b, "on-demand", -1);
+  for (Block* b : e.cur) b->last_tick = e.tick;
   if (total + e.plain_bytes > e.budget) {
     e.record("oom", nullptr, total, "launch-exceeds-budget");
     log(LogLevel::Error,

@@ -9,6 +9,8 @@
 // those inputs, or free it, first recomputes it (Executor::materialize_dependents), so the
 // replay always reads what the original launch read. Only the pinned backend drops (uvm has
 // no discard on simcuda, so a drop there is an eviction).
+#include <algorithm>
+#include <cinttypes>
 #include <cstring>
 
 #include "capture.hpp"
@@ -57,6 +59,11 @@ bool Executor::recompute_valid(const Block* b) const {
 bool Executor::try_drop(Block* b, const char* reason, double expected) {
   if (backend != Backend::Pinned || !recompute_enabled || b->plain || b->where != Where::Device) return false;
   if (!recompute_valid(b)) return false;
+  // The replay must fit on its own: its inputs and the tensor at once.
+  std::uint64_t need = b->span + plain_bytes;
+  for (std::uint64_t id : b->producer->input_ids)
+    if (const Block* in = find_id(id); in != nullptr && !in->plain) need += in->span;
+  if (need > budget) return false;
   for (std::uint64_t id : b->producer->input_ids)
     if (Block* in = find_id(id)) in->dependents.push_back(b->id);
   backend_drop(b);
@@ -66,19 +73,53 @@ bool Executor::try_drop(Block* b, const char* reason, double expected) {
 }
 
 bool Executor::recompute(Block* b, const char* reason, double expected) {
-  if (b->where != Where::Dropped || !recompute_valid(b)) return false;
+  if (b->where != Where::Dropped) return false;
+  if (!recompute_valid(b)) {
+    if (b->producer)
+      for (std::size_t i = 0; i < b->producer->input_ids.size(); ++i) {
+        const Block* in = find_id(b->producer->input_ids[i]);
+        log(LogLevel::Debug, "executor: recompute of %" PRIu64 ": input %" PRIu64 " %s version %u (then %u) where %d",
+            b->id, b->producer->input_ids[i], in ? "alive" : "freed", in ? in->version : 0, b->producer->input_versions[i],
+            in ? static_cast<int>(in->where) : -1);
+      }
+    return false;
+  }
   const Producer& p = *b->producer;
   // Inputs first (on the device, protected from the room we make), then the block itself.
+  // Protected while the replay is set up; their ticks come back afterwards (the replay's use
+  // events keep later evictions ordered), so the launch being served can still evict them.
   std::vector<Block*> inputs;
+  std::vector<std::uint64_t> ticks;
   for (std::uint64_t id : p.input_ids) {
     Block* in = find_id(id);
     inputs.push_back(in);
+    ticks.push_back(in->last_tick);
     in->last_tick = tick;
   }
+  const std::uint64_t own_tick = b->last_tick;
   b->last_tick = tick;
+  struct Restore {
+    std::vector<Block*>& in;
+    std::vector<std::uint64_t>& t;
+    Block* b;
+    std::uint64_t bt;
+    const std::vector<Block*>& cur;
+    ~Restore() {
+      auto touched = [&](Block* x) { return std::find(cur.begin(), cur.end(), x) != cur.end(); };
+      for (std::size_t i = 0; i < in.size(); ++i)
+        if (!touched(in[i])) in[i]->last_tick = t[i];
+      if (!touched(b)) b->last_tick = bt;
+    }
+  } restore{inputs, ticks, b, own_tick, cur};
   for (Block* in : inputs)
-    if (ensure_resident(in, p.stream, false) != CUDA_SUCCESS) return false;
-  if (!make_room(b->span, "recompute")) return false;
+    if (ensure_resident(in, p.stream, false) != CUDA_SUCCESS) {
+      log(LogLevel::Debug, "executor: recompute of %" PRIu64 ": input %" PRIu64 " not resident", b->id, in->id);
+      return false;
+    }
+  if (!make_room(b->span, "recompute")) {
+    log(LogLevel::Debug, "executor: recompute of %" PRIu64 ": no room", b->id);
+    return false;
+  }
   backend_prefetch(b, false);  // maps fresh device memory at the same address
   if (b->where != Where::Device) return false;
   std::vector<void*> args(p.param_offset.size());
