@@ -135,9 +135,12 @@ record() {  # record CHECK STATUS DETAIL LOG
 }
 
 export PATH="$PATH:/usr/local/cuda/bin"
-cuda_lib=""
-for d in "${CUDA_HOME:-/usr/local/cuda}/lib64" /usr/local/cuda/lib64; do [ -d "$d" ] && cuda_lib=$d && break; done
-[ -n "$cuda_lib" ] && export LD_LIBRARY_PATH="${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}$cuda_lib"
+# The CUDA programs find cudart, cuBLAS and CUPTI here; PyTorch (step 7) runs with the caller's
+# LD_LIBRARY_PATH, so it keeps the CUDA libraries it was built with.
+saved_ld_path=${LD_LIBRARY_PATH:-}
+for d in "${CUDA_HOME:-/usr/local/cuda}/lib64" "${CUDA_HOME:-/usr/local/cuda}/extras/CUPTI/lib64"; do
+  [ -d "$d" ] && export LD_LIBRARY_PATH="${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}$d"
+done
 
 echo "== gpu-check: logs in $out (limit ${TOTAL_LIMIT_S} s)"
 if command -v nvidia-smi >/dev/null; then nvidia-smi -L >"$out/nvidia-smi.log" 2>&1; else echo "no nvidia-smi" >"$out/nvidia-smi.log"; fi
@@ -257,7 +260,7 @@ for c in capture capture_static param_info graph cupti evict_uvm evict_pinned mi
   fi
   step "check $c" 90 "$log" sh tests/gpu/run_check.sh "$c" "$out/check-$c"
   rc=$?
-  detail=$(grep -E '^(FAIL|SKIP)' "$log" | head -2 | tr '|' '/' | tr '\n' ' ')
+  detail=$(grep -E '^(FAIL|SKIP)' "$log" | head -2 | sed -E "s/^(FAIL|SKIP) $c: //" | tr '|' '/' | tr '\n' ' ')
   [ -z "$detail" ] && detail=$(grep -E '^(PASS|INFO)' "$log" | grep -v '^INFO gpu' | tail -2 | tr '|' '/' | tr '\n' ' ')
   case $rc in
     0) record "$c" PASS "$detail" "$log" ;;
@@ -315,6 +318,7 @@ fi
 
 # ---- 7. PyTorch ----------------------------------------------------------------------------
 echo "== PyTorch"
+export LD_LIBRARY_PATH=$saved_ld_path
 tlog="$out/torch-check.log"
 if [ "$torch_info" = "no torch" ] || [ "${torch_info#* }" != "cuda" ]; then
   record "pytorch" "SKIP" "python3 has no CUDA-enabled torch ($torch_info)" "$tlog"

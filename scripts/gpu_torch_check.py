@@ -79,6 +79,22 @@ def decisions(path):
     return {"counts": dict(counts), "bytes_out": out_bytes, "bytes_in": in_bytes}
 
 
+def executor_summary(log_path):
+    """The executor's last `executor summary: k=v ...` line (CAPUCHIN_LOG=info), as a dict."""
+    found = None
+    with open(log_path, errors="replace") as f:
+        for line in f:
+            if "executor summary:" in line:
+                found = line.split("executor summary:", 1)[1]
+    if found is None:
+        return None
+    out = {}
+    for kv in found.split():
+        k, _, v = kv.partition("=")
+        out[k] = int(v) if v.isdigit() else v
+    return out
+
+
 def daemon_session(capuchin, pid):
     try:
         p = subprocess.run([capuchin, "sessions", "--all", "--json"], capture_output=True, text=True, timeout=10)
@@ -134,11 +150,12 @@ def main():
             dlog = os.path.join(a.out, tag + ".decisions.jsonl")
             if os.path.exists(dlog):
                 os.remove(dlog)
-            renv = dict(env, CAPUCHIN_DECISION_LOG=dlog)
+            renv = dict(env, CAPUCHIN_DECISION_LOG=dlog, CAPUCHIN_LOG="info")  # info: the executor's summary line
             cmd = [a.capuchin, "run", "--budget", str(budget), "--backend", a.backend, "--"] + base_cmd
             rc, s, wall_b = run(cmd, renv, os.path.join(a.out, tag + ".log"), a.timeout)
             row = {"model": model, "run": f"budget {frac}", "fraction": frac, "budget_bytes": budget, "rc": rc,
                    "wall_s": wall_b, "summary": s, "decisions": decisions(dlog)}
+            row["executor"] = executor_summary(os.path.join(a.out, tag + ".log"))
             if s is not None:
                 row["session"] = daemon_session(a.capuchin, s["pid"])
                 n = min(len(s["losses"]), len(plain["losses"]))
@@ -154,7 +171,7 @@ def main():
             print(f"{'PASS' if good else 'FAIL'} torch {model} budget {frac} ({mib(budget)}, {a.backend}): exit {rc}, "
                   f"losses {'identical' if row.get('losses_identical') else 'DIFFER from iteration ' + str(row.get('first_diff_iter'))}, "
                   f"slowdown {row.get('slowdown_steady', float('nan')):.2f}x steady / {row.get('slowdown_wall', float('nan')):.2f}x wall, "
-                  f"resident peak {mib(row.get('resident_peak'))}, swapped out {mib(d.get('bytes_out'))} in {mib(d.get('bytes_in'))}, "
+                  f"resident peak {mib(row.get('resident_peak'))} sampled / {mib((row['executor'] or {}).get('peak_resident'))} executor, swapped out {mib(d.get('bytes_out'))} in {mib(d.get('bytes_in'))}, "
                   f"decisions {d.get('counts', 'none (no decision log)')}", flush=True)
             results.append(row)
     with open(os.path.join(a.out, "torch.json"), "w") as f:
@@ -167,7 +184,7 @@ def write_markdown(path, results, a):
     where = "DRY RUN on the CPU: a logic check, no GPU figures" if a.dry else "measured on this GPU"
     lines = [f"### PyTorch training under capuchin ({where}; backend {a.backend}, {a.iters} iterations)", "",
              "| model | run | budget | exit | losses vs plain | steady iter | slowdown (steady / wall) | "
-             "resident peak (sampled) | daemon peak | swapped out / in | decisions |",
+             "resident peak (sampled / executor) | daemon peak | swapped out / in | decisions |",
              "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for r in results:
         s = r.get("summary") or {}
@@ -183,10 +200,12 @@ def write_markdown(path, results, a):
         slow = (f"{r['slowdown_steady']:.2f}x / {r['slowdown_wall']:.2f}x" if "slowdown_steady" in r else "-")
         counts = ", ".join(f"{k} {v}" for k, v in sorted((d.get("counts") or {}).items())) or "no log"
         lines.append(f"| {r['model']} | {r['run']} | {mib(r['budget_bytes'])} | {r['rc']} | {same} | {it} | {slow} | "
-                     f"{mib(r.get('resident_peak'))} | {mib(sess.get('peak_bytes'))} | "
+                     f"{mib(r.get('resident_peak'))} / {mib((r.get('executor') or {}).get('peak_resident'))} | {mib(sess.get('peak_bytes'))} | "
                      f"{mib(d.get('bytes_out'))} / {mib(d.get('bytes_in'))} | {counts} |")
     lines += ["", "Resident peak (sampled): cudaMemGetInfo in use after each forward and backward, minus the use "
-              "before the model existed (CUDA context, cuBLAS workspace). Daemon peak: `capuchin sessions`."]
+              "before the model existed (CUDA context, cuBLAS workspace); executor: its `peak_resident` (bytes it held on "
+              "the device at most). Daemon peak: `capuchin sessions`. Budgets are bytes (the fraction times the plain run's "
+              "peak_allocated): a fractional CAPUCHIN_BUDGET would mean a fraction of the whole device."]
     with open(path, "w") as f:
         f.write("\n".join(lines) + "\n")
 

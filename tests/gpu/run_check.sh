@@ -6,8 +6,8 @@
 #         evict_uvm | evict_pinned | missed_uvm | missed_pinned      (the executor under a budget)
 # Environment: GPU_BIN (folder of the tests/gpu programs), CAPUCHIN_LIB (libcapuchin.so),
 #   CAPUCHIN_CLI (the capuchin command; optional: trace validation), PRELOAD_PREFIX (optional:
-#   sanitizer runtimes), GPU_BUDGET (executor cases, default 200MiB: about 3 of the 64 MiB
-#   buffers), PYTHON (default python3).
+#   sanitizer runtimes), GPU_BUDGET (executor cases, bytes, default 209715200 = 200 MiB:
+#   about 3 of the 64 MiB buffers), PYTHON (default python3).
 # Every case first runs its program plain: exit 77 there (no GPU) is this script's exit 77
 # (SKIP). Then it runs it under libcapuchin.so and requires: the program's own PASS, the same
 # CHECKSUM lines as the plain run, and (capture cases) the recorded trace valid and holding
@@ -54,7 +54,7 @@ if [ -n "$executor" ]; then
     echo "SKIP $case_name: this libcapuchin.so has no executor (no CAPUCHIN_DECISION_LOG); contents verified plain only"
     exit 77
   fi
-  env LD_PRELOAD="$preload" CAPUCHIN_SINK=null CAPUCHIN_BUDGET="${GPU_BUDGET:-200MiB}" CAPUCHIN_BACKEND="$backend" \
+  env LD_PRELOAD="$preload" CAPUCHIN_SINK=null CAPUCHIN_BUDGET="${GPU_BUDGET:-209715200}" CAPUCHIN_BACKEND="$backend" \
       CAPUCHIN_DECISION_LOG="$decisions" CAPUCHIN_LOG=info "$bin" $args >"$log.capuchin.log" 2>&1
 else
   env LD_PRELOAD="$preload" CAPUCHIN_RECORD="$trace" CAPUCHIN_LOG=info "$bin" $args >"$log.capuchin.log" 2>&1
@@ -82,8 +82,17 @@ if [ -n "$executor" ]; then
     if [ "$evicts" -gt 0 ] && [ "$ins" -gt 0 ]; then
       echo "PASS $case_name: the budget forced evictions and swap-ins ($backend backend)"
     else
-      echo "FAIL $case_name: a budget of ${GPU_BUDGET:-200MiB} below the working set led to no eviction/swap-in"; fail=1
+      echo "FAIL $case_name: a budget of ${GPU_BUDGET:-209715200} below the working set led to no eviction/swap-in"; fail=1
     fi
+  fi
+  # The executor's own account (CAPUCHIN_LOG=info): the most it held resident.
+  peak=$(grep -o 'peak_resident=[0-9]*' "$log.capuchin.log" | tail -1 | cut -d= -f2)
+  if [ -z "$peak" ]; then
+    echo "FAIL $case_name: no 'executor summary' line (was the executor on?)"; fail=1
+  elif [ "$peak" -le "${GPU_BUDGET:-209715200}" ]; then
+    echo "PASS $case_name: resident peak $peak bytes within the budget ${GPU_BUDGET:-209715200}"
+  else
+    echo "FAIL $case_name: resident peak $peak bytes above the budget ${GPU_BUDGET:-209715200}"; fail=1
   fi
 else
   if [ -n "${CAPUCHIN_CLI:-}" ] && [ -x "${CAPUCHIN_CLI}" ]; then
