@@ -358,6 +358,10 @@ CUresult body_GraphInstantiateWithParams(const Variant& v, CUgraphExec* exec, CU
 }
 CUresult body_GraphLaunch(const Variant& v, CUgraphExec exec, CUstream s) {
   HookScope scope;
+  if (executor_on(scope)) {
+    ErrnoKeeper keep;
+    if (const CUresult e = exec::before_unknown_work(s, thread_flag(v) != 0); e != CUDA_SUCCESS) return e;
+  }
   const CUresult r = REAL(GraphLaunch)(exec, s);
   if (r == CUDA_SUCCESS && scope.record()) {
     ErrnoKeeper keep;

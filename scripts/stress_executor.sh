@@ -3,7 +3,8 @@
 # simcuda. Each run draws a backend (uvm | pinned), a network (depth, width, batch), a seed,
 # allocation mode, stream, worker timing jitter (SIMCUDA_JITTER_US), kernel times, whether
 # pre-activations are kept (recomputation), and a budget between the minimum the job needs
-# (the most one launch touches, measured) and its natural peak P; the device is given exactly
+# (the most one launch touches, measured) and its natural peak P as the backend charges it
+# (64 KiB pages for uvm, 2 MiB chunks for pinned's large tensors); the device is given exactly
 # that budget. The run must finish with output bit-identical to an unconstrained reference run,
 # simcuda must never have evicted or faulted managed memory itself, and its peak device bytes
 # must stay within the budget. Prints one line per run and a summary; exit 1 on any failure.
@@ -48,10 +49,15 @@ for i in range(runs):
         print(f"run {i}: reference failed: {ref.stderr[-300:]}"); failed += 1; continue
     env = dict(env0, CAPUCHIN_BACKEND=backend, CAPUCHIN_KERNEL_OUTPUTS=outputs, CAPUCHIN_LOG="info",
                SIMCUDA_JITTER_US=jitter, LD_PRELOAD=prefix + lib)
-    # The minimum: the most bytes one launch touches (plus unevictable memory), from a run at P.
-    probe = run(args, dict(env, CAPUCHIN_BUDGET=str(P), SIMCUDA_DEVICE_BYTES=str(P)))
-    m = re.search(r"min_needed=(\d+)", probe.stderr)
-    lo = int(m.group(1)) if m else P // 2
+    # The range, in the backend's own granules (uvm: 64 KiB pages, pinned: 2 MiB chunks for
+    # large tensors): from a run without pressure, its peak (the natural peak as charged) and
+    # the most one launch needs (plus unevictable memory): the minimum.
+    probe = run(args, dict(env, CAPUCHIN_BUDGET=str(8 * P)))
+    m = re.search(r"peak_resident=(\d+) min_needed=(\d+)", probe.stderr)
+    if not m:
+        print(f"run {i}: probe failed: {probe.stderr[-300:]}"); failed += 1; continue
+    P = int(m.group(1))
+    lo = int(m.group(2))
     u = rng.uniform(0.0, 1.0)
     for attempt in range(4):
         budget = min(P, int(lo * 1.02 + u * (P - lo * 1.02)))
@@ -62,7 +68,9 @@ for i in range(runs):
             continue
         break
     problems = []
-    if r.returncode != 0: problems.append(f"exit {r.returncode}: {r.stderr.strip()[-300:]}")
+    if r.returncode != 0:
+        why = [l for l in r.stderr.splitlines() if "error" in l or "failed" in l]
+        problems.append(f"exit {r.returncode}: {' | '.join(why)[-400:]}")
     elif r.stdout != ref.stdout: problems.append("output differs from the reference")
     else:
         st = json.load(open(stats))

@@ -538,6 +538,10 @@ void Executor::note_event(SegEvent ev, const std::uint64_t* ids, unsigned nids) 
           plan = ready;
           next_decision = 0;
           ++n_plans;
+          char note[96];
+          std::snprintf(note, sizeof note, "%zu decisions: %u swaps, %u recomputes%s", plan->decisions.size(), plan->swaps,
+                        plan->recomputes, plan->fits ? "" : "; does not fit the budget alone");
+          record("plan", nullptr, 0, "embedded", plan->expected_overhead_s, note);
         }
       }
       apply_decisions();
@@ -667,6 +671,11 @@ bool alloc(CUdeviceptr* out, std::size_t bytes, CUstream s, bool per_thread, boo
     return false;
   }
   const CUstream ds = driver_stream(s, per_thread);
+  if (stream_ordered && capture_sequence(reinterpret_cast<std::uint64_t>(s), per_thread) != 0) {
+    ++e.n_fallback;
+    e.record("fallback", nullptr, bytes, "stream-capture", -1, "allocated by the driver inside a graph capture");
+    return false;  // a graph's allocation node: the driver's, outside the budget
+  }
   SegEvent ev;
   ev.op = static_cast<std::uint8_t>(trace::Op::Alloc);
   ev.sig = mix(static_cast<std::uint64_t>(trace::Op::Alloc) << 56, bytes);
@@ -812,9 +821,30 @@ bool free(CUdeviceptr p, CUstream s, bool per_thread, bool stream_ordered, CUres
   return true;
 }
 
+CUresult before_unknown_work(CUstream s, bool per_thread) {
+  if (g_ex == nullptr || g_start.load(std::memory_order_acquire) != 1) return CUDA_SUCCESS;
+  Executor& e = *g_ex;
+  std::lock_guard<std::mutex> lock(e.mu);
+  ++e.tick;
+  const CUstream ds = driver_stream(s, per_thread);
+  std::vector<Block*> all;
+  for (auto& [id, b] : e.by_id) all.push_back(b);
+  for (Block* b : all) {
+    if (b->where == Where::Dropped && !e.recompute(b, "unknown-access", -1)) return CUDA_ERROR_ILLEGAL_STATE;
+    if (b->where == Where::Evicting) e.backend_cancel_evict(b);
+    if (b->where == Where::Incoming) e.ensure_resident(b, ds, true);
+  }
+  return CUDA_SUCCESS;
+}
+
 CUresult before_launch(const Launch& l, const std::uint64_t* ids, unsigned n) {
   if (g_ex == nullptr || g_start.load(std::memory_order_acquire) != 1) return CUDA_SUCCESS;
   Executor& e = *g_ex;
+  if (capture_sequence(reinterpret_cast<std::uint64_t>(l.stream), l.per_thread) != 0) {
+    // Being captured into a graph: nothing may be enqueued around it; its accesses are made
+    // safe when the graph is launched (before_unknown_work).
+    return CUDA_SUCCESS;
+  }
   hold(e);  // released in after_launch (or here, on an error)
   ++e.tick;
   e.cur.clear();
@@ -955,6 +985,7 @@ void after_launch(const Launch& l, bool launched) {
 
 CUresult before_copy(std::uint64_t dst, std::uint64_t src, std::size_t bytes, CUstream s, bool per_thread, bool memset) {
   if (g_ex == nullptr || g_start.load(std::memory_order_acquire) != 1) return CUDA_SUCCESS;
+  if (capture_sequence(reinterpret_cast<std::uint64_t>(s), per_thread) != 0) return CUDA_SUCCESS;  // see before_launch
   Executor& e = *g_ex;
   hold(e);  // released in after_copy (or here, on an error)
   ++e.tick;

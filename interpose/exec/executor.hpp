@@ -60,5 +60,9 @@ CUresult before_copy(std::uint64_t dst, std::uint64_t src, std::size_t bytes, CU
 void after_copy(bool ok);
 // After a host synchronisation returned (the iteration boundary the learner uses).
 void on_sync();
+// Before work whose accesses are unknown (a graph launch): every tensor is put back where its
+// address works (pinned: dropped ones recomputed, moves in flight settled) and the launching
+// stream waits for moves in flight (uvm).
+CUresult before_unknown_work(CUstream s, bool per_thread);
 
 }  // namespace capuchin::interpose::exec
