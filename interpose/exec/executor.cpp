@@ -25,27 +25,15 @@ namespace capuchin::interpose::exec {
 
 std::atomic<bool> g_on{false};
 
+Executor* g_ex = nullptr;
+std::atomic<int> g_start{0};  // 0: not yet, 1: started, 2: failed
+__attribute__((tls_model("initial-exec"))) thread_local bool t_held = false;
+
 namespace {
 
 alignas(Executor) unsigned char g_mem[sizeof(Executor)];
-Executor* g_ex = nullptr;
-std::atomic<int> g_start{0};  // 0: not yet, 1: started, 2: failed
-// The hook thread holds the executor's mutex from before_* to after_* (set only then).
-__attribute__((tls_model("initial-exec"))) thread_local bool t_held = false;
 
-void hold(Executor& e) {
-  e.mu.lock();
-  t_held = true;
-}
-void release(Executor& e) {
-  t_held = false;
-  e.mu.unlock();
-}
 
-std::uint64_t mix(std::uint64_t h, std::uint64_t v) {
-  h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
-  return h;
-}
 
 double steady_s() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
@@ -139,6 +127,27 @@ CUresult start(Executor& e) {
 }
 
 // Under e.mu: the executor is started (or fails for good).
+
+
+
+}  // namespace
+
+// The hook thread holds the executor's mutex from before_* to after_* (set only then).
+void hold(Executor& e) {
+  e.mu.lock();
+  t_held = true;
+}
+
+void release(Executor& e) {
+  t_held = false;
+  e.mu.unlock();
+}
+
+std::uint64_t mix(std::uint64_t h, std::uint64_t v) {
+  h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
+  return h;
+}
+
 bool started(Executor& e, CUresult* why) {
   const int s = g_start.load(std::memory_order_acquire);
   if (s == 1) return true;
@@ -166,8 +175,6 @@ std::uint64_t kernel_sig(CUfunction f, const std::vector<Block*>& blocks) {
 }
 
 bool planning_on_kernel_times(const Executor& e) { return e.planning_enabled && e.api.event_elapsed != nullptr; }
-
-}  // namespace
 
 Executor& ex() { return *g_ex; }
 
@@ -656,429 +663,6 @@ void shutdown() {
       e.budget, e.peak_resident, e.min_needed, e.n_evict, e.n_prefetch, e.n_ondemand, e.n_stall, e.n_drop,
       e.n_recompute, e.n_fallback, e.n_plans, per.c_str());
   if (e.log_file != nullptr) std::fflush(e.log_file);
-}
-
-bool alloc(CUdeviceptr* out, std::size_t bytes, CUstream s, bool per_thread, bool stream_ordered, CUresult* r) {
-  if (g_ex == nullptr || out == nullptr || bytes == 0) return false;
-  Executor& e = *g_ex;
-  std::lock_guard<std::mutex> lock(e.mu);
-  CUresult why = CUDA_SUCCESS;
-  if (!started(e, &why)) {
-    if (why == CUDA_ERROR_INVALID_CONTEXT || why == CUDA_ERROR_NOT_INITIALIZED) {
-      *r = why;
-      return true;  // the runtime hook initialises the context and retries
-    }
-    return false;
-  }
-  const CUstream ds = driver_stream(s, per_thread);
-  if (stream_ordered && capture_sequence(reinterpret_cast<std::uint64_t>(s), per_thread) != 0) {
-    ++e.n_fallback;
-    e.record("fallback", nullptr, bytes, "stream-capture", -1, "allocated by the driver inside a graph capture");
-    return false;  // a graph's allocation node: the driver's, outside the budget
-  }
-  SegEvent ev;
-  ev.op = static_cast<std::uint8_t>(trace::Op::Alloc);
-  ev.sig = mix(static_cast<std::uint64_t>(trace::Op::Alloc) << 56, bytes);
-  ++e.tick;
-  const bool small_pinned = e.backend == Backend::Pinned && bytes < e.pinned_min;
-  std::size_t span = e.backend == Backend::Uvm ? (bytes + e.uvm_page - 1) / e.uvm_page * e.uvm_page
-                     : small_pinned            ? (bytes + 4095) / 4096 * 4096
-                                               : (bytes + e.vmm_gran - 1) / e.vmm_gran * e.vmm_gran;
-  if (span + (small_pinned ? 0 : e.plain_bytes) > e.budget) {
-    log(LogLevel::Error,
-        "capuchin: out of memory: an allocation of %zu bytes (%zu charged) cannot fit CAPUCHIN_BUDGET=%s (%" PRIu64
-        " bytes)%s; the job needs at least %zu bytes",
-        bytes, span, e.budget_text.c_str(), e.budget, e.plain_bytes ? " with the unevictable memory held" : "",
-        static_cast<std::size_t>(span + e.plain_bytes));
-    e.record("oom", nullptr, span, "allocation-exceeds-budget");
-    *r = CUDA_ERROR_OUT_OF_MEMORY;
-    return true;
-  }
-  // Reuse a freed block of the same span when stream order (or completion) allows.
-  Block* b = nullptr;
-  auto range = e.cache.equal_range(span);
-  for (int pass = 0; pass < 2 && b == nullptr; ++pass) {
-    for (auto it = range.first; it != range.second; ++it) {
-      Block* c = it->second;
-      if (pass == 0 && c->where != Where::Device) continue;
-      bool ready = stream_ordered && c->free_stream_valid && c->free_stream == ds;
-      if (!ready) {
-        ready = true;
-        for (std::uint8_t i = 0; i < c->nfree && ready; ++i)
-          ready = e.api.event_query(e.events[static_cast<std::size_t>(c->free_events[i])]) == CUDA_SUCCESS;
-      }
-      if (!ready && stream_ordered) {
-        for (std::uint8_t i = 0; i < c->nfree; ++i)
-          e.api.stream_wait_event(ds, e.events[static_cast<std::size_t>(c->free_events[i])], 0);
-        ready = true;
-      }
-      if (!ready) continue;
-      b = c;
-      e.cache.erase(it);
-      break;
-    }
-  }
-  if (b != nullptr) {
-    if (b->where == Where::Host || b->where == Where::Dropped) b->where = Where::Fresh;  // dead data: nothing to copy back
-    for (std::uint8_t i = 0; i < b->nfree; ++i) e.event_unref(b->free_events[i]);
-    b->nfree = 0;
-    b->free_stream_valid = false;
-    b->bytes = bytes;
-  } else {
-    b = new Block;
-    b->bytes = bytes;
-    b->span = span;
-    if (e.backend == Backend::Pinned && !e.make_room(span, "pressure")) {
-      delete b;
-      e.record("oom", nullptr, span, "no-victim");
-      log(LogLevel::Error, "capuchin: out of memory: %zu bytes requested under CAPUCHIN_BUDGET=%s (%" PRIu64
-                           " bytes), %" PRIu64 " resident and nothing evictable", bytes, e.budget_text.c_str(),
-          e.budget, e.resident);
-      *r = CUDA_ERROR_OUT_OF_MEMORY;
-      return true;
-    }
-    const CUresult a = e.backend_alloc(b);
-    if (a != CUDA_SUCCESS) {
-      delete b;
-      ++e.n_fallback;
-      e.record("fallback", nullptr, bytes, "backend-alloc-failed", -1, "served by the real allocator");
-      return false;
-    }
-  }
-  const MemKind kind = MemKind::Device;
-  b->id = record_alloc(b->base, bytes, kind, stream_ordered ? AllocSub::Async : AllocSub::Device,
-                       reinterpret_cast<std::uint64_t>(s), per_thread ? kPerThread : 0);
-  b->last_tick = e.tick;
-  b->local = static_cast<std::uint32_t>(e.seg_locals.size());
-  e.by_id[b->id] = b;
-  e.by_base[b->base] = b;
-  e.live_bytes += b->span;
-  e.seg_locals.push_back(b->id);
-  ev.id = b->id;
-  ev.bytes = b->span;
-  e.note_event(ev, nullptr, 0);
-  *out = b->base;
-  *r = CUDA_SUCCESS;
-  return true;
-}
-
-bool free(CUdeviceptr p, CUstream s, bool per_thread, bool stream_ordered, CUresult* r) {
-  if (g_ex == nullptr || g_start.load(std::memory_order_acquire) != 1) return false;
-  Executor& e = *g_ex;
-  std::lock_guard<std::mutex> lock(e.mu);
-  auto it = e.by_base.find(p);
-  if (it == e.by_base.end()) return false;
-  Block* b = it->second;
-  ++e.tick;
-  e.materialize_dependents(b);
-  SegEvent ev;
-  ev.op = static_cast<std::uint8_t>(trace::Op::Free);
-  ev.sig = mix(static_cast<std::uint64_t>(trace::Op::Free) << 56, b->bytes);
-  ev.id = b->id;
-  e.note_event(ev, nullptr, 0);
-  record_free(p, reinterpret_cast<std::uint64_t>(s), per_thread ? kPerThread : 0);
-  const CUstream ds = driver_stream(s, per_thread);
-  e.by_base.erase(it);
-  e.by_id.erase(b->id);
-  e.live_bytes -= b->span;
-  if (stream_ordered) {
-    const int fe = e.event_get();
-    if (fe >= 0) {
-      e.api.event_record(e.events[static_cast<std::size_t>(fe)], ds);
-      b->free_events[b->nfree++] = fe;
-    }
-    b->free_stream = ds;
-    b->free_stream_valid = true;
-  } else if (b->many_streams) {
-    e.api.ctx_synchronize();
-  } else {
-    for (std::uint8_t i = 0; i < b->nuses; ++i) {
-      if (b->uses[i].event < 0) continue;
-      e.event_ref(b->uses[i].event);
-      b->free_events[b->nfree++] = b->uses[i].event;
-    }
-  }
-  for (std::uint8_t i = 0; i < b->nuses; ++i) e.event_unref(b->uses[i].event);
-  b->nuses = 0;
-  b->many_streams = false;
-  b->id = kNoBlockId;
-  b->producer.reset();
-  b->dependents.clear();
-  b->version = 0;
-  if (e.backend == Backend::Pinned && b->where == Where::Evicting) e.backend_cancel_evict(b);
-  if (e.backend == Backend::Pinned && b->where == Where::Incoming && b->staging_mapped) e.backend_finish_prefetch(b);
-  if (b->plain) {
-    // Plain device memory goes back to the driver (cuMemFree synchronises, as cudaFree does).
-    e.resident -= b->span;
-    e.plain_bytes -= b->span;
-    e.backend_release(b);
-    for (std::uint8_t i = 0; i < b->nfree; ++i) e.event_unref(b->free_events[i]);
-    delete b;
-  } else {
-    e.cache.insert({b->span, b});
-  }
-  *r = CUDA_SUCCESS;
-  return true;
-}
-
-CUresult before_unknown_work(CUstream s, bool per_thread) {
-  if (g_ex == nullptr || g_start.load(std::memory_order_acquire) != 1) return CUDA_SUCCESS;
-  Executor& e = *g_ex;
-  std::lock_guard<std::mutex> lock(e.mu);
-  ++e.tick;
-  const CUstream ds = driver_stream(s, per_thread);
-  std::vector<Block*> all;
-  for (auto& [id, b] : e.by_id) all.push_back(b);
-  for (Block* b : all) {
-    if (b->where == Where::Dropped && !e.recompute(b, "unknown-access", -1)) return CUDA_ERROR_ILLEGAL_STATE;
-    if (b->where == Where::Evicting) e.backend_cancel_evict(b);
-    if (b->where == Where::Incoming) e.ensure_resident(b, ds, true);
-  }
-  return CUDA_SUCCESS;
-}
-
-CUresult before_launch(const Launch& l, const std::uint64_t* ids, unsigned n) {
-  if (g_ex == nullptr || g_start.load(std::memory_order_acquire) != 1) return CUDA_SUCCESS;
-  Executor& e = *g_ex;
-  if (capture_sequence(reinterpret_cast<std::uint64_t>(l.stream), l.per_thread) != 0) {
-    // Being captured into a graph: nothing may be enqueued around it; its accesses are made
-    // safe when the graph is launched (before_unknown_work).
-    return CUDA_SUCCESS;
-  }
-  hold(e);  // released in after_launch (or here, on an error)
-  ++e.tick;
-  e.cur.clear();
-  e.cur_output = nullptr;
-  e.cur_producer.reset();
-  e.cur_unknown = !l.complete_scan;
-  std::uint64_t total = 0;
-  std::vector<std::uint64_t> old_ticks;
-  for (unsigned i = 0; i < n; ++i) {
-    if (Block* b = e.find_id(ids[i])) {
-      e.cur.push_back(b);
-      old_ticks.push_back(b->last_tick);
-      b->last_tick = e.tick;
-      if (!b->plain) total += b->span;  // plain blocks are in plain_bytes already
-    }
-  }
-  const CUstream ds = driver_stream(l.stream, l.per_thread);
-  Executor::FuncInfo* fi = l.func != nullptr ? &e.func_info(l.func, l.layout) : nullptr;
-  if (fi != nullptr && fi->output >= 0 && l.params != nullptr && static_cast<std::size_t>(fi->output) < fi->offset.size()) {
-    std::uint64_t ptr = 0;
-    std::memcpy(&ptr, l.params[fi->output], sizeof ptr);
-    e.cur_output = e.find_addr(ptr);
-    if (e.cur_output != nullptr && std::find(e.cur.begin(), e.cur.end(), e.cur_output) == e.cur.end()) e.cur_output = nullptr;
-  }
-  const bool known_writes = e.cur_output != nullptr;
-  // Kernel event for the learner: reads then writes (declared outputs), else touch.
-  SegEvent ev;
-  ev.op = static_cast<std::uint8_t>(trace::Op::Kernel);
-  ev.sig = kernel_sig(l.func, e.cur);
-  if (fi != nullptr) {
-    auto [it, fresh] = e.name_index.try_emplace(reinterpret_cast<std::uint64_t>(l.func), static_cast<std::uint32_t>(e.names.size()));
-    if (fresh) e.names.push_back(fi->name.empty() ? "kernel" : fi->name);
-    ev.name = it->second;
-  } else {
-    auto [it, fresh] = e.name_index.try_emplace(0, static_cast<std::uint32_t>(e.names.size()));
-    if (fresh) e.names.push_back("kernel");
-    ev.name = it->second;
-  }
-  std::vector<std::uint64_t> order;
-  order.reserve(e.cur.size());
-  for (Block* b : e.cur)
-    if (b != e.cur_output) order.push_back(b->id);
-  if (known_writes) order.push_back(e.cur_output->id);
-  ev.touch = !known_writes;
-  ev.nreads = static_cast<std::uint32_t>(known_writes ? order.size() - 1 : order.size());
-  ev.nwrites = known_writes ? 1 : 0;
-  for (Block* b : e.cur) ev.bytes += b->span;
-  e.note_event(ev, order.data(), static_cast<unsigned>(order.size()));
-
-  // Recomputations first, while this launch's tensors are not yet protected (a replay needs
-  // room for its own inputs and output, not for this launch's): dropped tensors whose producer
-  // reads what this launch may write, then dropped tensors it touches.
-  for (std::size_t i = 0; i < e.cur.size(); ++i) e.cur[i]->last_tick = old_ticks[i];
-  for (Block* b : e.cur)
-    if (!known_writes || b == e.cur_output) e.materialize_dependents(b);
-  if (e.cur_unknown && e.backend == Backend::Pinned) {
-    // Accesses unknown: nothing may be missing from its address.
-    for (auto& [id, b] : e.by_id)
-      if (b->where == Where::Dropped) e.recompute(b, "unknown-access", -1);
-  }
-  for (Block* b : e.cur)
-    if (b->where == Where::Dropped) e.recompute(b, "on-demand", -1);
-  for (Block* b : e.cur) b->last_tick = e.tick;
-  if (total + e.plain_bytes > e.budget) {
-    e.record("oom", nullptr, total, "launch-exceeds-budget");
-    log(LogLevel::Error,
-        "capuchin: out of memory: a launch of %s touches %" PRIu64 " bytes; with %" PRIu64
-        " unevictable bytes that exceeds CAPUCHIN_BUDGET=%s (%" PRIu64 " bytes); the job needs at least %" PRIu64 " bytes",
-        fi != nullptr && !fi->name.empty() ? fi->name.c_str() : "a kernel", total, e.plain_bytes, e.budget_text.c_str(),
-        e.budget, total + e.plain_bytes);
-    e.seg.pop_back();
-    release(e);
-    return CUDA_ERROR_OUT_OF_MEMORY;
-  }
-  e.min_needed = std::max(e.min_needed, total + e.plain_bytes);
-  for (Block* b : e.cur) {
-    if (CUresult r = e.ensure_resident(b, ds, !known_writes || b == e.cur_output); r != CUDA_SUCCESS) {
-      e.seg.pop_back();
-      release(e);
-      return r;
-    }
-  }
-  if (planning_on_kernel_times(e)) {
-    const int tp = e.timing_pair();
-    if (tp >= 0) {
-      e.api.event_record(e.timing[static_cast<std::size_t>(tp)].first, ds);
-      e.seg.back().timing = tp;
-    }
-  }
-  if (known_writes && e.recompute_enabled && e.backend == Backend::Pinned && fi != nullptr && !fi->offset.empty()) {
-    auto p = std::make_shared<Producer>();
-    p->func = l.func;
-    std::memcpy(p->grid, l.grid, sizeof p->grid);
-    std::memcpy(p->block, l.block, sizeof p->block);
-    p->shmem = l.shmem;
-    p->stream = ds;
-    p->name = fi->name;
-    p->params.assign(fi->buffer, 0);
-    p->param_offset = fi->offset;
-    for (std::size_t i = 0; i < fi->offset.size(); ++i)
-      if (l.params[i] != nullptr) std::memcpy(p->params.data() + fi->offset[i], l.params[i], fi->size[i]);
-    for (Block* b : e.cur) {
-      if (b == e.cur_output) continue;
-      p->input_ids.push_back(b->id);
-      p->input_versions.push_back(b->version);
-    }
-    e.cur_producer = std::move(p);
-  }
-  return CUDA_SUCCESS;
-}
-
-void after_launch(const Launch& l, bool launched) {
-  if (!t_held) return;
-  Executor& e = *g_ex;
-  const CUstream ds = driver_stream(l.stream, l.per_thread);
-  if (launched && !e.seg.empty() && e.seg.back().timing >= 0)
-    e.api.event_record(e.timing[static_cast<std::size_t>(e.seg.back().timing)].second, ds);
-  if (launched) {
-    const int ev = e.event_get();
-    if (ev >= 0) e.api.event_record(e.events[static_cast<std::size_t>(ev)], ds);
-    for (Block* b : e.cur) {
-      if (ev >= 0) e.mark_use(b, ds, ev);
-      if (e.cur_output == nullptr || b == e.cur_output) {
-        ++b->version;
-        b->producer.reset();
-      }
-    }
-    if (e.cur_output != nullptr) e.cur_output->producer = std::move(e.cur_producer);
-    e.event_unref(ev);
-  } else if (!e.seg.empty()) {
-    e.seg.pop_back();
-  }
-  e.cur.clear();
-  e.cur_output = nullptr;
-  e.cur_producer.reset();
-  release(e);
-}
-
-CUresult before_copy(std::uint64_t dst, std::uint64_t src, std::size_t bytes, CUstream s, bool per_thread, bool memset) {
-  if (g_ex == nullptr || g_start.load(std::memory_order_acquire) != 1) return CUDA_SUCCESS;
-  if (capture_sequence(reinterpret_cast<std::uint64_t>(s), per_thread) != 0) return CUDA_SUCCESS;  // see before_launch
-  Executor& e = *g_ex;
-  hold(e);  // released in after_copy (or here, on an error)
-  ++e.tick;
-  e.cur.clear();
-  e.cur_output = nullptr;
-  Block* d = dst != 0 ? e.find_addr(dst) : nullptr;
-  Block* sblk = !memset && src != 0 ? e.find_addr(src) : nullptr;
-  SegEvent ev;
-  const CUstream ds = driver_stream(s, per_thread);
-  std::uint64_t ids[2];
-  unsigned nids = 0;
-  if (memset) {
-    ev.op = static_cast<std::uint8_t>(trace::Op::Kernel);
-    auto [it, fresh] = e.name_index.try_emplace(1, static_cast<std::uint32_t>(e.names.size()));
-    if (fresh) e.names.push_back("memset");
-    ev.name = it->second;
-    ev.sig = mix(static_cast<std::uint64_t>(trace::Op::Kernel) << 56, bytes ^ 0x5e75e7);
-    ev.bytes = bytes;
-    if (d != nullptr) ids[nids++] = d->id, ev.nwrites = 1;
-  } else {
-    if (d == nullptr && sblk == nullptr) return CUDA_SUCCESS;  // not ours: after_copy releases
-    ev.op = static_cast<std::uint8_t>(trace::Op::Copy);
-    ev.dir = static_cast<std::uint8_t>(d != nullptr && sblk != nullptr ? trace::CopyDir::D2D
-                                       : d != nullptr              ? trace::CopyDir::H2D
-                                                                   : trace::CopyDir::D2H);
-    ev.sig = mix(static_cast<std::uint64_t>(trace::Op::Copy) << 56 | static_cast<std::uint64_t>(ev.dir) << 48, bytes);
-    ev.bytes = bytes;
-    ev.id = sblk != nullptr ? sblk->id : kNoBlockId;
-    ev.id2 = d != nullptr ? d->id : kNoBlockId;
-  }
-  e.note_event(ev, ids, nids);
-  if (sblk != nullptr) e.cur.push_back(sblk);
-  if (d != nullptr && d != sblk) e.cur.push_back(d);
-  for (Block* b : e.cur) b->last_tick = e.tick;
-  if (d != nullptr) e.materialize_dependents(d);
-  e.cur_output = d;
-  // uvm: the driver migrates or reads managed pages as the copy needs; pinned: evicted
-  // tensors stay addressable (host chunk), but moves in flight and dropped ones are settled.
-  for (Block* b : e.cur) {
-    if (e.backend == Backend::Uvm) {
-      if (b->where == Where::Incoming && b->ready_event >= 0)
-        e.api.stream_wait_event(ds, e.events[static_cast<std::size_t>(b->ready_event)], 0);
-      continue;
-    }
-    if (b->where == Where::Incoming || b->where == Where::Evicting || b->where == Where::Dropped) {
-      if (CUresult r = e.ensure_resident(b, ds, b == d); r != CUDA_SUCCESS) {
-        e.cur.clear();
-        release(e);
-        return r;
-      }
-    }
-  }
-  e.cur_producer.reset();
-  e.cur_unknown = false;
-  // remember the stream for after_copy
-  e.cur_producer = std::make_shared<Producer>();
-  e.cur_producer->stream = ds;
-  return CUDA_SUCCESS;
-}
-
-void after_copy(bool ok) {
-  if (!t_held) return;
-  Executor& e = *g_ex;
-  if (ok && !e.cur.empty() && e.cur_producer) {
-    const CUstream ds = e.cur_producer->stream;
-    const int ev = e.event_get();
-    if (ev >= 0) e.api.event_record(e.events[static_cast<std::size_t>(ev)], ds);
-    for (Block* b : e.cur) {
-      if (ev >= 0) e.mark_use(b, ds, ev);
-      if (b == e.cur_output) {
-        ++b->version;
-        b->producer.reset();
-      }
-    }
-    e.event_unref(ev);
-  }
-  e.cur.clear();
-  e.cur_output = nullptr;
-  e.cur_producer.reset();
-  release(e);
-}
-
-void on_sync() {
-  if (g_ex == nullptr || g_start.load(std::memory_order_acquire) != 1) return;
-  Executor& e = *g_ex;
-  std::lock_guard<std::mutex> lock(e.mu);
-  ++e.tick;
-  SegEvent ev;
-  ev.op = static_cast<std::uint8_t>(trace::Op::Sync);
-  ev.sig = static_cast<std::uint64_t>(trace::Op::Sync) << 56;
-  e.note_event(ev, nullptr, 0);
-  if (e.backend == Backend::Pinned) e.reclaim_completed(false);
-  e.end_segment();
 }
 
 }  // namespace capuchin::interpose::exec

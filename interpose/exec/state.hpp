@@ -5,6 +5,7 @@
 
 #include <cuda.h>
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <cstdio>
@@ -272,5 +273,16 @@ class Executor {
 
 Executor& ex();
 std::shared_ptr<const ReadyPlan> plan_segment(const PlanJob& job, std::string* why);
+
+// Shared by executor.cpp and entry.cpp.
+extern Executor* g_ex;
+extern std::atomic<int> g_start;  // 0: not yet, 1: started, 2: failed
+extern __attribute__((tls_model("initial-exec"))) thread_local bool t_held;
+void hold(Executor& e);
+void release(Executor& e);
+std::uint64_t mix(std::uint64_t h, std::uint64_t v);
+bool started(Executor& e, CUresult* why);  // under e.mu: started now, or why not
+std::uint64_t kernel_sig(CUfunction f, const std::vector<Block*>& blocks);
+bool planning_on_kernel_times(const Executor& e);
 
 }  // namespace capuchin::interpose::exec
