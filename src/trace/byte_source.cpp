@@ -135,7 +135,7 @@ Expected<std::unique_ptr<ByteSource>> sniff(std::unique_ptr<RawInput> in) {
     if (*r == 0) break;
     got += *r;
   }
-  std::string prefix(magic, got);
+  std::string prefix(std::string_view(magic, got));
   if (got == 2 && static_cast<unsigned char>(magic[0]) == 0x1f && static_cast<unsigned char>(magic[1]) == 0x8b)
     return std::unique_ptr<ByteSource>(new GzipSource(std::move(in), std::move(prefix)));
   return std::unique_ptr<ByteSource>(new PlainSource(std::move(in), std::move(prefix)));
