@@ -127,7 +127,7 @@ class GzipSource final : public ByteSource {
 };
 
 Expected<std::unique_ptr<ByteSource>> sniff(std::unique_ptr<RawInput> in) {
-  char magic[2];
+  char magic[16] = {};  // 2 used; sized so GCC 12 sees no out-of-bounds copy into the string
   std::size_t got = 0;
   while (got < 2) {
     auto r = in->read(magic + got, 2 - got);
