@@ -308,26 +308,7 @@ bool Executor::make_room(std::uint64_t need, const char* reason) {
       } else {
         for (std::uint8_t i = 0; i < v->nfree; ++i)  // the work before its free
           api.stream_wait_event(evict_stream, events[static_cast<std::size_t>(v->free_events[i])], 0);
-        if (v->where == Where::Incoming && v->ready_event >= 0) {
-          api.stream_wait_event(evict_stream, events[static_cast<std::size_t>(v->ready_event)], 0);
-          event_unref(v->ready_event);
-          v->ready_event = -1;
-        }
-        CUdeviceptr p = v->base;
-        size_t n = v->bytes;
-        if (api.mem_discard == nullptr || api.mem_discard(&p, &n, 1, 0, evict_stream) != CUDA_SUCCESS) {
-          CUmemLocation host{CU_MEM_LOCATION_TYPE_HOST, 0};
-          api.mem_prefetch(v->base, v->bytes, host, 0, evict_stream);
-        }
-        const int ev = event_get();
-        if (ev >= 0) {
-          api.event_record(events[static_cast<std::size_t>(ev)], evict_stream);
-          event_unref(last_evict_event);
-          last_evict_event = ev;
-          evict_pending = true;
-        }
-        v->where = Where::Host;
-        resident -= v->span;
+        uvm_move_out(v, true);
       }
       continue;
     }
@@ -349,25 +330,33 @@ void Executor::evict(Block* b, const char* reason, double expected) {
     if (b->where != Where::Evicting) return;  // no host chunk left: stays resident
   } else {
     wait_uses(b, evict_stream);
-    if (b->where == Where::Incoming && b->ready_event >= 0) {
-      api.stream_wait_event(evict_stream, events[static_cast<std::size_t>(b->ready_event)], 0);
-      event_unref(b->ready_event);
-      b->ready_event = -1;
-    }
-    CUmemLocation host{CU_MEM_LOCATION_TYPE_HOST, 0};
-    api.mem_prefetch(b->base, b->bytes, host, 0, evict_stream);
-    const int ev = event_get();
-    if (ev >= 0) {
-      api.event_record(events[static_cast<std::size_t>(ev)], evict_stream);
-      event_unref(last_evict_event);
-      last_evict_event = ev;
-      evict_pending = true;
-    }
-    b->where = Where::Host;
-    resident -= b->span;
+    uvm_move_out(b, false);
   }
   ++n_evict;
   record("evict", b, b->span, reason, expected);
+}
+
+void Executor::uvm_move_out(Block* b, bool dead) {
+  if (b->where == Where::Incoming && b->ready_event >= 0) {
+    api.stream_wait_event(evict_stream, events[static_cast<std::size_t>(b->ready_event)], 0);
+    event_unref(b->ready_event);
+    b->ready_event = -1;
+  }
+  CUdeviceptr p = b->base;
+  size_t n = b->bytes;
+  if (!dead || api.mem_discard == nullptr || api.mem_discard(&p, &n, 1, 0, evict_stream) != CUDA_SUCCESS) {
+    CUmemLocation host{CU_MEM_LOCATION_TYPE_HOST, 0};
+    api.mem_prefetch(b->base, b->bytes, host, 0, evict_stream);
+  }
+  const int ev = event_get();
+  if (ev >= 0) {
+    api.event_record(events[static_cast<std::size_t>(ev)], evict_stream);
+    event_unref(last_evict_event);
+    last_evict_event = ev;
+    evict_pending = true;
+  }
+  b->where = Where::Host;
+  resident -= b->span;
 }
 
 void Executor::prefetch(Block* b, const char* reason, bool on_demand, double expected) {

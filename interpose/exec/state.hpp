@@ -241,6 +241,10 @@ class Executor {
   bool make_room(std::uint64_t need, const char* reason);
   Block* pick_victim();
   void evict(Block* b, const char* reason, double expected = -1);
+  // uvm: moves b's pages to the host on evict_stream, after what evict_stream already waits
+  // for and after b's own swap-in if one is in flight; `dead` data is discarded instead where
+  // the driver can. Records the eviction event; b is Host afterwards.
+  void uvm_move_out(Block* b, bool dead);
   void prefetch(Block* b, const char* reason, bool on_demand, double expected = -1);
   CUresult ensure_resident(Block* b, CUstream s, bool for_write);
   void apply_decisions();
