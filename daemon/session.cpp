@@ -467,7 +467,9 @@ proto::ProtoExpected<void> Session::on_decisions(std::string_view lines) {
     pos = nl + 1;
     if (line.empty()) continue;
     auto d = parse_decision_line(line);
-    if (!d) return Unexpected{proto::ProtoError{proto::ProtoErrc::BadPayload, "decision record: " + d.error().message}};
+    if (!d)
+      return Unexpected{proto::ProtoError{proto::ProtoErrc::BadPayload,
+                                          "decision record: " + d.error().message + ": '" + std::string(line.substr(0, 80)) + "'"}};
     const double t = d->t;
     const auto it = d->iteration;
     record(std::move(*d));

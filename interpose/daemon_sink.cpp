@@ -14,6 +14,7 @@
 #include <mutex>
 
 #include "capuchin/units.hpp"
+#include "exec/executor.hpp"
 
 namespace capuchin::interpose {
 namespace {
@@ -89,6 +90,7 @@ class DaemonSink final : public Sink {
         send_bytes();
       }
     }
+    send_exec_stats();
     receive();
     return {};
   }
@@ -98,6 +100,7 @@ class DaemonSink final : public Sink {
     closed_ = true;
     if (fd_ >= 0) {
       send_pending();
+      send_exec_stats();
       if (fd_ >= 0) {
         out_.clear();
         proto::encode_bye(out_);
@@ -155,6 +158,22 @@ class DaemonSink final : public Sink {
       log(LogLevel::Info, "lost capuchind; the job continues unmanaged and will re-attach");
     }
     backoff();
+  }
+
+  // The executor's totals, when they changed since the last report (the daemon's session
+  // view: evicted bytes, stalls, resident bytes).
+  void send_exec_stats() {
+    exec::Counters c{};
+    if (fd_ < 0 || !exec::counters(c) || (sent_stats_ && c == last_stats_)) return;
+    proto::ExecStats st;
+    st.evicted_bytes = c.evicted_bytes;
+    st.prefetched_bytes = c.prefetched_bytes;
+    st.recomputed_bytes = c.recomputed_bytes;
+    st.stalls = c.stalls;
+    st.resident_bytes = c.resident_bytes;
+    out_.clear();
+    proto::encode_exec_stats(out_, st);
+    if (send_bytes()) last_stats_ = c, sent_stats_ = true;
   }
 
   void send_pending() {
@@ -231,6 +250,8 @@ class DaemonSink final : public Sink {
   proto::BatchEncoder enc_;
   proto::FrameReader reader_;
   std::vector<std::uint8_t> out_;
+  exec::Counters last_stats_{};
+  bool sent_stats_ = false;
   int fd_ = -1;
   bool closed_ = false, warned_ = false;
   int delay_ms_ = 100;

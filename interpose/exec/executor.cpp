@@ -178,10 +178,21 @@ bool planning_on_kernel_times(const Executor& e) { return e.planning_enabled && 
 
 Executor& ex() { return *g_ex; }
 
+bool counters(Counters& out) {
+  if (!on() || g_ex == nullptr) return false;
+  Executor& e = *g_ex;
+  std::lock_guard<std::mutex> lock(e.mu);
+  out = Counters{e.evicted_bytes, e.prefetched_bytes, e.recomputed_bytes, e.n_stall + e.n_ondemand, e.resident};
+  return true;
+}
+
 double Executor::now_s() const { return steady_s() - t0; }
 
 void Executor::record(const char* action, const Block* b, std::uint64_t bytes, const char* reason, double expected_s,
                       const char* note) {
+  if (std::strcmp(action, "evict") == 0) evicted_bytes += bytes;
+  else if (std::strcmp(action, "prefetch") == 0 || std::strcmp(action, "swapin_on_demand") == 0) prefetched_bytes += bytes;
+  else if (std::strcmp(action, "recompute") == 0) recomputed_bytes += bytes;
   if (log_file == nullptr && !log_to_daemon) return;
   DecisionRecord r;
   r.t = now_s();

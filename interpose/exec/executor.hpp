@@ -34,6 +34,14 @@ bool init();
 // At exit: final statistics line, decision log flushed. Hooks stay safe afterwards (pass-through).
 void shutdown();
 
+// The executor's running totals, for the daemon's session view (taken under the executor's
+// lock: call from the drain thread, never from a hook). false when the executor is off.
+struct Counters {
+  std::uint64_t evicted_bytes, prefetched_bytes, recomputed_bytes, stalls, resident_bytes;
+  bool operator==(const Counters&) const = default;
+};
+bool counters(Counters& out);
+
 // Allocation hooks. true: the executor handled the call and *r is its result; false: the hook
 // forwards to the real call (not ours, or a fallback).
 bool alloc(CUdeviceptr* out, std::size_t bytes, CUstream s, bool per_thread, bool stream_ordered, CUresult* r);
