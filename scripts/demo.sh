@@ -70,6 +70,8 @@ fi
 echo
 echo "== 4. what the daemon saw (capuchin sessions --all)"
 "$B/bin/capuchin" --socket "$sock" sessions --all || true
+"$B/bin/capuchin" --socket "$sock" session 1 |
+  grep -E '^(period_kernels|plans|plan_summary|evicted_bytes|prefetched_bytes|recomputed_bytes|stalls) ' || true
 echo
 echo "== 5. the executor's decisions (capuchin log $out/decisions.jsonl), counted by action"
 "$B/bin/capuchin" log "$out/decisions.jsonl" | awk '{ for (i = 1; i <= NF; ++i) if ($i ~ /^iter$/) { print $(i + 2); break } }' |
