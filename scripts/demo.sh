@@ -78,7 +78,7 @@ echo "== 5. the executor's decisions (capuchin log $out/decisions.jsonl), counte
   sort | uniq -c | sort -rn
 echo
 echo "== 6. the report"
-"$B/bin/capuchin" report "$out/decisions.jsonl" "$out/trace.jsonl.gz" -o "$out/report.html"
+"$B/bin/capuchin" report "$out/decisions.jsonl" "$out/trace.jsonl.gz" --budget "$half" -o "$out/report.html"
 echo "written: $out/report.html (open it in a browser)"
 echo
 if compgen -G "../shared/traces/*.jsonl*" >/dev/null; then
