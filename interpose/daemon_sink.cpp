@@ -20,10 +20,19 @@ namespace capuchin::interpose {
 namespace {
 
 DaemonLinkStats g_link;
-std::mutex g_plan_mu;
-std::shared_ptr<const proto::PlanMessage> g_plan;
-std::mutex g_lines_mu;
-std::string g_lines;
+// Shared with the drain thread, which may still be flushing while the process's static
+// destructors run at exit: these live on the heap and are never destroyed (a destroyed
+// std::string here was a double free at exit, seen 2 runs in 12 under capuchin run).
+struct Shared {
+  std::mutex plan_mu;
+  std::shared_ptr<const proto::PlanMessage> plan;
+  std::mutex lines_mu;
+  std::string lines;
+};
+Shared& shared() {
+  static Shared* s = new Shared;
+  return *s;
+}
 
 using Clock = std::chrono::steady_clock;
 
@@ -81,8 +90,8 @@ class DaemonSink final : public Sink {
     {
       std::string lines;
       {
-        std::lock_guard<std::mutex> g(g_lines_mu);
-        lines.swap(g_lines);
+        std::lock_guard<std::mutex> g(shared().lines_mu);
+        lines.swap(shared().lines);
       }
       if (!lines.empty() && fd_ >= 0) {
         out_.clear();
@@ -228,8 +237,8 @@ class DaemonSink final : public Sink {
           if (auto p = proto::decode_plan(f.payload); p) {
             auto plan = std::make_shared<const proto::PlanMessage>(std::move(*p));
             {
-              std::lock_guard<std::mutex> g(g_plan_mu);
-              g_plan = std::move(plan);
+              std::lock_guard<std::mutex> g(shared().plan_mu);
+              shared().plan = std::move(plan);
             }
             g_link.plans_received.fetch_add(1, std::memory_order_relaxed);
           }
@@ -263,13 +272,13 @@ class DaemonSink final : public Sink {
 const DaemonLinkStats& daemon_link_stats() { return g_link; }
 
 std::shared_ptr<const proto::PlanMessage> latest_plan() {
-  std::lock_guard<std::mutex> g(g_plan_mu);
-  return g_plan;
+  std::lock_guard<std::mutex> g(shared().plan_mu);
+  return shared().plan;
 }
 
 void queue_decision_lines(std::string lines) {
-  std::lock_guard<std::mutex> g(g_lines_mu);
-  if (g_lines.size() + lines.size() < (1u << 20)) g_lines += lines;
+  std::lock_guard<std::mutex> g(shared().lines_mu);
+  if (shared().lines.size() + lines.size() < (1u << 20)) shared().lines += lines;
 }
 
 std::unique_ptr<Sink> make_daemon_sink(const Config& config, std::unique_ptr<Sink> inner) {
