@@ -11,10 +11,12 @@
 #include <atomic>
 #include <cstring>
 #include <mutex>
+#include <optional>
 
 #include "capture.hpp"
 #include "driver_hooks.def"
 #include "exec/executor.hpp"
+#include "exec/launch_scan.hpp"
 #include "hooks.hpp"
 #include "real_api.hpp"
 
@@ -159,33 +161,18 @@ CUresult body_MemUnmap(const Variant& v, CUdeviceptr p, size_t bytes) {
 CUresult executor_launch(const Variant& v, pfn_LaunchKernel real_plain, pfn_LaunchKernelEx real_ex,
                          const CUlaunchConfig* cfg, CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
                          unsigned by, unsigned bz, unsigned shmem, CUstream s, void** params, void** extra) {
-  std::uint8_t flags = thread_flag(v);
-  const FuncLayout* layout;
-  std::uint64_t ids[kMaxLaunchIds];
-  std::uint64_t unknown = 0;
-  unsigned n;
-  exec::Launch l;
+  std::optional<ScannedLaunch> sl;
   {
     ErrnoKeeper keep;
-    layout = layout_for_function(f);
-    n = scan_launch(layout, params, extra, ids, &unknown, &flags);
-    l.func = f;
-    l.layout = layout;
-    l.grid[0] = gx, l.grid[1] = gy, l.grid[2] = gz;
-    l.block[0] = bx, l.block[1] = by, l.block[2] = bz;
-    l.shmem = shmem;
-    l.stream = s;
-    l.per_thread = (flags & kPerThread) != 0;
-    l.params = params;
-    l.extra = extra;
-    l.complete_scan = layout != nullptr && (flags & kTruncated) == 0;
-    if (const CUresult e = exec::before_launch(l, ids, n); e != CUDA_SUCCESS) return e;
+    sl.emplace(layout_for_function(f), params, extra, thread_flag(v));
+    sl->launch.func = f;
+    sl->set_geometry(gx, gy, gz, bx, by, bz, shmem, s);
+    if (const CUresult e = exec::before_launch(sl->launch, sl->ids, sl->n); e != CUDA_SUCCESS) return e;
   }
   const CUresult r = real_ex != nullptr ? real_ex(cfg, f, params, extra)
                                         : real_plain(f, gx, gy, gz, bx, by, bz, shmem, s, params, extra);
   ErrnoKeeper keep;
-  exec::after_launch(l, r == CUDA_SUCCESS);
-  if (r == CUDA_SUCCESS) record_launch_ids(layout, u64(f), ids, n, unknown, u64(s), flags);
+  sl->finish(r == CUDA_SUCCESS, u64(f), u64(s));
   return r;
 }
 

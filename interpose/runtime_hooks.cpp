@@ -10,9 +10,11 @@
 #include <cuda_runtime_api.h>
 
 #include <atomic>
+#include <optional>
 
 #include "capture.hpp"
 #include "exec/executor.hpp"
+#include "exec/launch_scan.hpp"
 #include "real_api.hpp"
 
 #define CAPUCHIN_EXPORT extern "C" __attribute__((visibility("default")))
@@ -82,31 +84,18 @@ bool executor_alloc(void** p, size_t n, cudaStream_t s, bool pt, bool async, cud
 template <class Real>
 cudaError_t executor_launch_rt(Real real, const void* f, dim3 g, dim3 b, size_t shm, cudaStream_t s, bool pt,
                                void** args) {
-  std::uint8_t flags = pt_flag(pt);
-  const FuncLayout* layout;
-  std::uint64_t ids[kMaxLaunchIds];
-  std::uint64_t unknown = 0;
-  unsigned n;
-  exec::Launch l;
+  std::optional<ScannedLaunch> sl;
   {
     ErrnoKeeper keep;
-    layout = layout_for_stub(f);
-    n = scan_launch(layout, args, nullptr, ids, &unknown, &flags);
-    l.func = layout != nullptr ? reinterpret_cast<CUfunction>(layout->func) : nullptr;
-    l.layout = layout;
-    l.grid[0] = g.x, l.grid[1] = g.y, l.grid[2] = g.z;
-    l.block[0] = b.x, l.block[1] = b.y, l.block[2] = b.z;
-    l.shmem = static_cast<unsigned>(shm);
-    l.stream = reinterpret_cast<CUstream>(s);
-    l.per_thread = pt;
-    l.params = args;
-    l.complete_scan = layout != nullptr && (flags & kTruncated) == 0;
-    if (const CUresult e = exec::before_launch(l, ids, n); e != CUDA_SUCCESS) return rt_error(e);
+    const FuncLayout* layout = layout_for_stub(f);
+    sl.emplace(layout, args, nullptr, pt_flag(pt));
+    sl->launch.func = layout != nullptr ? reinterpret_cast<CUfunction>(layout->func) : nullptr;
+    sl->set_geometry(g.x, g.y, g.z, b.x, b.y, b.z, static_cast<unsigned>(shm), reinterpret_cast<CUstream>(s));
+    if (const CUresult e = exec::before_launch(sl->launch, sl->ids, sl->n); e != CUDA_SUCCESS) return rt_error(e);
   }
   const cudaError_t r = real();
   ErrnoKeeper keep;
-  exec::after_launch(l, r == cudaSuccess);
-  if (r == cudaSuccess) record_launch_ids(layout, u64(f), ids, n, unknown, u64(s), flags);
+  sl->finish(r == cudaSuccess, u64(f), u64(s));
   return r;
 }
 

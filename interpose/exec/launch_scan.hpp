@@ -1,0 +1,42 @@
+// The scan before a launch the executor handles, shared by the driver and runtime launch
+// hooks: finds the allocations the parameters touch and fills the executor's view of the
+// launch, except the geometry and stream, which each hook sets from its own arguments.
+// Contract: as scan_launch (no lock, no allocation); call inside the hook's ErrnoKeeper.
+#pragma once
+
+#include "../capture.hpp"
+#include "executor.hpp"
+
+namespace capuchin::interpose {
+
+struct ScannedLaunch {
+  exec::Launch launch;
+  std::uint64_t ids[kMaxLaunchIds];
+  std::uint64_t unknown = 0;
+  unsigned n = 0;
+  std::uint8_t flags = 0;
+
+  ScannedLaunch(const FuncLayout* layout, void** params, void** extra, std::uint8_t initial_flags)
+      : flags(initial_flags) {
+    n = scan_launch(layout, params, extra, ids, &unknown, &flags);
+    launch.layout = layout;
+    launch.per_thread = (flags & kPerThread) != 0;
+    launch.params = params;
+    launch.extra = extra;
+    launch.complete_scan = layout != nullptr && (flags & kTruncated) == 0;
+  }
+  void set_geometry(unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, unsigned shmem,
+                    CUstream s) {
+    launch.grid[0] = gx, launch.grid[1] = gy, launch.grid[2] = gz;
+    launch.block[0] = bx, launch.block[1] = by, launch.block[2] = bz;
+    launch.shmem = shmem;
+    launch.stream = s;
+  }
+  // After the real launch: tells the executor, and records the launch when it happened.
+  void finish(bool launched, std::uint64_t func, std::uint64_t stream) {
+    exec::after_launch(launch, launched);
+    if (launched) record_launch_ids(launch.layout, func, ids, n, unknown, stream, flags);
+  }
+};
+
+}  // namespace capuchin::interpose
