@@ -29,7 +29,7 @@ struct Fail {
 struct Fields {
   std::string_view op;
   bool has_op = false;
-  sj::dom::element id, bytes, role, stream, name, reads, writes, touch, flops, bytes_k, dur, dir, src, dst, n;
+  sj::dom::element id, bytes, role, stream, name, reads, writes, touch, flops, dur, dir, src, dst, n;
   std::uint32_t present = 0;
 };
 enum : std::uint32_t {
