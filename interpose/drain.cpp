@@ -204,6 +204,11 @@ void Drain::run() {
 bool Drain::pass(bool final) {
   const std::uint64_t horizon = final ? ~std::uint64_t{0} : pool_->stamp_horizon();
   bool got = false;
+  // pending_ is a concatenation of runs already in stamp order (the events kept from the
+  // last pass, then each ring's events: a thread takes its stamps in commit order), so the
+  // pass merges runs instead of sorting.
+  run_ends_.clear();
+  run_ends_.push_back(pending_.size());
   for (std::uint32_t i = 0; i < pool_->size(); ++i) {
     ThreadSlot& s = pool_->slot(i);
     const SlotState st = s.state.load(std::memory_order_acquire);
@@ -228,6 +233,7 @@ bool Drain::pass(bool final) {
       t += 1 + n;
       got = true;
     }
+    if (pending_.size() > run_ends_.back()) run_ends_.push_back(pending_.size());
     s.tail.store(t, std::memory_order_release);
     if (st == SlotState::Abandoned && t == h) {
       lost_from_recycled_ += s.lost_events.load(std::memory_order_relaxed);
@@ -235,11 +241,15 @@ bool Drain::pass(bool final) {
     }
   }
   if (pending_.empty()) return got;
-  std::sort(pending_.begin(), pending_.end(), [](const Pending& a, const Pending& b) {
+  const auto by_stamp = [](const Pending& a, const Pending& b) {
     if (a.ts != b.ts) return a.ts < b.ts;
     if (a.slot != b.slot) return a.slot < b.slot;
     return a.seq < b.seq;
-  });
+  };
+  for (std::size_t k = 1; k < run_ends_.size(); ++k)
+    if (run_ends_[k - 1] > 0)
+      std::inplace_merge(pending_.begin(), pending_.begin() + static_cast<std::ptrdiff_t>(run_ends_[k - 1]),
+                         pending_.begin() + static_cast<std::ptrdiff_t>(run_ends_[k]), by_stamp);
   keep_.clear();
   keep_ids_.clear();
   for (const Pending& p : pending_) {

@@ -100,6 +100,7 @@ class Drain {
   std::uint32_t interval_us_ = 2000;
   std::vector<Pending> pending_, keep_;
   std::vector<std::uint64_t> ids_, keep_ids_;
+  std::vector<std::size_t> run_ends_;  // pending_ run boundaries (see pass)
   std::uint64_t seq_ = 0;
   std::uint64_t lost_from_recycled_ = 0;
   CaptureStats final_;

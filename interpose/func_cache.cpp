@@ -11,7 +11,7 @@ namespace capuchin::interpose {
 bool FuncCache::init() {
   const std::size_t table_bytes = sizeof(Slot) * kTableSize;
   const std::size_t layout_bytes = sizeof(FuncLayout) * kMaxLayouts;
-  const std::size_t word_bytes = sizeof(std::uint32_t) * kMaxWords;
+  const std::size_t word_bytes = sizeof(ScanRun) * kMaxRuns;
   const std::size_t total = table_bytes + layout_bytes + word_bytes + kMaxNameBytes;
   void* mem = mmap(nullptr, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (mem == MAP_FAILED) return false;
@@ -19,7 +19,7 @@ bool FuncCache::init() {
   auto* table = reinterpret_cast<Slot*>(p);
   for (std::uint32_t i = 0; i < kTableSize; ++i) new (&table[i]) Slot();
   layouts_ = reinterpret_cast<FuncLayout*>(p + table_bytes);
-  words_ = reinterpret_cast<std::uint32_t*>(p + table_bytes + layout_bytes);
+  runs_ = reinterpret_cast<ScanRun*>(p + table_bytes + layout_bytes);
   names_ = p + table_bytes + layout_bytes + word_bytes;
   table_ = table;
   return true;
@@ -28,30 +28,33 @@ bool FuncCache::init() {
 const FuncLayout* FuncCache::insert(std::uint64_t key, std::uint64_t func, const ParamSpec* params,
                                     std::uint32_t nparams, const char* name) {
   if (table_ == nullptr) return nullptr;
-  // Scan plan: every 8-byte-aligned word of the buffer inside a parameter of >= 8 bytes.
-  std::uint32_t nwords = 0, buffer_bytes = 0;
+  // Scan plan: every 8-byte-aligned word of the buffer inside a parameter of >= 8 bytes,
+  // one run per such parameter.
+  std::uint32_t nwords = 0, nruns = 0, buffer_bytes = 0;
   for (std::uint32_t i = 0; i < nparams; ++i) {
     const std::uint32_t end = params[i].offset + params[i].size;
     if (end > buffer_bytes) buffer_bytes = end;
-    if (params[i].size < 8) continue;
     const std::uint32_t first = (params[i].offset + 7u) & ~7u;
-    for (std::uint32_t w = first; w + 8 <= end; w += 8) ++nwords;
+    if (params[i].size < 8 || first + 8 > end) continue;
+    nwords += (end - first) / 8;
+    ++nruns;
   }
   if (nparams > 0xffffu || buffer_bytes > 0xffffu) return nullptr;
   const std::uint32_t li = layout_next_.fetch_add(1, std::memory_order_relaxed);
   if (li >= kMaxLayouts) return nullptr;
-  const std::uint32_t wi = words_next_.fetch_add(nwords, std::memory_order_relaxed);
-  if (wi > kMaxWords - nwords || nwords > kMaxWords) return nullptr;
+  const std::uint32_t ri = runs_next_.fetch_add(nruns, std::memory_order_relaxed);
+  if (ri > kMaxRuns - nruns || nruns > kMaxRuns) return nullptr;
   std::size_t name_len = name == nullptr ? 0 : strnlen(name, 1024);
   const std::uint32_t ni = names_next_.fetch_add(static_cast<std::uint32_t>(name_len + 1), std::memory_order_relaxed);
   if (ni + name_len + 1 > kMaxNameBytes) return nullptr;
 
-  std::uint32_t* out = words_ + wi;
+  ScanRun* out = runs_ + ri;
   for (std::uint32_t i = 0; i < nparams; ++i) {
-    if (params[i].size < 8) continue;
     const std::uint32_t end = params[i].offset + params[i].size;
     const std::uint32_t first = (params[i].offset + 7u) & ~7u;
-    for (std::uint32_t w = first; w + 8 <= end; w += 8) *out++ = i << 16 | (w - params[i].offset);
+    if (params[i].size < 8 || first + 8 > end) continue;
+    *out++ = ScanRun{static_cast<std::uint16_t>(i), static_cast<std::uint16_t>(first - params[i].offset),
+                     (end - first) / 8};
   }
   if (name_len > 0) std::memcpy(names_ + ni, name, name_len);
   names_[ni + name_len] = '\0';
@@ -59,7 +62,8 @@ const FuncLayout* FuncCache::insert(std::uint64_t key, std::uint64_t func, const
   FuncLayout& l = layouts_[li];
   l.nparams = nparams;
   l.nwords = nwords;
-  l.words_first = wi;
+  l.nruns = nruns;
+  l.runs_first = ri;
   l.buffer_bytes = buffer_bytes;
   l.name = names_ + ni;
   l.func = func;

@@ -7,9 +7,10 @@
 // name stay valid for the life of the process. When the arenas or the table are full,
 // insert() returns nullptr and the caller counts the launch as unscanned.
 //
-// A layout is stored as a scan plan: for every 8-byte-aligned word of the parameter buffer
-// that lies inside a parameter of at least 8 bytes, the pair (parameter index, byte offset
-// of the word inside that parameter's value), packed as index << 16 | offset.
+// A layout is stored as a scan plan: for each parameter of at least 8 bytes, one run
+// (parameter index, byte offset inside that parameter's value of its first word that is
+// 8-byte aligned in the parameter buffer, number of such words). The launch path then
+// reads each parameter's value pointer once and scans its words contiguously.
 #pragma once
 
 #include <atomic>
@@ -23,10 +24,18 @@ struct ParamSpec {
   std::uint32_t size = 0;
 };
 
+struct ScanRun {
+  std::uint16_t param = 0;
+  std::uint16_t offset = 0;  // of the first word, inside the parameter's value
+  std::uint32_t nwords = 0;
+};
+static_assert(sizeof(ScanRun) == 8);
+
 struct FuncLayout {
   std::uint32_t nparams = 0;
-  std::uint32_t nwords = 0;       // scan-plan entries
-  std::uint32_t words_first = 0;  // index into the words arena
+  std::uint32_t nwords = 0;       // words scanned per launch (all runs)
+  std::uint32_t nruns = 0;
+  std::uint32_t runs_first = 0;   // index into the runs arena
   std::uint32_t buffer_bytes = 0; // max(offset + size)
   const char* name = nullptr;     // NUL-terminated, in the names arena
   std::uint64_t func = 0;         // the CUfunction
@@ -36,7 +45,7 @@ class FuncCache {
  public:
   static constexpr std::uint32_t kTableSize = 1u << 15;   // open addressing, power of two
   static constexpr std::uint32_t kMaxLayouts = 1u << 14;
-  static constexpr std::uint32_t kMaxWords = 1u << 21;
+  static constexpr std::uint32_t kMaxRuns = 1u << 20;
   static constexpr std::uint32_t kMaxNameBytes = 1u << 23;
 
   bool init();  // maps the arenas (cold path)
@@ -60,7 +69,7 @@ class FuncCache {
   // Publishes an existing layout under another key (a host stub aliasing its CUfunction).
   bool alias(std::uint64_t key, const FuncLayout* layout);
 
-  const std::uint32_t* words(const FuncLayout& l) const { return words_ + l.words_first; }
+  const ScanRun* runs(const FuncLayout& l) const { return runs_ + l.runs_first; }
   std::uint32_t index_of(const FuncLayout* l) const { return static_cast<std::uint32_t>(l - layouts_); }
   // A layout named by a launch record: the record's commit (release) happened after the
   // layout was filled, and the drain's acquire of the ring head makes it visible.
@@ -82,10 +91,10 @@ class FuncCache {
 
   Slot* table_ = nullptr;
   FuncLayout* layouts_ = nullptr;
-  std::uint32_t* words_ = nullptr;
+  ScanRun* runs_ = nullptr;
   char* names_ = nullptr;
   std::atomic<std::uint32_t> layout_next_{0};
-  std::atomic<std::uint32_t> words_next_{0};
+  std::atomic<std::uint32_t> runs_next_{0};
   std::atomic<std::uint32_t> names_next_{0};
 };
 

@@ -8,16 +8,31 @@
 namespace capuchin::interpose {
 namespace {
 
-// One malloc per snapshot: header, bases[], entries[].
+constexpr std::size_t kMaxBuckets = std::size_t{1} << 16;
+
+// Buckets for n entries: a power of two near 2n (most buckets then hold zero or one base).
+std::size_t bucket_count(std::size_t n) {
+  std::size_t b = 1;
+  while (b < 2 * n && b < kMaxBuckets) b *= 2;
+  return b;
+}
+
+// One malloc per snapshot: header, bases[], entries[], first[].
 Snapshot* make_snapshot(const std::vector<LiveEntry>& es) {
   const std::size_t n = es.size();
-  const std::size_t bytes = sizeof(Snapshot) + n * sizeof(std::uint64_t) + n * sizeof(LiveEntry);
+  std::uint64_t dlo = ~std::uint64_t{0}, dhi = 0;  // the device entries' span
+  for (const LiveEntry& e : es)
+    if (e.kind != MemKind::Host) dlo = std::min(dlo, e.base), dhi = std::max(dhi, e.end);
+  const std::size_t nb = dhi > dlo ? bucket_count(n) : 0;
+  const std::size_t bytes = sizeof(Snapshot) + n * sizeof(std::uint64_t) + n * sizeof(LiveEntry) +
+                            (nb + 1) * sizeof(std::uint32_t);
   void* mem = std::malloc(bytes);
   if (mem == nullptr) return nullptr;
   auto* s = new (mem) Snapshot();
   s->n = n;
   s->bases = reinterpret_cast<std::uint64_t*>(static_cast<char*>(mem) + sizeof(Snapshot));
   s->entries = reinterpret_cast<LiveEntry*>(s->bases + n);
+  s->first = reinterpret_cast<std::uint32_t*>(s->entries + n);
   s->lo = ~std::uint64_t{0};
   s->hi = 0;
   for (std::size_t i = 0; i < n; ++i) {
@@ -25,6 +40,22 @@ Snapshot* make_snapshot(const std::vector<LiveEntry>& es) {
     new (&s->entries[i]) LiveEntry(es[i]);
     s->lo = std::min(s->lo, es[i].base);
     s->hi = std::max(s->hi, es[i].end);
+  }
+  s->first[0] = 0;
+  if (nb == 0) return s;  // ispan = 0: every lookup takes the full search
+  // The smallest shift that puts the last byte of the span in bucket nb - 1.
+  const std::uint64_t span = dhi - dlo;
+  unsigned shift = 0;
+  while (((span - 1) >> shift) >= nb) ++shift;
+  s->ilo = dlo;
+  s->ispan = span;
+  s->shift = shift;
+  std::size_t j = 0;
+  // base < the start of bucket k  <=>  base < dlo, or (base - dlo) >> shift < k.
+  auto below = [&](std::uint64_t b, std::size_t k) { return b < dlo || ((b - dlo) >> shift) < k; };
+  for (std::size_t k = 0; k <= nb; ++k) {
+    while (j < n && below(s->bases[j], k)) ++j;
+    s->first[k] = static_cast<std::uint32_t>(j);
   }
   return s;
 }
@@ -43,15 +74,13 @@ LiveMap::~LiveMap() {
   delete mu_;
 }
 
-LiveMap::Reader::Reader(const LiveMap& map, ThreadSlot* slot) : slot_(slot) {
-  const Snapshot* p = map.current_.load(std::memory_order_acquire);
+const Snapshot* LiveMap::Reader::announce(const LiveMap& map, ThreadSlot* slot, const Snapshot* p) {
   for (;;) {
     slot->hazard.store(p, std::memory_order_seq_cst);
     const Snapshot* q = map.current_.load(std::memory_order_seq_cst);
-    if (q == p) break;
+    if (q == p) return p;
     p = q;
   }
-  snap_ = p;
 }
 
 void LiveMap::publish(std::vector<LiveEntry>&& next) {

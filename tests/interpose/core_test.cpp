@@ -70,6 +70,48 @@ TEST(LiveMap, InsertOverStaleRangeEvictsAndRangeRemoval) {
   EXPECT_EQ(map.size(), 1u);
 }
 
+// The bucket index against a brute-force oracle: random sizes and gaps, host entries far
+// from the device ones, one outlier that stretches the span, interior and edge addresses.
+TEST(LiveMap, BucketIndexAgreesWithBruteForce) {
+  ci::RingPool pool;
+  ASSERT_TRUE(pool.init(2, 512));
+  ci::LiveMap map(pool);
+  ci::ThreadSlot* slot = pool.acquire();
+  std::vector<ci::LiveEntry> all;
+  std::uint64_t x = 0x9e3779b97f4a7c15ull;
+  auto rnd = [&] { return x ^= x << 13, x ^= x >> 7, x ^= x << 17, x; };
+  ci::LiveEntry ev[4];
+  std::uint64_t base = 0x7f0000000000ull;
+  for (int i = 0; i < 700; ++i) {
+    const std::uint64_t size = 256 + rnd() % (1u << (8 + rnd() % 14));
+    const ci::MemKind kind = i % 50 == 7 ? ci::MemKind::Host : ci::MemKind::Device;
+    const std::uint64_t b = kind == ci::MemKind::Host ? 0x560000000000ull + i * 0x100000ull : base;
+    if (kind != ci::MemKind::Host) base += size + (rnd() % 4) * 4096;
+    all.push_back({b, b + size, static_cast<std::uint64_t>(i), kind});
+    map.insert(all.back(), ev, 4);
+    if (i == 500) {  // an outlier far above the rest
+      all.push_back({0x7fff00000000ull, 0x7fff00001000ull, 9999, ci::MemKind::Device});
+      map.insert(all.back(), ev, 4);
+    }
+    if (i % 97 == 0 || i == 699) {
+      ci::LiveMap::Reader r(map, slot);
+      for (int q = 0; q < 3000; ++q) {
+        const ci::LiveEntry& pick = all[rnd() % all.size()];
+        std::uint64_t addrs[] = {pick.base, pick.end - 1, pick.end, pick.base - 1,
+                                 pick.base + rnd() % (pick.end - pick.base), rnd(), 0x7f0000000000ull + rnd() % (1ull << 32)};
+        for (std::uint64_t a : addrs) {
+          const ci::LiveEntry* want = nullptr;
+          for (const ci::LiveEntry& e : all)
+            if (a >= e.base && a < e.end) want = &e;
+          const ci::LiveEntry* got = r.find(a);
+          ASSERT_EQ(got == nullptr, want == nullptr) << std::hex << a;
+          if (got != nullptr) ASSERT_EQ(got->id, want->id) << std::hex << a;
+        }
+      }
+    }
+  }
+}
+
 // Readers on several threads while a writer churns: every lookup of a stable allocation
 // succeeds (never a torn or freed snapshot). Run under TSan/ASan for the real check.
 TEST(LiveMap, ConcurrentReadersSeeConsistentSnapshots) {
@@ -114,10 +156,14 @@ TEST(FuncCache, ScanPlanCoversEveryAlignedWordOfWideParameters) {
   EXPECT_STREQ(l->name, "my_kernel");
   EXPECT_EQ(l->buffer_bytes, 40u);
   ASSERT_EQ(l->nwords, 3u);
-  const std::uint32_t* w = cache.words(*l);
-  EXPECT_EQ(w[0], (1u << 16) | 0u);   // param 1, offset 0
-  EXPECT_EQ(w[1], (3u << 16) | 4u);   // param 3, buffer offset 24 = param offset 4
-  EXPECT_EQ(w[2], (3u << 16) | 12u);  // buffer offset 32
+  ASSERT_EQ(l->nruns, 2u);
+  const ci::ScanRun* r = cache.runs(*l);
+  EXPECT_EQ(r[0].param, 1u);  // param 1, offset 0, one word
+  EXPECT_EQ(r[0].offset, 0u);
+  EXPECT_EQ(r[0].nwords, 1u);
+  EXPECT_EQ(r[1].param, 3u);  // param 3: buffer offsets 24 and 32 = param offsets 4 and 12
+  EXPECT_EQ(r[1].offset, 4u);
+  EXPECT_EQ(r[1].nwords, 2u);
   EXPECT_EQ(cache.lookup(0xabc), l);
   EXPECT_EQ(cache.lookup(0xabd), nullptr);
   EXPECT_TRUE(cache.alias(0x5555, l));
