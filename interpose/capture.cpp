@@ -15,6 +15,7 @@
 #include "daemon_sink.hpp"
 #include "drain.hpp"
 #include "exec/executor.hpp"
+#include "kernel_timing.hpp"
 #include "real_api.hpp"
 #include "sink.hpp"
 
@@ -76,8 +77,9 @@ void start_locked() {
     sink = make_null_sink();
   }
   if (s.config.daemon) sink = make_daemon_sink(s.config, std::move(sink));  // tees to the file, if any
+  timing::start(s.config.timing_every);
   s.drain = new Drain;
-  if (!s.drain->start(s.pool, s.cache, std::move(sink), s.config.drain_interval_us)) {
+  if (!s.drain->start(s.pool, s.cache, std::move(sink), s.config.drain_interval_us, &timing::poll)) {
     log(LogLevel::Error, "cannot start the drain thread; capture is off");
     g_capturing.store(false, std::memory_order_relaxed);
   }
@@ -91,6 +93,7 @@ void at_fork_child() {
   if (!g_capturing.load(std::memory_order_relaxed) && !g_started.load(std::memory_order_relaxed)) return;
   // The parent's drain thread, sink and locks do not exist here: leak them, start afresh.
   s.pool.reset_after_fork();
+  timing::reset_after_fork();
   if (s.live != nullptr) s.live->reset_after_fork();
   s.drain = nullptr;
   s.start_mu = new (std::nothrow) std::mutex;
@@ -348,7 +351,7 @@ unsigned scan_launch(const FuncLayout* layout, void** params, void** extra, std:
 }
 
 void record_launch_ids(const FuncLayout* layout, std::uint64_t func, const std::uint64_t* ids, unsigned n,
-                       std::uint64_t unknown, std::uint64_t stream, std::uint8_t flags) {
+                       std::uint64_t unknown, std::uint64_t stream, std::uint8_t flags, std::uint32_t timing) {
   State& s = st();
   const std::uint32_t seq = capture_sequence(stream, (flags & kPerThread) != 0);
   put(Kind::Launch, static_cast<std::uint8_t>(flags | (seq != 0 ? kCaptured : 0)), ids, n, [&](Record& r) {
@@ -358,11 +361,12 @@ void record_launch_ids(const FuncLayout* layout, std::uint64_t func, const std::
     r.h.c = unknown;
     r.h.d = stream;
     r.h.e = seq;  // a captured launch carries its capture sequence in e (aux is the layout)
+    r.h.f = timing;
   });
 }
 
 void record_launch(const FuncLayout* layout, std::uint64_t func, void** params, void** extra, std::uint64_t stream,
-                   std::uint8_t flags) {
+                   std::uint8_t flags, std::uint32_t timing) {
   State& s = st();
   if (current_slot(s.pool) == nullptr) {
     s.pool.no_slot_events.fetch_add(1, std::memory_order_relaxed);
@@ -371,7 +375,7 @@ void record_launch(const FuncLayout* layout, std::uint64_t func, void** params, 
   std::uint64_t ids[kMaxLaunchIds];
   std::uint64_t unknown = 0;
   const unsigned n = scan_launch(layout, params, extra, ids, &unknown, &flags);
-  record_launch_ids(layout, func, ids, n, unknown, stream, flags);
+  record_launch_ids(layout, func, ids, n, unknown, stream, flags, timing);
 }
 
 void record_copy(std::uint64_t dst, std::uint64_t src, std::uint64_t bytes, CopyHint hint, std::uint64_t stream,
@@ -489,6 +493,8 @@ void record_graph_launch(std::uint64_t exec, std::uint64_t stream, std::uint8_t 
 }
 
 void record_iteration() { put(Kind::Iteration, 0); }
+
+bool any_capture_active() { return st().active_captures.load(std::memory_order_acquire) != 0; }
 
 std::uint32_t capture_sequence(std::uint64_t stream, bool per_thread) {
   State& s = st();

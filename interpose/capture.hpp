@@ -74,8 +74,9 @@ void record_host_free(std::uint64_t base);
 
 // A launch: the layout (null when unknown: the launch is recorded unscanned), the params as
 // cuLaunchKernel takes them (kernelParams or extra).
+// `timing` is the launch's kernel-timing pair (kernel_timing.hpp), 0 when not timed.
 void record_launch(const FuncLayout* layout, std::uint64_t func, void** params, void** extra,
-                   std::uint64_t stream, std::uint8_t flags);
+                   std::uint64_t stream, std::uint8_t flags, std::uint32_t timing = 0);
 // The same in two steps, for the executor (which needs the ids before the launch is
 // forwarded): scan_launch fills ids (at most kMaxLaunchIds) and the count of unknown words
 // and may set kTruncated in *flags; record_launch_ids records what it found.
@@ -83,7 +84,7 @@ inline constexpr unsigned kMaxLaunchIds = 255 * kIdsPerCont;
 unsigned scan_launch(const FuncLayout* layout, void** params, void** extra, std::uint64_t* ids,
                      std::uint64_t* unknown, std::uint8_t* flags);
 void record_launch_ids(const FuncLayout* layout, std::uint64_t func, const std::uint64_t* ids, unsigned n,
-                       std::uint64_t unknown, std::uint64_t stream, std::uint8_t flags);
+                       std::uint64_t unknown, std::uint64_t stream, std::uint8_t flags, std::uint32_t timing = 0);
 void record_copy(std::uint64_t dst, std::uint64_t src, std::uint64_t bytes, CopyHint hint, std::uint64_t stream,
                  std::uint8_t flags);
 void record_memset(std::uint64_t dst, std::uint64_t bytes, std::uint64_t stream, std::uint8_t flags);
@@ -101,5 +102,7 @@ const FuncLayout* layout_for_stub(const void* stub);
 
 // The capture sequence a stream is being captured into (0 = not capturing). Lock-free.
 std::uint32_t capture_sequence(std::uint64_t stream, bool per_thread);
+// Some stream capture we track is in progress (on any stream).
+bool any_capture_active();
 
 }  // namespace capuchin::interpose

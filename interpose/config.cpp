@@ -79,6 +79,7 @@ Config Config::from_env() {
   }
   c.max_threads = env_uint("CAPUCHIN_MAX_THREADS", c.max_threads, 1, 4096);
   c.drain_interval_us = env_uint("CAPUCHIN_DRAIN_US", c.drain_interval_us, 10, 1000000);
+  c.timing_every = env_uint("CAPUCHIN_TIMING_EVERY", c.timing_every, 0, 1u << 30);
   const char* sink = std::getenv("CAPUCHIN_SINK");
   const char* path = std::getenv("CAPUCHIN_RECORD");
   if (sink != nullptr && !std::strcmp(sink, "null")) {

@@ -24,6 +24,7 @@ struct Config {
   std::uint32_t ring_records = 1u << 16;  // CAPUCHIN_RING_RECORDS (power of two, 64 B each)
   std::uint32_t max_threads = 256;        // CAPUCHIN_MAX_THREADS
   std::uint32_t drain_interval_us = 2000; // CAPUCHIN_DRAIN_US
+  std::uint32_t timing_every = 16;        // CAPUCHIN_TIMING_EVERY: time 1 launch in N per thread (0: off)
   LogLevel log_level = LogLevel::Warn;    // CAPUCHIN_LOG=off|error|warn|info|debug
   bool daemon = false;                    // CAPUCHIN_SOCKET=path: stream events to capuchind (daemon_sink.hpp)
   char socket_path[108] = {};

@@ -93,6 +93,7 @@ void Translator::on(const Record& head, const std::uint64_t* ids, std::size_t ni
       ev.op = Op::Kernel;
       ev.flags |= trace::kHasTouch;
       ev.touch = scratch_;
+      if (head.h.f != 0) ev.flags |= trace::kHasDur, ev.dur_ns = head.h.f;  // measured (Drain::pass)
       set_stream(head.h.d);
       ++stats_.kernels;
       emit(ev);
@@ -177,8 +178,10 @@ void Translator::on(const Record& head, const std::uint64_t* ids, std::size_t ni
   }
 }
 
-bool Drain::start(RingPool& pool, const FuncCache& cache, std::unique_ptr<Sink> sink, std::uint32_t interval_us) {
+bool Drain::start(RingPool& pool, const FuncCache& cache, std::unique_ptr<Sink> sink, std::uint32_t interval_us,
+                  TimingPoll timing) {
   pool_ = &pool;
+  timing_ = timing;
   sink_ = std::move(sink);
   translator_ = std::make_unique<Translator>(cache, sink_.get());
   interval_us_ = interval_us;
@@ -252,8 +255,26 @@ bool Drain::pass(bool final) {
                          pending_.begin() + static_cast<std::ptrdiff_t>(run_ends_[k]), by_stamp);
   keep_.clear();
   keep_ids_.clear();
-  for (const Pending& p : pending_) {
-    if (p.ts < horizon) {
+  bool held = false;  // a timed launch is still running: it and what follows wait
+  for (Pending& p : pending_) {
+    if (p.ts < horizon && !held && p.head.kind == Kind::Launch && p.head.h.f != 0) {
+      std::uint64_t dur = 0;
+      timing::Poll r = timing::Poll::Failed;
+      if (timing_ != nullptr) {
+        const std::uint64_t now = now_ns();
+        if (waiting_ts_ != p.ts) waiting_ts_ = p.ts, waiting_since_ns_ = now;
+        r = timing_(static_cast<std::uint32_t>(p.head.h.f), &dur, final || now - waiting_since_ns_ > kTimingPatienceNs);
+      }
+      if (r == timing::Poll::NotReady) {
+        held = true;
+      } else {
+        p.head.h.f = r == timing::Poll::Ready ? dur : 0;  // from here on f is the duration
+        if (r == timing::Poll::Ready) ++translator_->stats().kernels_timed;
+        else ++translator_->stats().timing_failed;
+        waiting_ts_ = ~std::uint64_t{0};
+      }
+    }
+    if (p.ts < horizon && !held) {
       translator_->on(p.head, ids_.data() + p.ids_off, p.nids, p.slot);
     } else {
       Pending k = p;
@@ -264,7 +285,7 @@ bool Drain::pass(bool final) {
   }
   pending_.swap(keep_);
   ids_.swap(keep_ids_);
-  return got;
+  return got && !held;  // held: sleep before polling the GPU again
 }
 
 CaptureStats Drain::stop() {
@@ -293,11 +314,12 @@ std::string summarize(const CaptureStats& s) {
                 " copies=%" PRIu64 " syncs=%" PRIu64 " graph_launches=%" PRIu64 " graph_events_replayed=%" PRIu64
                 " ring_lost_events=%" PRIu64 " no_slot_events=%" PRIu64 " unknown_ids_dropped=%" PRIu64
                 " unknown_words=%" PRIu64 " unknown_copy_sides=%" PRIu64 " unscanned_launches=%" PRIu64
-                " truncated_launches=%" PRIu64 " sink_failed_events=%" PRIu64,
+                " truncated_launches=%" PRIu64 " kernels_timed=%" PRIu64 " timing_failed=%" PRIu64
+                " sink_failed_events=%" PRIu64,
                 s.events_written, s.allocs, s.frees, s.kernels, s.copies, s.syncs, s.graph_launches,
                 s.graph_events_replayed, s.ring_lost_events, s.no_slot_events, s.unknown_ids_dropped,
                 s.unknown_words, s.unknown_copy_sides, s.unscanned_launches, s.truncated_launches,
-                s.sink_failed_events);
+                s.kernels_timed, s.timing_failed, s.sink_failed_events);
   return buf;
 }
 

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "func_cache.hpp"
+#include "kernel_timing.hpp"
 #include "record.hpp"
 #include "ring.hpp"
 #include "sink.hpp"
@@ -39,6 +40,8 @@ struct CaptureStats {
   std::uint64_t unknown_copy_sides = 0;   // device sides of copies/memsets in no allocation
   std::uint64_t unscanned_launches = 0;   // no parameter layout (driver refused, cache full)
   std::uint64_t truncated_launches = 0;   // more touched allocations than one event holds
+  std::uint64_t kernels_timed = 0;        // kernels written with a measured dur_ns
+  std::uint64_t timing_failed = 0;        // sampled launches whose events could not be read
   std::uint64_t sink_failed_events = 0;   // not delivered because the sink failed
 };
 
@@ -75,8 +78,11 @@ class Translator {
 
 class Drain {
  public:
+  // Reads a launch's kernel-timing pair (timing::poll; null: launches carry no timing).
+  using TimingPoll = timing::Poll (*)(std::uint32_t pair, std::uint64_t* dur_ns, bool give_up);
   // Starts the drain thread. `sink` may be null (events are then only counted).
-  bool start(RingPool& pool, const FuncCache& cache, std::unique_ptr<Sink> sink, std::uint32_t interval_us);
+  bool start(RingPool& pool, const FuncCache& cache, std::unique_ptr<Sink> sink, std::uint32_t interval_us,
+             TimingPoll timing = nullptr);
   // Final pass, closes the sink, joins the thread; returns the totals. Idempotent.
   CaptureStats stop();
   bool running() const { return thread_.joinable(); }
@@ -98,6 +104,11 @@ class Drain {
   std::thread thread_;
   std::atomic<bool> stop_{false};
   std::uint32_t interval_us_ = 2000;
+  TimingPoll timing_ = nullptr;
+  // A timed launch whose end event has not completed holds back the events after it (the
+  // trace stays in order); after kTimingPatienceNs it is written without a duration.
+  static constexpr std::uint64_t kTimingPatienceNs = 2'000'000'000;
+  std::uint64_t waiting_ts_ = ~std::uint64_t{0}, waiting_since_ns_ = 0;
   std::vector<Pending> pending_, keep_;
   std::vector<std::uint64_t> ids_, keep_ids_;
   std::vector<std::size_t> run_ends_;  // pending_ run boundaries (see pass)

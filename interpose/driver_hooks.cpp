@@ -18,6 +18,7 @@
 #include "exec/executor.hpp"
 #include "exec/launch_scan.hpp"
 #include "hooks.hpp"
+#include "kernel_timing.hpp"
 #include "real_api.hpp"
 
 #define CAPUCHIN_EXPORT extern "C" __attribute__((visibility("default")))
@@ -168,6 +169,7 @@ CUresult executor_launch(const Variant& v, pfn_LaunchKernel real_plain, pfn_Laun
     sl->launch.func = f;
     sl->set_geometry(gx, gy, gz, bx, by, bz, shmem, s);
     if (const CUresult e = exec::before_launch(sl->launch, sl->ids, sl->n); e != CUDA_SUCCESS) return e;
+    sl->timer.begin(s, thread_flag(v) != 0);
   }
   const CUresult r = real_ex != nullptr ? real_ex(cfg, f, params, extra)
                                         : real_plain(f, gx, gy, gz, bx, by, bz, shmem, s, params, extra);
@@ -181,10 +183,13 @@ CUresult body_LaunchKernel(const Variant& v, CUfunction f, unsigned gx, unsigned
   HookScope scope;
   if (executor_on(scope))
     return executor_launch(v, REAL(LaunchKernel), nullptr, nullptr, f, gx, gy, gz, bx, by, bz, shmem, s, params, extra);
+  timing::Timer timer;
+  if (scope.record()) timer.begin(s, thread_flag(v) != 0);
   const CUresult r = REAL(LaunchKernel)(f, gx, gy, gz, bx, by, bz, shmem, s, params, extra);
-  if (r == CUDA_SUCCESS && scope.record()) {
+  if (scope.record()) {
     ErrnoKeeper keep;
-    record_launch(layout_for_function(f), u64(f), params, extra, u64(s), thread_flag(v));
+    const std::uint32_t timed = timer.end(r == CUDA_SUCCESS);
+    if (r == CUDA_SUCCESS) record_launch(layout_for_function(f), u64(f), params, extra, u64(s), thread_flag(v), timed);
   }
   return r;
 }
@@ -194,11 +199,15 @@ CUresult body_LaunchKernelEx(const Variant& v, const CUlaunchConfig* cfg, CUfunc
     return executor_launch(v, nullptr, REAL(LaunchKernelEx), cfg, f, cfg->gridDimX, cfg->gridDimY, cfg->gridDimZ,
                            cfg->blockDimX, cfg->blockDimY, cfg->blockDimZ, cfg->sharedMemBytes, cfg->hStream, params,
                            extra);
+  timing::Timer timer;
+  if (scope.record() && cfg != nullptr) timer.begin(cfg->hStream, thread_flag(v) != 0);
   const CUresult r = REAL(LaunchKernelEx)(cfg, f, params, extra);
-  if (r == CUDA_SUCCESS && scope.record()) {
+  if (scope.record()) {
     ErrnoKeeper keep;
-    record_launch(layout_for_function(f), u64(f), params, extra, cfg != nullptr ? u64(cfg->hStream) : 0,
-                  thread_flag(v));
+    const std::uint32_t timed = timer.end(r == CUDA_SUCCESS);
+    if (r == CUDA_SUCCESS)
+      record_launch(layout_for_function(f), u64(f), params, extra, cfg != nullptr ? u64(cfg->hStream) : 0,
+                    thread_flag(v), timed);
   }
   return r;
 }

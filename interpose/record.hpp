@@ -61,7 +61,8 @@ static_assert(std::is_trivially_copyable_v<Record>);
 // Field names for each kind's payload, so producers and the decoder agree.
 // Alloc:       a=id b=base c=bytes d=stream
 // Free:        a=id d=stream
-// Launch:      a=CUfunction b=count of ids c=unknown-words d=stream
+// Launch:      a=CUfunction b=count of ids c=unknown-words d=stream e=capture sequence
+//              f=kernel-timing pair (0: not timed)
 // Copy:        a=src_id b=dst_id c=bytes d=stream
 // Memset:      a=id c=bytes d=stream
 // CaptureBegin d=stream; CaptureEnd a=graph; Instantiate a=graph b=exec;

@@ -15,6 +15,7 @@
 #include "capture.hpp"
 #include "exec/executor.hpp"
 #include "exec/launch_scan.hpp"
+#include "kernel_timing.hpp"
 #include "real_api.hpp"
 
 #define CAPUCHIN_EXPORT extern "C" __attribute__((visibility("default")))
@@ -92,6 +93,7 @@ cudaError_t executor_launch_rt(Real real, const void* f, dim3 g, dim3 b, size_t 
     sl->launch.func = layout != nullptr ? reinterpret_cast<CUfunction>(layout->func) : nullptr;
     sl->set_geometry(g.x, g.y, g.z, b.x, b.y, b.z, static_cast<unsigned>(shm), reinterpret_cast<CUstream>(s));
     if (const CUresult e = exec::before_launch(sl->launch, sl->ids, sl->n); e != CUDA_SUCCESS) return rt_error(e);
+    sl->timer.begin(reinterpret_cast<CUstream>(s), pt);
   }
   const cudaError_t r = real();
   ErrnoKeeper keep;
@@ -118,6 +120,13 @@ struct ExecCopy {
     exec::after_copy(r == cudaSuccess);
   }
 };
+
+// After a runtime launch: ends its timing (if sampled) and records it if it was launched.
+inline void launched(timing::Timer& timer, bool ok, const void* stub, void** args, std::uint64_t stream,
+                     std::uint8_t flags) {
+  const std::uint32_t timed = timer.end(ok);
+  if (ok) record_launch(layout_for_stub(stub), reinterpret_cast<std::uint64_t>(stub), args, nullptr, stream, flags, timed);
+}
 
 #define CAPUCHIN_AFTER(cond, ...) \
   if ((cond) && scope.record()) { \
@@ -207,8 +216,10 @@ cudaError_t rt_cudaLaunchKernel(F real, bool pt, const void* f, dim3 g, dim3 b, 
   HookScope scope;
   if (executor_on(scope))
     return executor_launch_rt([&] { return real(f, g, b, args, shm, s); }, f, g, b, shm, s, pt, args);
+  timing::Timer timer;
+  if (scope.record()) timer.begin(reinterpret_cast<CUstream>(s), pt);
   const cudaError_t r = real(f, g, b, args, shm, s);
-  CAPUCHIN_AFTER(r == cudaSuccess, record_launch(layout_for_stub(f), u64(f), args, nullptr, u64(s), pt_flag(pt)))
+  CAPUCHIN_AFTER(true, launched(timer, r == cudaSuccess, f, args, u64(s), pt_flag(pt)))
   return r;
 }
 template <class F>
@@ -217,9 +228,10 @@ cudaError_t rt_cudaLaunchKernelExC(F real, bool pt, const cudaLaunchConfig_t* cf
   if (executor_on(scope) && cfg != nullptr)
     return executor_launch_rt([&] { return real(cfg, f, args); }, f, cfg->gridDim, cfg->blockDim, cfg->dynamicSmemBytes,
                               cfg->stream, pt, args);
+  timing::Timer timer;
+  if (scope.record() && cfg != nullptr) timer.begin(reinterpret_cast<CUstream>(cfg->stream), pt);
   const cudaError_t r = real(cfg, f, args);
-  CAPUCHIN_AFTER(r == cudaSuccess, record_launch(layout_for_stub(f), u64(f), args, nullptr,
-                                                 cfg != nullptr ? u64(cfg->stream) : 0, pt_flag(pt)))
+  CAPUCHIN_AFTER(true, launched(timer, r == cudaSuccess, f, args, cfg != nullptr ? u64(cfg->stream) : 0, pt_flag(pt)))
   return r;
 }
 template <class F>

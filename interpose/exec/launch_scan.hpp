@@ -5,6 +5,7 @@
 #pragma once
 
 #include "../capture.hpp"
+#include "../kernel_timing.hpp"
 #include "executor.hpp"
 
 namespace capuchin::interpose {
@@ -15,6 +16,7 @@ struct ScannedLaunch {
   std::uint64_t unknown = 0;
   unsigned n = 0;
   std::uint8_t flags = 0;
+  timing::Timer timer;  // the hook begins it just before forwarding the launch
 
   ScannedLaunch(const FuncLayout* layout, void** params, void** extra, std::uint8_t initial_flags)
       : flags(initial_flags) {
@@ -35,7 +37,8 @@ struct ScannedLaunch {
   // After the real launch: tells the executor, and records the launch when it happened.
   void finish(bool launched, std::uint64_t func, std::uint64_t stream) {
     exec::after_launch(launch, launched);
-    if (launched) record_launch_ids(launch.layout, func, ids, n, unknown, stream, flags);
+    const std::uint32_t timed = timer.end(launched);
+    if (launched) record_launch_ids(launch.layout, func, ids, n, unknown, stream, flags, timed);
   }
 };
 

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <string>
 #include <thread>
@@ -301,6 +302,66 @@ TEST(Drain, OrdersEventsAcrossThreadsIntoAValidTrace) {
     }
   }
   EXPECT_EQ(kernels, static_cast<std::uint64_t>(kPairs * kRounds));
+  std::remove(path.c_str());
+}
+
+// A timed launch whose end event is not ready holds back itself and what follows (the trace
+// stays in order); once ready its duration is written as dur_ns. A failed pair is written
+// without one.
+std::atomic<int> g_polls{0};
+ci::timing::Poll fake_poll(std::uint32_t pair, std::uint64_t* dur, bool give_up) {
+  if (pair == 2) return ci::timing::Poll::Failed;
+  if (g_polls.fetch_add(1) < 5 && !give_up) return ci::timing::Poll::NotReady;
+  *dur = 1234;
+  return ci::timing::Poll::Ready;
+}
+
+TEST(Drain, TimedLaunchWaitsForItsEventsAndCarriesTheDuration) {
+  ci::RingPool pool;
+  ASSERT_TRUE(pool.init(2, 1024));
+  g_pool = &pool;
+  ci::FuncCache cache;
+  ASSERT_TRUE(cache.init());
+  const ci::ParamSpec specs[] = {{0, 8}};
+  const ci::FuncLayout* layout = cache.insert(0x77, 0x77, specs, 1, "k");
+  const std::string path = temp_path("timing");
+  auto sink = ci::open_file_sink(path, capuchin::trace::Header{});
+  ASSERT_TRUE(sink);
+  ci::Drain drain;
+  ASSERT_TRUE(drain.start(pool, cache, std::move(*sink), 50, &fake_poll));
+  ci::ThreadSlot* s = pool.acquire();
+  Record al = rec(Kind::Alloc);
+  al.h.a = 1;
+  al.h.c = 64;
+  put(s, al);
+  for (std::uint64_t timing : {1u, 0u, 2u}) {  // timed, untimed, timed but failed
+    Record l = rec(Kind::Launch);
+    l.aux = cache.index_of(layout);
+    l.h.b = 1;
+    l.h.f = timing;
+    put(s, l, {1});
+  }
+  Record f = rec(Kind::Free);
+  f.h.a = 1;
+  put(s, f);
+  while (g_polls.load() < 6) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  const ci::CaptureStats stats = drain.stop();
+  EXPECT_EQ(stats.kernels_timed, 1u);
+  EXPECT_EQ(stats.timing_failed, 1u);
+  auto reader = capuchin::trace::TraceReader::open(path);
+  ASSERT_TRUE(reader) << reader.error().message();
+  capuchin::trace::EventView ev;
+  std::vector<std::string> seen;
+  for (;;) {
+    auto more = reader->next(ev);
+    ASSERT_TRUE(more) << more.error().message();
+    if (!*more) break;
+    if (ev.op == capuchin::trace::Op::Kernel)
+      seen.push_back((ev.flags & capuchin::trace::kHasDur) != 0 ? "k" + std::to_string(ev.dur_ns) : "k");
+    else if (ev.op == capuchin::trace::Op::Free)
+      seen.push_back("free");
+  }
+  EXPECT_EQ(seen, (std::vector<std::string>{"k1234", "k", "k", "free"}));
   std::remove(path.c_str());
 }
 
