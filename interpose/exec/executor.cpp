@@ -575,7 +575,7 @@ void Executor::end_segment() {
   if (planning_enabled && !(repeated && plan && !late_since_plan)) {
     auto j = std::make_unique<PlanJob>();
     j->segment = segment;
-    j->events = seg;
+    j->events.assign(seg.begin(), seg.end());
     j->ids = seg_ids;
     j->names = names;
     j->carried = seg_carried;
@@ -584,6 +584,8 @@ void Executor::end_segment() {
     j->baseline = live_bytes;
     j->simcuda = simcuda;
     j->allow_recompute = backend == Backend::Pinned && recompute_enabled;
+    j->gpu = gpu_name;
+    j->dump_dir = dump_dir;
     submit(std::move(j));
     pattern = std::move(sigs);
     plan.reset();
@@ -630,6 +632,8 @@ bool init() {
   if (const char* v = env("CAPUCHIN_RECOMPUTE")) e.recompute_enabled = std::strcmp(v, "0") != 0;
   if (const char* v = env("CAPUCHIN_PLAN")) e.planning_enabled = std::strcmp(v, "0") != 0;
   if (const char* v = env("CAPUCHIN_PLAN_WAIT_MS")) e.plan_wait_ms = static_cast<unsigned>(std::strtoul(v, nullptr, 10));
+  if (const char* v = env("CAPUCHIN_GPU")) e.gpu_name = v;
+  if (const char* v = env("CAPUCHIN_PLAN_DUMP")) e.dump_dir = v;
   if (const char* v = env("CAPUCHIN_UVM_PAGE")) {
     if (auto n = parse_size(v); n && (*n & (*n - 1)) == 0) e.uvm_page = *n;
     else log(LogLevel::Warn, "CAPUCHIN_UVM_PAGE=%s is not a power of two; using 64 KiB", v);

@@ -19,10 +19,11 @@
 
 #include "api.hpp"
 #include "capuchin/plan.hpp"
+#include "capuchin/segment_plan.hpp"
 
 namespace capuchin::interpose::exec {
 
-inline constexpr std::uint64_t kNoBlockId = ~std::uint64_t{0};
+inline constexpr std::uint64_t kNoBlockId = plan::kNoSegmentId;
 
 enum class Backend : std::uint8_t { Uvm, Pinned };
 
@@ -80,54 +81,14 @@ struct Block {
   bool staging_mapped = false;
 };
 
-// One event of the current segment, for the learner (trace events) and the pattern matcher.
-struct SegEvent {
-  std::uint8_t op;  // trace::Op
-  std::uint8_t dir = 0;
-  std::uint64_t sig = 0;
-  std::uint64_t id = 0, id2 = kNoBlockId;  // alloc/free/copy src; copy dst
-  std::uint64_t bytes = 0;
-  std::uint32_t ids_off = 0, nreads = 0, nwrites = 0;  // kernel: reads then writes in seg_ids
-  bool touch = false;                                 // kernel: reads/writes unknown (touch list)
-  std::uint32_t name = 0;                             // index into names
-  int timing = -1;                                    // kernel: index of its timing event pair
-  std::uint64_t dur_ns = 0;                           // kernel: measured duration (0: unknown)
+// One event of the current segment, for the learner (trace events) and the pattern matcher;
+// `timing` is the executor's own (its event pair), not part of what is planned.
+struct SegEvent : plan::SegmentEvent {
+  int timing = -1;  // kernel: index of its timing event pair
 };
-
-struct ExecDecision {
-  std::uint32_t at = 0;
-  plan::Act act = plan::Act::Evict;
-  bool local = true;
-  bool prev = false;         // k names a place in the previous segment (else the current one)
-  std::uint32_t k = 0;       // local index
-  std::uint64_t id = 0;      // carried: the allocation id
-  std::uint64_t bytes = 0;
-  std::uint32_t access = 0;
-  plan::Reason reason = plan::Reason::FreeTime;
-  double cost_s = 0;
-};
-
-struct ReadyPlan {
-  std::uint64_t segment = 0;           // the segment it was made from
-  std::vector<std::uint64_t> sigs;     // the pattern it applies to
-  std::vector<ExecDecision> decisions;
-  bool fits = true;
-  std::uint32_t recomputes = 0, swaps = 0;
-  double expected_overhead_s = 0;
-};
-
-struct PlanJob {
-  std::uint64_t segment = 0;
-  std::vector<SegEvent> events;
-  std::vector<std::uint64_t> ids;
-  std::vector<std::string> names;
-  std::vector<std::pair<std::uint64_t, std::uint64_t>> carried;  // (id, span) live at its start
-  std::vector<std::uint64_t> prev_locals;                         // the previous segment's allocations
-  std::uint64_t budget = 0;
-  std::uint64_t baseline = 0;  // bytes live at the end of the segment (planner's baseline)
-  bool simcuda = false;
-  bool allow_recompute = false;
-};
+using ExecDecision = plan::SegmentDecision;
+using ReadyPlan = plan::SegmentPlan;
+using PlanJob = plan::SegmentJob;
 
 class Executor {
  public:
@@ -146,6 +107,8 @@ class Executor {
   bool planning_enabled = true;
   unsigned plan_wait_ms = 200;
   bool simcuda = false;
+  std::string gpu_name = "h100";  // CAPUCHIN_GPU: the profile plans model (not on simcuda)
+  std::string dump_dir;           // CAPUCHIN_PLAN_DUMP: segments and plans written there
 
   CUstream evict_stream = nullptr, prefetch_stream = nullptr;
   int last_evict_event = -1;  // recorded on evict_stream after the latest eviction
@@ -277,7 +240,6 @@ class Executor {
 };
 
 Executor& ex();
-std::shared_ptr<const ReadyPlan> plan_segment(const PlanJob& job, std::string* why);
 
 // Shared by executor.cpp and entry.cpp.
 extern Executor* g_ex;

@@ -1,0 +1,83 @@
+// segment_plan.hpp: planning one observed segment (the events between two host
+// synchronisations, as the executor in libcapuchin.so sees them) for the next one. The same
+// function runs in the job (embedded planning) and in capuchind (the executor sends the
+// segment, the daemon plans and answers), so a plan does not depend on where it was made.
+//
+// Contract: plan_segment is a pure function of the job (no CUDA, no globals; the GPU profile
+// is named in the job): the segment is written as a trace (tensors live at its start first),
+// rotated to start where the fewest bytes are live, prepared for the simulator and planned
+// with plan::make_plan. Decisions come back keyed to segment positions and to tensors by
+// place (the k-th allocation of the current or the previous segment) or by allocation id.
+// A segment that cannot be planned is an error naming why.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "capuchin/expected.hpp"
+#include "capuchin/plan.hpp"
+
+namespace capuchin::plan {
+
+inline constexpr std::uint64_t kNoSegmentId = ~std::uint64_t{0};
+
+// One event of a segment (op is a trace::Op).
+struct SegmentEvent {
+  std::uint8_t op = 0;
+  std::uint8_t dir = 0;                         // copy: trace::CopyDir
+  std::uint64_t sig = 0;                        // signature the pattern matcher compares
+  std::uint64_t id = 0, id2 = kNoSegmentId;     // alloc/free/copy src; copy dst
+  std::uint64_t bytes = 0;
+  std::uint32_t ids_off = 0, nreads = 0, nwrites = 0;  // kernel: reads then writes in Job::ids
+  bool touch = false;                           // kernel: reads/writes unknown (touch list)
+  std::uint32_t name = 0;                       // kernel: index into Job::names
+  std::uint64_t dur_ns = 0;                     // kernel: measured duration (0: unknown)
+};
+
+struct SegmentDecision {
+  std::uint32_t at = 0;      // segment position: issued before this event
+  Act act = Act::Evict;
+  bool local = true;
+  bool prev = false;         // k names a place in the previous segment (else the current one)
+  std::uint32_t k = 0;       // local: the k-th allocation
+  std::uint64_t id = 0;      // not local: the allocation id
+  std::uint64_t bytes = 0;
+  std::uint32_t access = 0;
+  Reason reason = Reason::FreeTime;
+  double cost_s = 0;
+};
+
+struct SegmentPlan {
+  std::uint64_t segment = 0;           // the segment it was made from
+  std::vector<std::uint64_t> sigs;     // the pattern it applies to
+  std::vector<SegmentDecision> decisions;
+  bool fits = true;
+  std::uint32_t recomputes = 0, swaps = 0;
+  double expected_overhead_s = 0;
+  std::uint64_t budget = 0;            // the budget it was made for
+  std::uint64_t natural_peak = 0, planned_peak = 0;
+  std::string summary;                 // one line for logs
+  std::string json;                    // plan_to_json text (when SegmentJob::want_json)
+};
+
+struct SegmentJob {
+  std::uint64_t segment = 0;
+  std::vector<SegmentEvent> events;
+  std::vector<std::uint64_t> ids;
+  std::vector<std::string> names;
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> carried;  // (id, span) live at its start
+  std::vector<std::uint64_t> prev_locals;                         // the previous segment's allocations
+  std::uint64_t budget = 0;
+  std::uint64_t baseline = 0;  // bytes live at the end of the segment
+  bool simcuda = false;        // model simcuda's cost constants (the figures are simulated)
+  bool allow_recompute = false;
+  bool want_json = false;
+  std::string gpu = "h100";    // GPU profile when not simcuda (capuchin sim --list-gpus)
+  std::string dump_dir;        // if set: the segment trace and the plan are written there
+};
+
+Expected<SegmentPlan, std::string> plan_segment(const SegmentJob& job);
+
+}  // namespace capuchin::plan

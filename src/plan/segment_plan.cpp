@@ -1,0 +1,292 @@
+// segment_plan.cpp: plan_segment (see segment_plan.hpp): the executor's segment written as
+// a rotated trace, planned with make_plan, decisions mapped back to segment positions.
+#include "capuchin/segment_plan.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "capuchin/learn.hpp"
+#include "capuchin/sim.hpp"
+#include "capuchin/trace.hpp"
+#include "capuchin/trace_model.hpp"
+
+namespace capuchin::plan {
+
+namespace {
+
+sim::GpuProfile simcuda_profile(std::uint64_t memory) {
+  sim::GpuProfile g;
+  g.name = "simcuda";
+  g.description = "simcuda reference GPU (cost constants of tests/simcuda/include/simcuda/simcuda.h)";
+  g.memory_bytes = memory;
+  g.fp32_flops = 10e12;
+  g.hbm_bytes_per_s = 900e9;
+  g.link_bytes_per_s = 25e9;
+  g.link_latency_s = 1.5e-6;
+  g.sources = "simcuda.h";
+  return g;
+}
+
+}  // namespace
+
+Expected<SegmentPlan, std::string> plan_segment(const SegmentJob& job) {
+  using trace::Op;
+  const std::uint32_t n = static_cast<std::uint32_t>(job.events.size());
+  if (n == 0) return Unexpected{std::string("empty iteration")};
+  auto is = [](const SegmentEvent& e, Op op) { return e.op == static_cast<std::uint8_t>(op); };
+  // Places: the k-th allocation of this segment (and of the one before it).
+  std::unordered_map<std::uint64_t, std::uint32_t> place, alloc_pos, prev_place, free_pos;
+  std::unordered_map<std::uint64_t, std::uint64_t> span;
+  std::vector<std::uint64_t> local_by_place;
+  for (std::uint32_t i = 0; i < n; ++i) {
+    const SegmentEvent& e = job.events[i];
+    if (is(e, Op::Alloc)) {
+      place[e.id] = static_cast<std::uint32_t>(local_by_place.size());
+      alloc_pos[e.id] = i;
+      span[e.id] = e.bytes;
+      local_by_place.push_back(e.id);
+    }
+    if (is(e, Op::Free)) free_pos[e.id] = i;
+  }
+  for (std::uint32_t k = 0; k < job.prev_locals.size(); ++k) prev_place[job.prev_locals[k]] = k;
+  std::unordered_set<std::uint64_t> persistent;
+  std::uint64_t baseline = 0;
+  for (const auto& [id, sp] : job.carried) {
+    span[id] = sp;
+    if (free_pos.count(id) == 0) persistent.insert(id), baseline += sp;
+  }
+
+  // The cut: where the fewest bytes of non-persistent tensors are live. The segment starts at
+  // a host sync (often mid-iteration: the loss read); the planner sees the iteration rotated
+  // to start at the cut, so an activation's gap from forward to backward lies inside it.
+  std::vector<std::int64_t> diff(n + 1, 0);
+  for (const auto& [id, sp] : job.carried) {
+    auto f = free_pos.find(id);
+    if (f != free_pos.end()) diff[0] += static_cast<std::int64_t>(sp), diff[f->second + 1] -= static_cast<std::int64_t>(sp);
+  }
+  for (const auto& [id, a] : alloc_pos) {
+    auto f = free_pos.find(id);
+    diff[a + 1] += static_cast<std::int64_t>(span[id]);
+    diff[f != free_pos.end() ? f->second + 1 : n] -= static_cast<std::int64_t>(span[id]);
+  }
+  std::uint32_t cut = 0;
+  std::int64_t best = 0, run = 0;
+  for (std::uint32_t i = 0; i < n; ++i) {
+    run += diff[i];
+    if (i == 0 || run < best) best = run, cut = i;
+  }
+
+  // The rotated cycle: S[cut, n) then S[0, cut), where part B's allocations are the next
+  // iteration's tensors (fresh ids) and its uses of what the previous segment made are this
+  // segment's tensors at the same place.
+  constexpr std::uint64_t kFresh = 1ull << 62;
+  auto map_b = [&](std::uint64_t id) -> std::uint64_t {
+    auto a = alloc_pos.find(id);
+    if (a != alloc_pos.end()) return a->second < cut ? id | kFresh : id;
+    auto pp = prev_place.find(id);
+    if (pp != prev_place.end() && pp->second < local_by_place.size()) {
+      const std::uint64_t same = local_by_place[pp->second];
+      if (alloc_pos[same] >= cut) return same;
+    }
+    return id;
+  };
+  struct Ev {
+    const SegmentEvent* e;
+    std::uint64_t id, id2;
+    std::vector<std::uint64_t> ids;
+  };
+  std::vector<Ev> rot;
+  rot.reserve(n);
+  std::unordered_set<std::uint64_t> allocated, freed, referenced;
+  for (std::uint32_t r = 0; r < n; ++r) {
+    const std::uint32_t i = (cut + r) % n;
+    const bool part_b = r >= n - cut;
+    const SegmentEvent& e = job.events[i];
+    auto m = [&](std::uint64_t id) { return part_b ? map_b(id) : id; };
+    Ev x{&e, e.id != kNoSegmentId ? m(e.id) : kNoSegmentId, e.id2 != kNoSegmentId ? m(e.id2) : kNoSegmentId, {}};
+    for (std::uint32_t k = 0; k < e.nreads + e.nwrites && is(e, Op::Kernel); ++k) x.ids.push_back(m(job.ids[e.ids_off + k]));
+    if (is(e, Op::Alloc)) allocated.insert(x.id), span[x.id] = e.bytes;
+    if (is(e, Op::Free)) freed.insert(x.id), referenced.insert(x.id);
+    if (is(e, Op::Copy)) {
+      if (x.id != kNoSegmentId) referenced.insert(x.id);
+      if (x.id2 != kNoSegmentId) referenced.insert(x.id2);
+    }
+    for (std::uint64_t id : x.ids) referenced.insert(id);
+    rot.push_back(std::move(x));
+  }
+  std::vector<std::uint64_t> entering;
+  for (std::uint64_t id : referenced)
+    if (allocated.count(id) == 0 && persistent.count(id) == 0) entering.push_back(id);
+  std::sort(entering.begin(), entering.end());
+
+  std::string text = trace::format_header(trace::Header{}) + "\n";
+  trace::EventView v;
+  auto alloc_line = [&](std::uint64_t id) {
+    v = {};
+    v.op = Op::Alloc;
+    v.id = id;
+    v.bytes = std::max<std::uint64_t>(span[id & ~kFresh], 1);
+    text += trace::format_event(v) + "\n";
+  };
+  std::vector<std::uint64_t> kept(persistent.begin(), persistent.end());
+  std::sort(kept.begin(), kept.end());
+  for (std::uint64_t id : kept) alloc_line(id);
+  for (std::uint64_t id : entering) alloc_line(id);
+  for (const Ev& x : rot) {
+    const SegmentEvent& e = *x.e;
+    v = {};
+    v.op = static_cast<Op>(e.op);
+    switch (v.op) {
+      case Op::Alloc:
+        v.id = x.id;
+        v.bytes = e.bytes;
+        break;
+      case Op::Free:
+        v.id = x.id;
+        break;
+      case Op::Kernel:
+        v.name = job.names[e.name];
+        if (e.touch) {
+          v.flags |= trace::kHasTouch;
+          v.touch = {x.ids.data(), e.nreads};
+        } else {
+          v.flags |= trace::kHasReadsWrites;
+          v.reads = {x.ids.data(), e.nreads};
+          v.writes = {x.ids.data() + e.nreads, e.nwrites};
+        }
+        v.flags |= trace::kHasBytes;
+        v.bytes = e.bytes;
+        if (e.dur_ns > 0) v.flags |= trace::kHasDur, v.dur_ns = e.dur_ns;
+        break;
+      case Op::Copy:
+        v.dir = static_cast<trace::CopyDir>(e.dir);
+        v.bytes = e.bytes;
+        if (x.id != kNoSegmentId) v.src = x.id, v.flags |= trace::kHasSrc;
+        if (x.id2 != kNoSegmentId) v.dst = x.id2, v.flags |= trace::kHasDst;
+        break;
+      default:
+        break;
+    }
+    text += trace::format_event(v) + "\n";
+  }
+  std::vector<std::uint64_t> leaving;
+  for (std::uint64_t id : allocated)
+    if (freed.count(id) == 0) leaving.push_back(id);
+  std::sort(leaving.begin(), leaving.end());
+  for (std::uint64_t id : leaving) {
+    v = {};
+    v.op = Op::Free;
+    v.id = id;
+    text += trace::format_event(v) + "\n";
+  }
+  if (!job.dump_dir.empty()) {  // for offline study: capuchin sim / trace stats
+    const std::string path = job.dump_dir + "/iteration-" + std::to_string(job.segment) + ".jsonl";
+    if (std::FILE* f = std::fopen(path.c_str(), "w")) {
+      std::fwrite(text.data(), 1, text.size(), f);
+      std::fclose(f);
+    }
+  }
+  auto parsed = trace::parse_trace(text, "iteration");
+  if (!parsed) return Unexpected{parsed.error().message()};
+  const trace::Trace& t = *parsed;
+  sim::GpuProfile gpu;
+  sim::Efficiency eff;
+  if (job.simcuda) {
+    gpu = simcuda_profile(job.budget);
+    eff.compute = eff.memory = eff.link = 1.0;
+    eff.launch_latency_s = 2e-6;
+  } else {
+    auto g = sim::find_gpu_profile(job.gpu);
+    if (!g) return Unexpected{g.error().message};
+    gpu = *g;
+  }
+  auto prep = sim::prepare(t, gpu, eff);
+  if (!prep) return Unexpected{prep.error().message};
+  const std::uint32_t begin = static_cast<std::uint32_t>(kept.size());
+  const std::uint32_t m = static_cast<std::uint32_t>(entering.size());
+  const learn::Pattern pattern = learn::make_pattern(t, trace::Iteration{0, begin, static_cast<std::uint32_t>(t.events.size())});
+  PlanOptions opt;
+  opt.budget_bytes = job.budget;
+  opt.baseline_bytes = baseline;
+  opt.allow_recompute = job.allow_recompute;
+  Plan p = make_plan(*prep, pattern, opt);
+  if (!p.fits) {
+    opt.margin = 0.10;
+    Plan q = make_plan(*prep, pattern, opt);
+    if (q.planned_peak_bytes < p.planned_peak_bytes) p = std::move(q);
+  }
+  SegmentPlan out;
+  out.summary = fmt::format("plan from iteration {} (cut at {} of {} events): {} decisions ({} swaps, {} recomputes), "
+                            "natural peak {}, planned peak {}, budget {}, baseline {}{}",
+                            job.segment, cut, n, p.decisions.size(), p.swaps, p.recomputes, p.natural_peak_bytes,
+                            p.planned_peak_bytes, job.budget, baseline, p.fits ? "" : " (does not fit)");
+  if (job.want_json || !job.dump_dir.empty()) out.json = plan_to_json(p, pattern, t);
+  if (!job.dump_dir.empty()) {
+    const std::string path = job.dump_dir + "/plan-" + std::to_string(job.segment) + ".json";
+    if (std::FILE* f = std::fopen(path.c_str(), "w")) {
+      std::fwrite(out.json.data(), 1, out.json.size(), f);
+      std::fclose(f);
+    }
+    if (!job.want_json) out.json.clear();
+  }
+  out.segment = job.segment;
+  for (const SegmentEvent& e : job.events) out.sigs.push_back(e.sig);
+  out.fits = p.fits;
+  out.recomputes = p.recomputes;
+  out.swaps = p.swaps;
+  out.expected_overhead_s = p.expected_overhead_s;
+  out.budget = job.budget;
+  out.natural_peak = p.natural_peak_bytes;
+  out.planned_peak = p.planned_peak_bytes;
+  // Back to the segment's positions; a tensor is named by its place in the current segment or
+  // the previous one (a decision in part B about a tensor part A allocated), or by its id.
+  for (const Decision& d : p.decisions) {
+    const std::uint32_t q = d.at < m ? 0 : d.at - m;  // rotated position
+    if (q >= n) continue;                               // at the synthetic frees
+    const bool dec_b = q >= n - cut;
+    SegmentDecision x;
+    x.at = (cut + q) % n;
+    x.act = d.act;
+    x.bytes = d.bytes;
+    x.access = d.access;
+    x.reason = d.reason;
+    x.cost_s = d.cost_s;
+    const std::uint32_t tn = d.tensor.local ? pattern.local_tensors[d.tensor.index] : d.tensor.index;
+    const std::uint64_t id = t.tensors[tn].id;
+    if (!d.tensor.local) {
+      x.local = false;
+      x.id = id;
+    } else {
+      const std::uint64_t orig = id & ~kFresh;
+      auto pl = place.find(orig);
+      if (pl != place.end()) {
+        // allocated in this segment: in part A (not fresh) or part B (fresh)
+        const bool alloc_b = (id & kFresh) != 0;
+        const bool entering_id = std::binary_search(entering.begin(), entering.end(), id);
+        bool prev;
+        if (entering_id) prev = dec_b;            // made before the cut, in the segment the cycle started in
+        else if (alloc_b) prev = false;           // made in part B: the current segment
+        else prev = dec_b;                        // made in part A, used after the wrap
+        x.local = true;
+        x.prev = prev;
+        x.k = pl->second;
+      } else {
+        auto pp = prev_place.find(orig);
+        if (pp == prev_place.end() || dec_b) continue;  // two segments back: not tracked
+        x.local = true;
+        x.prev = true;
+        x.k = pp->second;
+      }
+    }
+    out.decisions.push_back(x);
+  }
+  std::stable_sort(out.decisions.begin(), out.decisions.end(),
+                   [](const SegmentDecision& a, const SegmentDecision& b) { return a.at < b.at; });
+  return out;
+}
+
+}  // namespace capuchin::plan
