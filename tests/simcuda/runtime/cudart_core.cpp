@@ -109,6 +109,11 @@ namespace {
   X(cudaErrorInvalidResourceHandle, "invalid resource handle")                               \
   X(cudaErrorIllegalState, "the operation cannot be performed in the present state")         \
   X(cudaErrorSymbolNotFound, "named symbol not found")                                       \
+  X(cudaErrorInvalidSymbol, "invalid device symbol")                                         \
+  X(cudaErrorInvalidPitchValue, "invalid pitch argument")                                    \
+  X(cudaErrorStreamCaptureMerge, "operation would result in a merge of separate capture sequences") \
+  X(cudaErrorStreamCaptureUnmatched, "capture was not ended in the same stream as it began")  \
+  X(cudaErrorStreamCaptureUnjoined, "capturing stream has unjoined work")                    \
   X(cudaErrorNotReady, "device not ready")                                                   \
   X(cudaErrorIllegalAddress, "an illegal memory access was encountered")                     \
   X(cudaErrorLaunchFailure, "unspecified launch failure")                                    \
@@ -329,6 +334,14 @@ cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
 cudaError_t cudaEventRecord_ptsz(cudaEvent_t e, cudaStream_t s) {
   SIMCUDART_READY();
   return check(rt().event_record_ptsz(e, s));
+}
+cudaError_t cudaEventRecordWithFlags(cudaEvent_t e, cudaStream_t s, unsigned int flags) {
+  SIMCUDART_READY();
+  return check(rt().event_record_with_flags(e, s, flags));
+}
+cudaError_t cudaEventRecordWithFlags_ptsz(cudaEvent_t e, cudaStream_t s, unsigned int flags) {
+  SIMCUDART_READY();
+  return check(rt().event_record_with_flags_ptsz(e, s, flags));
 }
 cudaError_t cudaEventSynchronize(cudaEvent_t e) {
   SIMCUDART_READY();

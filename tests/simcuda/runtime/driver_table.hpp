@@ -58,6 +58,20 @@ namespace simcudart {
   X(memcpy_dtoh_async_ptsz, "cuMemcpyDtoHAsync", cuMemcpyDtoHAsync_v2_ptsz, true)    \
   X(memcpy_dtod_async, "cuMemcpyDtoDAsync", cuMemcpyDtoDAsync_v2, false)             \
   X(memcpy_dtod_async_ptsz, "cuMemcpyDtoDAsync", cuMemcpyDtoDAsync_v2_ptsz, true)    \
+  X(memcpy_2d, "cuMemcpy2D", cuMemcpy2D_v2, false)                                   \
+  X(memcpy_2d_ptds, "cuMemcpy2D", cuMemcpy2D_v2_ptds, true)                          \
+  X(memcpy_2d_async, "cuMemcpy2DAsync", cuMemcpy2DAsync_v2, false)                   \
+  X(memcpy_2d_async_ptsz, "cuMemcpy2DAsync", cuMemcpy2DAsync_v2_ptsz, true)          \
+  X(memcpy_3d, "cuMemcpy3D", cuMemcpy3D_v2, false)                                   \
+  X(memcpy_3d_ptds, "cuMemcpy3D", cuMemcpy3D_v2_ptds, true)                          \
+  X(memcpy_3d_async, "cuMemcpy3DAsync", cuMemcpy3DAsync_v2, false)                   \
+  X(memcpy_3d_async_ptsz, "cuMemcpy3DAsync", cuMemcpy3DAsync_v2_ptsz, true)          \
+  X(memcpy_3d_peer, "cuMemcpy3DPeer", cuMemcpy3DPeer, false)                         \
+  X(memcpy_3d_peer_ptds, "cuMemcpy3DPeer", cuMemcpy3DPeer_ptds, true)                \
+  X(memcpy_3d_peer_async, "cuMemcpy3DPeerAsync", cuMemcpy3DPeerAsync, false)         \
+  X(memcpy_3d_peer_async_ptsz, "cuMemcpy3DPeerAsync", cuMemcpy3DPeerAsync_ptsz, true) \
+  X(memcpy_peer, "cuMemcpyPeer", cuMemcpyPeer, false)                                \
+  X(memcpy_peer_async, "cuMemcpyPeerAsync", cuMemcpyPeerAsync, false)                \
   X(memset_d8, "cuMemsetD8", cuMemsetD8_v2, false)                                   \
   X(memset_d8_ptds, "cuMemsetD8", cuMemsetD8_v2_ptds, true)                          \
   X(memset_d8_async, "cuMemsetD8Async", cuMemsetD8Async, false)                      \
@@ -90,6 +104,8 @@ namespace simcudart {
   X(event_destroy, "cuEventDestroy", cuEventDestroy_v2, false)                       \
   X(event_record, "cuEventRecord", cuEventRecord, false)                             \
   X(event_record_ptsz, "cuEventRecord", cuEventRecord_ptsz, true)                    \
+  X(event_record_with_flags, "cuEventRecordWithFlags", cuEventRecordWithFlags, false) \
+  X(event_record_with_flags_ptsz, "cuEventRecordWithFlags", cuEventRecordWithFlags_ptsz, true) \
   X(event_synchronize, "cuEventSynchronize", cuEventSynchronize, false)              \
   X(event_query, "cuEventQuery", cuEventQuery, false)                                \
   X(event_elapsed_time, "cuEventElapsedTime", cuEventElapsedTime_v2, false)          \
@@ -98,7 +114,8 @@ namespace simcudart {
   X(launch_kernel_ex, "cuLaunchKernelEx", cuLaunchKernelEx, false)                   \
   X(launch_kernel_ex_ptsz, "cuLaunchKernelEx", cuLaunchKernelEx_ptsz, true)          \
   X(func_get_param_info, "cuFuncGetParamInfo", cuFuncGetParamInfo, false)            \
-  X(function_for_stub, "simcuda_function_for_stub", simcuda_function_for_stub, false)
+  X(function_for_stub, "simcuda_function_for_stub", simcuda_function_for_stub, false)  \
+  X(global_for_symbol, "simcuda_global_for_symbol", simcuda_global_for_symbol, false)
 
 struct DriverTable {
   bool ok = false;

@@ -22,32 +22,7 @@ bool device_side(PointerClass c) {
 
 // Enqueues a copy; for sync copies also waits for the stream.
 CUresult copy(DefaultStream ds, CUstream handle, uintptr_t dst, uintptr_t src, size_t bytes, bool sync) {
-  if (CUresult r = check_ready(); r != CUDA_SUCCESS) return r;
-  if (bytes == 0) return CUDA_SUCCESS;
-  if (dst == 0 || src == 0) return CUDA_ERROR_INVALID_VALUE;
-  CUresult err;
-  CUstream_st* s = d().scheduler.resolve(sync ? nullptr : handle, ds, &err);
-  if (s == nullptr) return err;
-  Memory& mem = d().memory;
-  const PointerClass dc = mem.classify(dst, bytes);
-  const PointerClass sc = mem.classify(src, bytes);
-  const bool dst_dev = device_side(dc) || dc == PointerClass::VmmHost;
-  const bool src_dev = device_side(sc) || sc == PointerClass::VmmHost;
-  if ((dst_dev && !mem.range_valid_for_copy(dst, bytes)) || (src_dev && !mem.range_valid_for_copy(src, bytes)))
-    return CUDA_ERROR_INVALID_VALUE;
-  OpPayload p;
-  p.kind = OpKind::Copy;
-  p.dst = dst;
-  p.src = src;
-  p.bytes = bytes;
-  if (dst_dev && src_dev) p.route = CopyRoute::DeviceToDevice;
-  else if (dst_dev) p.route = CopyRoute::HostToDevice;
-  else if (src_dev) p.route = CopyRoute::DeviceToHost;
-  else p.route = CopyRoute::HostToHost;
-  p.pinned = (p.route == CopyRoute::HostToDevice && sc == PointerClass::Pinned) ||
-             (p.route == CopyRoute::DeviceToHost && dc == PointerClass::Pinned);
-  if (CUresult r = d().scheduler.enqueue(s, std::move(p)); r != CUDA_SUCCESS) return r;
-  return sync ? d().scheduler.synchronize_stream(s) : CUDA_SUCCESS;
+  return enqueue_copy(ds, handle, dst, src, CopyShape::linear(bytes), sync);
 }
 
 CUresult memset_op(DefaultStream ds, CUstream handle, CUdeviceptr dst, uint32_t value, unsigned elem,
@@ -118,6 +93,49 @@ CUresult prefetch(DefaultStream ds, CUdeviceptr ptr, size_t count, CUmemLocation
 }
 
 }  // namespace
+
+namespace simcuda {
+
+CUresult enqueue_copy(DefaultStream ds, CUstream handle, uintptr_t dst, uintptr_t src, const CopyShape& shape,
+                      bool sync, SidePlace dst_place, SidePlace src_place) {
+  if (CUresult r = check_ready(); r != CUDA_SUCCESS) return r;
+  const size_t bytes = shape.moved();
+  if (bytes == 0) return CUDA_SUCCESS;
+  if (dst == 0 || src == 0) return CUDA_ERROR_INVALID_VALUE;
+  CUresult err;
+  CUstream_st* s = d().scheduler.resolve(sync ? nullptr : handle, ds, &err);
+  if (s == nullptr) return err;
+  Memory& mem = d().memory;
+  const size_t dst_span = shape.dst_span(), src_span = shape.src_span();
+  // Classified by the first byte; the span is checked against that allocation below (a range
+  // running past its allocation is an invalid value, not host memory).
+  const PointerClass dc = mem.classify(dst, 1);
+  const PointerClass sc = mem.classify(src, 1);
+  const bool dst_dev = device_side(dc) || dc == PointerClass::VmmHost;
+  const bool src_dev = device_side(sc) || sc == PointerClass::VmmHost;
+  // A side the caller typed as device memory must be device (or pinned, device-mapped) memory.
+  if ((dst_place == SidePlace::Device && !dst_dev && dc != PointerClass::Pinned) ||
+      (src_place == SidePlace::Device && !src_dev && sc != PointerClass::Pinned))
+    return CUDA_ERROR_INVALID_VALUE;
+  if ((dst_dev && !mem.range_valid_for_copy(dst, dst_span)) || (src_dev && !mem.range_valid_for_copy(src, src_span)))
+    return CUDA_ERROR_INVALID_VALUE;
+  OpPayload p;
+  p.kind = OpKind::Copy;
+  p.dst = dst;
+  p.src = src;
+  p.bytes = bytes;
+  p.shape = shape;
+  if (dst_dev && src_dev) p.route = CopyRoute::DeviceToDevice;
+  else if (dst_dev) p.route = CopyRoute::HostToDevice;
+  else if (src_dev) p.route = CopyRoute::DeviceToHost;
+  else p.route = CopyRoute::HostToHost;
+  p.pinned = (p.route == CopyRoute::HostToDevice && sc == PointerClass::Pinned) ||
+             (p.route == CopyRoute::DeviceToHost && dc == PointerClass::Pinned);
+  if (CUresult r = d().scheduler.enqueue(s, std::move(p)); r != CUDA_SUCCESS) return r;
+  return sync ? d().scheduler.synchronize_stream(s) : CUDA_SUCCESS;
+}
+
+}  // namespace simcuda
 
 extern "C" {
 

@@ -53,6 +53,29 @@ using CompletionPtr = std::shared_ptr<Completion>;
 enum class OpKind : uint8_t { Kernel, Copy, Memset, EventRecord, Marker, HostFn, FreeAsync, Prefetch };
 enum class CopyRoute : uint8_t { HostToDevice, DeviceToHost, DeviceToDevice, HostToHost };
 
+// A copy's geometry: `rows` rows of `width` bytes per slice, `slices` slices; row r of slice z
+// starts at base + z * slice_pitch + r * pitch on each side. A plain copy is one row.
+struct CopyShape {
+  size_t width = 0;
+  size_t rows = 1;
+  size_t slices = 1;
+  size_t dst_pitch = 0, src_pitch = 0;
+  size_t dst_slice_pitch = 0, src_slice_pitch = 0;
+  size_t moved() const { return width * rows * slices; }
+  // Bytes from a side's first byte to its last (what must lie inside one allocation).
+  size_t dst_span() const { return span(dst_pitch, dst_slice_pitch); }
+  size_t src_span() const { return span(src_pitch, src_slice_pitch); }
+  size_t span(size_t pitch, size_t slice_pitch) const {
+    if (width == 0 || rows == 0 || slices == 0) return 0;
+    return (slices - 1) * slice_pitch + (rows - 1) * pitch + width;
+  }
+  static CopyShape linear(size_t bytes) {
+    CopyShape s;
+    s.width = s.dst_pitch = s.src_pitch = bytes;
+    return s;
+  }
+};
+
 // What an op does; copyable, so a captured graph stores these as its nodes.
 struct OpPayload {
   OpKind kind = OpKind::Marker;
@@ -65,7 +88,8 @@ struct OpPayload {
   // Copy / memset / prefetch / free
   uintptr_t dst = 0;
   uintptr_t src = 0;
-  size_t bytes = 0;
+  size_t bytes = 0;     // a copy's moved bytes (shape.moved())
+  CopyShape shape;      // a copy's geometry
   CopyRoute route = CopyRoute::DeviceToDevice;
   bool pinned = false;
   uint32_t memset_value = 0;
@@ -83,11 +107,22 @@ struct Op {
   double not_before_ns = 0;  // the host's virtual clock when enqueued
 };
 
+// What a stream's next captured node depends on: for each stream of the capture, how many of
+// the nodes it captured (its first k) are ordered before it (itself included, through
+// program order; others through event waits, transitively).
+using CaptureFrontier = std::map<CUstream_st*, size_t>;
+
 struct CaptureGraph {
   std::vector<OpPayload> nodes;
   bool invalidated = false;
   CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_GLOBAL;
   uint64_t id = 0;
+  CUstream_st* origin = nullptr;  // the stream BeginCapture was called on
+  // Streams that joined through an event wait (the origin included): the nodes each captured
+  // and its frontier. EndCapture on the origin fails with CUDA_ERROR_STREAM_CAPTURE_UNJOINED
+  // unless the origin's frontier covers every node of every joined stream.
+  std::map<CUstream_st*, size_t> captured;
+  std::map<CUstream_st*, CaptureFrontier> frontier;
 };
 
 enum class StreamKind : uint8_t { Legacy, PerThread, Created };
@@ -116,6 +151,7 @@ struct CUevent_st {
   simcuda::CompletionPtr last;  // guarded by Scheduler::mu; null until recorded
   bool recorded_in_capture = false;
   std::shared_ptr<simcuda::CaptureGraph> capture;
+  simcuda::CaptureFrontier capture_deps;  // the recording stream's frontier when recorded in a capture
 };
 
 struct CUgraph_st {
@@ -334,6 +370,13 @@ CUctx_st*& current_ctx();
 // failed; else the error the real driver gives (NOT_INITIALIZED, INVALID_CONTEXT, the sticky one).
 CUresult check_ready();
 bool is_function(CUfunc_st* f);
+// How a copy's caller typed one side: Any (found from the address, as cuMemcpy does) or Device
+// (cuMemcpy2D's CU_MEMORYTYPE_DEVICE: must be device memory).
+enum class SidePlace : uint8_t { Any, Device };
+// Checks and enqueues a (possibly strided) copy on the stream `handle` resolves to (the default
+// stream for sync copies, which then wait for it). Each side's span must lie in one allocation.
+CUresult enqueue_copy(DefaultStream ds, CUstream handle, uintptr_t dst, uintptr_t src, const CopyShape& shape,
+                      bool sync, SidePlace dst_place = SidePlace::Any, SidePlace src_place = SidePlace::Any);
 // Runs a kernel op on the calling (worker) thread; returns its virtual cost in ns.
 double run_kernel(const OpPayload& op, bool* illegal_address);
 // The JSON statistics document (SIMCUDA_STATS_FILE).

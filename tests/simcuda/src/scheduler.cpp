@@ -125,8 +125,10 @@ CUresult Scheduler::enqueue(CUstream_st* s, OpPayload payload, CompletionPtr* do
       s->capture->invalidated = true;  // stream-ordered allocation nodes are not simulated
       return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
     }
-    if (payload.kind != OpKind::Marker && payload.kind != OpKind::EventRecord)
+    if (payload.kind != OpKind::Marker && payload.kind != OpKind::EventRecord) {
       s->capture->nodes.push_back(std::move(payload));
+      s->capture->captured[s]++;
+    }
     return CUDA_SUCCESS;
   }
   Op op;
@@ -215,12 +217,16 @@ void Scheduler::execute(CUstream_st* /*s*/, Op& op, double /*start_ns*/, double*
       if (failed || p.bytes == 0) return;
       const bool dst_dev = p.route == CopyRoute::HostToDevice || p.route == CopyRoute::DeviceToDevice;
       const bool src_dev = p.route == CopyRoute::DeviceToHost || p.route == CopyRoute::DeviceToDevice;
-      if ((dst_dev && !mem.range_valid_for_copy(p.dst, p.bytes, true)) ||
-          (src_dev && !mem.range_valid_for_copy(p.src, p.bytes, true))) {
+      const CopyShape& sh = p.shape;
+      if ((dst_dev && !mem.range_valid_for_copy(p.dst, sh.dst_span(), true)) ||
+          (src_dev && !mem.range_valid_for_copy(p.src, sh.src_span(), true))) {
         set_sticky(CUDA_ERROR_ILLEGAL_ADDRESS);
         return;
       }
-      std::memmove(reinterpret_cast<void*>(p.dst), reinterpret_cast<const void*>(p.src), p.bytes);
+      for (size_t z = 0; z < sh.slices; ++z)
+        for (size_t r = 0; r < sh.rows; ++r)
+          std::memmove(reinterpret_cast<void*>(p.dst + z * sh.dst_slice_pitch + r * sh.dst_pitch),
+                       reinterpret_cast<const void*>(p.src + z * sh.src_slice_pitch + r * sh.src_pitch), sh.width);
       mem.note_copy(p.route, p.bytes);
       *cost_ns = copy_cost_ns(p);
       return;
@@ -316,6 +322,8 @@ CUresult Scheduler::record_event(CUstream_st* s, CUevent_st* e) {
     if (s->capture) {
       e->recorded_in_capture = true;
       e->capture = s->capture;
+      e->capture_deps = s->capture->frontier[s];
+      e->capture_deps[s] = s->capture->captured[s];
       return CUDA_SUCCESS;
     }
   }
@@ -328,6 +336,7 @@ CUresult Scheduler::record_event(CUstream_st* s, CUevent_st* e) {
   e->last = done;
   e->recorded_in_capture = false;
   e->capture = nullptr;
+  e->capture_deps.clear();
   return CUDA_SUCCESS;
 }
 
@@ -336,7 +345,22 @@ CUresult Scheduler::wait_event(CUstream_st* s, CUevent_st* e) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (e->recorded_in_capture && e->capture) {
-      if (!s->capture) s->capture = e->capture;  // fork: s joins the capture
+      const std::shared_ptr<CaptureGraph> g = e->capture;
+      if (s->capture && s->capture != g) {  // two independent captures would merge
+        s->capture->invalidated = true;
+        g->invalidated = true;
+        return CUDA_ERROR_STREAM_CAPTURE_MERGE;
+      }
+      if (!s->capture) {  // fork: s joins the capture, ordered after what the event covers
+        s->capture = g;
+        g->frontier[s].clear();
+        g->captured.emplace(s, 0);
+      }
+      // s's next nodes are ordered after everything the event covers (a join when s is the
+      // origin and the event was recorded on a forked stream).
+      CaptureFrontier& f = g->frontier[s];
+      for (const auto& [t, n] : e->capture_deps)
+        if (t != s) f[t] = std::max(f[t], n);
       return CUDA_SUCCESS;
     }
     dep = e->last;
@@ -363,6 +387,8 @@ CUresult Scheduler::begin_capture(CUstream_st* s, CUstreamCaptureMode mode) {
   s->capture = std::make_shared<CaptureGraph>();
   s->capture->mode = mode;
   s->capture->id = next_capture_id_++;
+  s->capture->origin = s;
+  s->capture->captured[s] = 0;
   return CUDA_SUCCESS;
 }
 
@@ -370,11 +396,25 @@ CUresult Scheduler::end_capture(CUstream_st* s, CUgraph* graph) {
   std::lock_guard<std::mutex> lock(mu_);
   if (!s->capture) return CUDA_ERROR_ILLEGAL_STATE;
   std::shared_ptr<CaptureGraph> g = s->capture;
+  if (s != g->origin) {  // a stream that joined through an event: the capture goes on, broken
+    g->invalidated = true;
+    return CUDA_ERROR_STREAM_CAPTURE_UNMATCHED;
+  }
   for (CUstream_st* t : streams_)
     if (t->capture == g) t->capture = nullptr;
   if (g->invalidated) {
     *graph = nullptr;
     return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+  }
+  // Every node a joined stream captured must be ordered before the end of the origin stream.
+  const CaptureFrontier& joined = g->frontier[s];
+  for (const auto& [t, n] : g->captured) {
+    if (t == s || n == 0) continue;
+    auto it = joined.find(t);
+    if (it == joined.end() || it->second < n) {
+      *graph = nullptr;
+      return CUDA_ERROR_STREAM_CAPTURE_UNJOINED;
+    }
   }
   auto* out = new CUgraph_st;
   out->nodes = std::move(g->nodes);

@@ -1,7 +1,8 @@
 // kernel.hpp: C++ helpers for programs that run on simcuda: register a kernel from its host stub's
 // signature (parameter offsets/sizes laid out as CUDA lays out kernel parameters: each at the next
 // offset aligned for its type), unpack typed arguments inside a body, and launch through
-// cudaLaunchKernel exactly as an nvcc stub would.
+// cudaLaunchKernel exactly as an nvcc stub would; register a module global (a __device__ variable)
+// under its host shadow, as nvcc's registration code does.
 //
 // Contract: the simcuda calls (registration, access declarations, flops) are resolved from
 // libcuda.so.1 with dlopen + dlsym, so a program needs to link only libcudart. Header-only.
@@ -39,6 +40,7 @@ struct Api {
   CUfunction (*register_kernel)(const simcuda_kernel_desc*) = nullptr;
   void* (*access)(const void*, size_t, int) = nullptr;
   void (*add_flops)(double) = nullptr;
+  int (*register_global)(const void*, size_t, const char*) = nullptr;
 };
 
 inline const Api& api() {
@@ -48,6 +50,7 @@ inline const Api& api() {
       a.register_kernel = reinterpret_cast<decltype(a.register_kernel)>(dlsym(handle, "simcuda_register_kernel"));
       a.access = reinterpret_cast<decltype(a.access)>(dlsym(handle, "simcuda_access"));
       a.add_flops = reinterpret_cast<decltype(a.add_flops)>(dlsym(handle, "simcuda_add_flops"));
+      a.register_global = reinterpret_cast<decltype(a.register_global)>(dlsym(handle, "simcuda_register_global"));
     }
     return a;
   }();
@@ -71,6 +74,14 @@ CUfunction register_kernel(const char* name, void (*stub)(Args...), simcuda_kern
   desc.body = body;
   desc.fixed_ns = fixed_ns;
   return register_desc(desc);
+}
+
+// Registers `shadow` (a host variable standing for a __device__ variable of its type) as a module
+// global: cudaMemcpyToSymbol(shadow, ...) and cudaGetSymbolAddress(&p, shadow) reach its device
+// copy, which starts with the shadow's value. Returns true on success.
+template <typename T>
+bool register_global(const char* name, const T& shadow) {
+  return api().register_global != nullptr && api().register_global(&shadow, sizeof(T), name) == 0;
 }
 
 // Inside a body: the typed parameter values.

@@ -79,6 +79,16 @@ void* simcuda_access(const void* ptr, size_t bytes, int mode);
 /* Adds arithmetic work to the running kernel's cost (flops / SIMCUDA_FLOPS_PER_NS). */
 void simcuda_add_flops(double flops);
 
+/* Registers a module global (a __device__ variable) of `bytes` bytes under its host shadow, the
+ * symbol cudaMemcpyToSymbol / cudaMemcpyFromSymbol / cudaGetSymbolAddress receive (as nvcc's
+ * shadow variables). Its device copy is allocated (charged against capacity) on first use in a
+ * context and starts with the shadow's contents then. 0 on success; -1 on invalid input or a
+ * second registration of the shadow with another size. */
+int simcuda_register_global(const void* host_shadow, size_t bytes, const char* name);
+/* The device address and size of a registered global (making its device copy on first use).
+ * CUDA_ERROR_NOT_FOUND for an unregistered shadow; the context errors of any driver call. */
+CUresult simcuda_global_for_symbol(const void* host_shadow, CUdeviceptr* dptr, size_t* bytes);
+
 typedef struct simcuda_stats {
   uint64_t capacity_bytes;
   uint64_t device_bytes_in_use;     /* allocations + VMM device handles + resident managed */
