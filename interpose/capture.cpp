@@ -37,12 +37,20 @@ struct State {
   std::mutex* start_mu = nullptr;
   std::atomic<std::uint64_t> next_id{0};
   std::atomic<std::uint64_t> host_bytes{0};
-  // Streams being captured: {stream handle + 1, capture sequence}. Lock-free readers.
+  // Streams being captured: {stream handle + 1, capture sequence}, the origin of a capture or a
+  // stream that joined it through an event wait (capture_joined). Lock-free readers.
   static constexpr int kMaxCaptures = 64;
   std::atomic<std::uint64_t> capture_stream[kMaxCaptures] = {};
   std::atomic<std::uint32_t> capture_seq[kMaxCaptures] = {};
-  std::atomic<int> active_captures{0};
+  std::atomic<bool> capture_joined[kMaxCaptures] = {};
+  std::atomic<int> active_captures{0};  // slots in use
   std::atomic<std::uint32_t> next_capture{0};
+  // Events recorded on a capturing stream: {event handle, capture sequence}; empty while no
+  // capture is active. Written under join_mu (event records and waits during a capture only).
+  static constexpr int kMaxCaptureEvents = 256;
+  std::atomic<std::uint64_t> event_handle[kMaxCaptureEvents] = {};
+  std::atomic<std::uint32_t> event_seq[kMaxCaptureEvents] = {};
+  std::mutex* join_mu = nullptr;
 };
 alignas(State) unsigned char g_state_mem[sizeof(State)];
 State* g_state = nullptr;
@@ -97,6 +105,7 @@ void at_fork_child() {
   if (s.live != nullptr) s.live->reset_after_fork();
   s.drain = nullptr;
   s.start_mu = new (std::nothrow) std::mutex;
+  s.join_mu = new (std::nothrow) std::mutex;
   g_started.store(false, std::memory_order_release);
   if (s.config.sink == SinkKind::File && !s.config.record_path_has_pid) {
     g_capturing.store(false, std::memory_order_relaxed);
@@ -119,6 +128,7 @@ void init_from_env() {
   State& s = st();
   s.config = Config::from_env();
   s.start_mu = new std::mutex;
+  s.join_mu = new std::mutex;
   if (s.config.disabled) {
     log(LogLevel::Info, "CAPUCHIN_DISABLE set: pure pass-through");
     return;
@@ -440,34 +450,71 @@ void record_sync(SyncSub sub) {
   });
 }
 
+namespace {
+
+// Claims a capture slot for `key`; false when all are taken.
+bool claim_capture_slot(State& s, std::uint64_t key, std::uint32_t seq, bool joined) {
+  for (int i = 0; i < State::kMaxCaptures; ++i) {
+    std::uint64_t expect = 0;
+    if (s.capture_stream[i].compare_exchange_strong(expect, key, std::memory_order_acq_rel)) {
+      s.capture_joined[i].store(joined, std::memory_order_relaxed);
+      s.capture_seq[i].store(seq, std::memory_order_release);
+      s.active_captures.fetch_add(1, std::memory_order_acq_rel);
+      return true;
+    }
+  }
+  return false;
+}
+
+void release_capture_slot(State& s, int i) {
+  s.capture_seq[i].store(0, std::memory_order_release);
+  s.capture_joined[i].store(false, std::memory_order_relaxed);
+  s.capture_stream[i].store(0, std::memory_order_release);
+  s.active_captures.fetch_sub(1, std::memory_order_acq_rel);
+}
+
+int find_event(State& s, std::uint64_t event) {
+  for (int i = 0; i < State::kMaxCaptureEvents; ++i)
+    if (s.event_handle[i].load(std::memory_order_relaxed) == event) return i;
+  return -1;
+}
+
+}  // namespace
+
 void record_capture_begin(std::uint64_t stream, std::uint8_t flags) {
   State& s = st();
   const std::uint64_t key = stream_key(stream, (flags & kPerThread) != 0);
   const std::uint32_t seq = s.next_capture.fetch_add(1, std::memory_order_relaxed) + 1;
-  for (int i = 0; i < State::kMaxCaptures; ++i) {
-    std::uint64_t expect = 0;
-    if (s.capture_stream[i].compare_exchange_strong(expect, key, std::memory_order_acq_rel)) {
-      s.capture_seq[i].store(seq, std::memory_order_release);
-      s.active_captures.fetch_add(1, std::memory_order_acq_rel);
-      put(Kind::CaptureBegin, flags, nullptr, 0, [&](Record& r) {
-        r.aux = seq;
-        r.h.d = stream;
-      });
-      return;
-    }
+  if (!claim_capture_slot(s, key, seq, false)) {
+    log(LogLevel::Warn, "more than %d concurrent stream captures; this one is not tracked", State::kMaxCaptures);
+    return;
   }
-  log(LogLevel::Warn, "more than %d concurrent stream captures; this one is not tracked", State::kMaxCaptures);
+  put(Kind::CaptureBegin, flags, nullptr, 0, [&](Record& r) {
+    r.aux = seq;
+    r.h.d = stream;
+  });
 }
 
-void record_capture_end(std::uint64_t stream, std::uint64_t graph, std::uint8_t flags) {
+void record_capture_end(std::uint64_t stream, std::uint64_t graph, std::uint8_t flags, bool ended) {
   State& s = st();
   const std::uint64_t key = stream_key(stream, (flags & kPerThread) != 0);
   for (int i = 0; i < State::kMaxCaptures; ++i) {
     if (s.capture_stream[i].load(std::memory_order_acquire) != key) continue;
+    // A joined stream cannot end the capture (CUDA: ..._UNMATCHED): unless the driver ended it
+    // anyway (graph returned), it goes on.
+    if (!ended || (s.capture_joined[i].load(std::memory_order_relaxed) && graph == 0)) return;
     const std::uint32_t seq = s.capture_seq[i].load(std::memory_order_acquire);
-    s.capture_seq[i].store(0, std::memory_order_release);
-    s.capture_stream[i].store(0, std::memory_order_release);
-    s.active_captures.fetch_sub(1, std::memory_order_acq_rel);
+    {
+      std::lock_guard<std::mutex> lock(*s.join_mu);
+      for (int j = 0; j < State::kMaxCaptures; ++j)  // the origin and every joined stream
+        if (s.capture_stream[j].load(std::memory_order_acquire) != 0 &&
+            s.capture_seq[j].load(std::memory_order_acquire) == seq)
+          release_capture_slot(s, j);
+      for (int j = 0; j < State::kMaxCaptureEvents; ++j)
+        if (s.event_handle[j].load(std::memory_order_relaxed) != 0 &&
+            s.event_seq[j].load(std::memory_order_relaxed) == seq)
+          s.event_handle[j].store(0, std::memory_order_relaxed);
+    }
     if (graph != 0) {
       put(Kind::CaptureEnd, flags, nullptr, 0, [&](Record& r) {
         r.aux = seq;
@@ -476,6 +523,40 @@ void record_capture_end(std::uint64_t stream, std::uint64_t graph, std::uint8_t 
     }
     return;
   }
+}
+
+void note_event_record(std::uint64_t event, std::uint64_t stream, std::uint8_t flags, bool external) {
+  State& s = st();
+  if (s.active_captures.load(std::memory_order_acquire) == 0 || event == 0) [[likely]] return;
+  const std::uint32_t seq = external ? 0 : capture_sequence(stream, (flags & kPerThread) != 0);
+  std::lock_guard<std::mutex> lock(*s.join_mu);
+  int i = find_event(s, event);
+  if (seq == 0) {  // recorded outside the capture (or as an external event): no longer a join point
+    if (i >= 0) s.event_handle[i].store(0, std::memory_order_relaxed);
+    return;
+  }
+  if (i < 0) i = find_event(s, 0);
+  if (i < 0) {
+    log(LogLevel::Warn, "more than %d events recorded during stream captures; a stream waiting on this one "
+        "is not seen joining the capture", State::kMaxCaptureEvents);
+    return;
+  }
+  s.event_seq[i].store(seq, std::memory_order_relaxed);
+  s.event_handle[i].store(event, std::memory_order_relaxed);
+}
+
+void note_stream_wait(std::uint64_t stream, std::uint8_t flags, std::uint64_t event) {
+  State& s = st();
+  if (s.active_captures.load(std::memory_order_acquire) == 0 || event == 0) [[likely]] return;
+  const bool per_thread = (flags & kPerThread) != 0;
+  std::lock_guard<std::mutex> lock(*s.join_mu);
+  const int i = find_event(s, event);
+  if (i < 0) return;  // not an event of a capture in progress
+  if (capture_sequence(stream, per_thread) != 0) return;  // already in this (or another) capture
+  const std::uint32_t seq = s.event_seq[i].load(std::memory_order_relaxed);
+  if (!claim_capture_slot(s, stream_key(stream, per_thread), seq, true))
+    log(LogLevel::Warn, "more than %d streams in stream captures; a stream joining one is not tracked",
+        State::kMaxCaptures);
 }
 
 void record_instantiate(std::uint64_t graph, std::uint64_t exec) {

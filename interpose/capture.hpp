@@ -90,7 +90,24 @@ void record_copy(std::uint64_t dst, std::uint64_t src, std::uint64_t bytes, Copy
 void record_memset(std::uint64_t dst, std::uint64_t bytes, std::uint64_t stream, std::uint8_t flags);
 void record_sync(SyncSub sub);
 void record_capture_begin(std::uint64_t stream, std::uint8_t flags);
-void record_capture_end(std::uint64_t stream, std::uint64_t graph, std::uint8_t flags);
+// EndCapture returned: `graph` is the captured graph (0 when it failed); `ended` says whether
+// the capture is over (see capture_ended). Ending the origin's capture ends it for every stream
+// that joined it; a failed EndCapture on a joined stream leaves the capture going.
+void record_capture_end(std::uint64_t stream, std::uint64_t graph, std::uint8_t flags, bool ended);
+// Whether EndCapture's result (a CUresult, numerically the same cudaError_t) ends the capture:
+// everything but a call the driver refused before looking at the capture (a bad argument, the
+// wrong thread, a stream the capture did not begin on).
+inline bool capture_ended(int code) {
+  return code != CUDA_ERROR_INVALID_VALUE && code != CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD &&
+         code != CUDA_ERROR_STREAM_CAPTURE_UNMATCHED;
+}
+// Captures joined through events (CUDA: a stream that waits on an event recorded in a capturing
+// stream joins that capture until it ends). Called after the real call succeeded; no-ops (one
+// atomic load) while no capture is active, never on the launch path. An event recorded on a
+// capturing stream (not as an external event) is remembered with the capture; recorded anywhere
+// else it is forgotten; a stream outside every capture that waits on a remembered event joins it.
+void note_event_record(std::uint64_t event, std::uint64_t stream, std::uint8_t flags, bool external);
+void note_stream_wait(std::uint64_t stream, std::uint8_t flags, std::uint64_t event);
 void record_instantiate(std::uint64_t graph, std::uint64_t exec);
 void record_graph_launch(std::uint64_t exec, std::uint64_t stream, std::uint8_t flags);
 void record_iteration();
@@ -100,7 +117,8 @@ void record_iteration();
 const FuncLayout* layout_for_function(CUfunction f);
 const FuncLayout* layout_for_stub(const void* stub);
 
-// The capture sequence a stream is being captured into (0 = not capturing). Lock-free.
+// The capture sequence a stream is being captured into, as its origin or through a join
+// (0 = not capturing). Lock-free.
 std::uint32_t capture_sequence(std::uint64_t stream, bool per_thread);
 // Some stream capture we track is in progress (on any stream).
 bool any_capture_active();

@@ -14,6 +14,7 @@
 #include <optional>
 
 #include "capture.hpp"
+#include "copy_shape.hpp"
 #include "driver_hooks.def"
 #include "exec/executor.hpp"
 #include "exec/launch_scan.hpp"
@@ -256,7 +257,64 @@ CUresult body_MemcpyDtoHAsync(const Variant& v, void* dst, CUdeviceptr src, size
 CUresult body_MemcpyDtoDAsync(const Variant& v, CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s) {
   CAPUCHIN_COPY_BODY(MemcpyDtoDAsync, dst, src, CopyHint::D2D, u64(s), REAL(MemcpyDtoDAsync)(dst, src, n, s))
 }
+CUresult body_MemcpyPeer(const Variant& v, CUdeviceptr dst, CUcontext dst_ctx, CUdeviceptr src, CUcontext src_ctx,
+                         size_t n) {
+  CAPUCHIN_COPY_BODY(MemcpyPeer, dst, src, CopyHint::D2D, 0, REAL(MemcpyPeer)(dst, dst_ctx, src, src_ctx, n))
+}
+CUresult body_MemcpyPeerAsync(const Variant& v, CUdeviceptr dst, CUcontext dst_ctx, CUdeviceptr src,
+                              CUcontext src_ctx, size_t n, CUstream s) {
+  CAPUCHIN_COPY_BODY(MemcpyPeerAsync, dst, src, CopyHint::D2D, u64(s),
+                     REAL(MemcpyPeerAsync)(dst, dst_ctx, src, src_ctx, n, s))
+}
 #undef CAPUCHIN_COPY_BODY
+
+// Strided copies (2D/3D): the shape is read before the call. The executor is given each
+// side's first byte (it finds the allocation containing it and makes it resident) and the
+// moved bytes; the trace records the moved bytes and the allocation holding each first byte.
+template <class Desc, class Call>
+CUresult strided_copy(const Variant& v, const Desc* desc, std::uint64_t stream, Call&& call) {
+  if (desc == nullptr) return call();  // CUDA's own error
+  HookScope scope;
+  const CopyShape sh = shape_of(*desc);
+  const bool ex = executor_on(scope);
+  if (ex) {
+    ErrnoKeeper keep;
+    const CUresult e = exec::before_copy(sh.dst.start, sh.src.start, sh.bytes, reinterpret_cast<CUstream>(stream),
+                                         thread_flag(v) != 0, false);
+    if (e != CUDA_SUCCESS) return e;
+  }
+  const CUresult r = call();
+  if (ex) {
+    ErrnoKeeper keep;
+    exec::after_copy(r == CUDA_SUCCESS);
+  }
+  if (r == CUDA_SUCCESS && !sh.host_to_host && scope.record()) {
+    ErrnoKeeper keep;
+    record_copy(sh.dst.start, sh.src.start, sh.bytes, sh.hint, stream, thread_flag(v));
+  }
+  return r;
+}
+CUresult body_Memcpy2D(const Variant& v, const CUDA_MEMCPY2D* p) {
+  return strided_copy(v, p, 0, [&] { return REAL(Memcpy2D)(p); });
+}
+CUresult body_Memcpy2DUnaligned(const Variant& v, const CUDA_MEMCPY2D* p) {
+  return strided_copy(v, p, 0, [&] { return REAL(Memcpy2DUnaligned)(p); });
+}
+CUresult body_Memcpy2DAsync(const Variant& v, const CUDA_MEMCPY2D* p, CUstream s) {
+  return strided_copy(v, p, u64(s), [&] { return REAL(Memcpy2DAsync)(p, s); });
+}
+CUresult body_Memcpy3D(const Variant& v, const CUDA_MEMCPY3D* p) {
+  return strided_copy(v, p, 0, [&] { return REAL(Memcpy3D)(p); });
+}
+CUresult body_Memcpy3DAsync(const Variant& v, const CUDA_MEMCPY3D* p, CUstream s) {
+  return strided_copy(v, p, u64(s), [&] { return REAL(Memcpy3DAsync)(p, s); });
+}
+CUresult body_Memcpy3DPeer(const Variant& v, const CUDA_MEMCPY3D_PEER* p) {
+  return strided_copy(v, p, 0, [&] { return REAL(Memcpy3DPeer)(p); });
+}
+CUresult body_Memcpy3DPeerAsync(const Variant& v, const CUDA_MEMCPY3D_PEER* p, CUstream s) {
+  return strided_copy(v, p, u64(s), [&] { return REAL(Memcpy3DPeerAsync)(p, s); });
+}
 
 #define CAPUCHIN_MEMSET_BODY(elem, stream_expr, call)                        \
   HookScope scope;                                                         \
@@ -315,6 +373,36 @@ CUresult body_EventSynchronize(const Variant& v, CUevent e) {
 }
 #undef CAPUCHIN_SYNC_BODY
 
+// Event records and waits: forwarded first, then (during a capture only) a stream waiting on an
+// event recorded in a capture is seen joining it (capture.hpp).
+CUresult body_EventRecord(const Variant& v, CUevent e, CUstream s) {
+  HookScope scope;
+  const CUresult r = REAL(EventRecord)(e, s);
+  if (r == CUDA_SUCCESS && scope.record()) {
+    ErrnoKeeper keep;
+    note_event_record(u64(e), u64(s), thread_flag(v), false);
+  }
+  return r;
+}
+CUresult body_EventRecordWithFlags(const Variant& v, CUevent e, CUstream s, unsigned int fl) {
+  HookScope scope;
+  const CUresult r = REAL(EventRecordWithFlags)(e, s, fl);
+  if (r == CUDA_SUCCESS && scope.record()) {
+    ErrnoKeeper keep;
+    note_event_record(u64(e), u64(s), thread_flag(v), (fl & CU_EVENT_RECORD_EXTERNAL) != 0);
+  }
+  return r;
+}
+CUresult body_StreamWaitEvent(const Variant& v, CUstream s, CUevent e, unsigned int fl) {
+  HookScope scope;
+  const CUresult r = REAL(StreamWaitEvent)(s, e, fl);
+  if (r == CUDA_SUCCESS && scope.record()) {
+    ErrnoKeeper keep;
+    note_stream_wait(u64(s), thread_flag(v), u64(e));
+  }
+  return r;
+}
+
 CUresult body_StreamBeginCapture(const Variant& v, CUstream s, CUstreamCaptureMode mode) {
   HookScope scope;
   const CUresult r = REAL(StreamBeginCapture)(s, mode);
@@ -329,7 +417,7 @@ CUresult body_StreamEndCapture(const Variant& v, CUstream s, CUgraph* g) {
   const CUresult r = REAL(StreamEndCapture)(s, g);
   if (scope.record()) {  // the capture ends even when it failed (invalidated)
     ErrnoKeeper keep;
-    record_capture_end(u64(s), r == CUDA_SUCCESS && g != nullptr ? u64(*g) : 0, thread_flag(v));
+    record_capture_end(u64(s), r == CUDA_SUCCESS && g != nullptr ? u64(*g) : 0, thread_flag(v), capture_ended(r));
   }
   return r;
 }

@@ -13,6 +13,7 @@
 #include <optional>
 
 #include "capture.hpp"
+#include "copy_shape.hpp"
 #include "exec/executor.hpp"
 #include "exec/launch_scan.hpp"
 #include "kernel_timing.hpp"
@@ -259,6 +260,128 @@ cudaError_t rt_cudaMemcpyAsync(F real, bool pt, void* dst, const void* src, size
                  record_copy(u64(dst), u64(src), n, hint_of(k), u64(s), pt_flag(pt)))
   return r;
 }
+// A copy whose sides are described by a CopyShape (strided, peer and symbol copies): the
+// executor sees each side's first byte and the moved bytes; the trace records the moved bytes.
+// `shape` is computed before the call (a null description: forwarded untouched).
+template <class Call>
+cudaError_t shaped_copy(const CopyShape* shape, cudaStream_t s, bool pt, Call&& call) {
+  HookScope scope;  // also when there is nothing to record: the runtime's own calls pass through
+  if (shape == nullptr) return call();
+  cudaError_t err = cudaSuccess;
+  ExecCopy ec(scope, reinterpret_cast<const void*>(shape->dst.start), reinterpret_cast<const void*>(shape->src.start),
+              shape->bytes, s, pt, false, &err);
+  if (err != cudaSuccess) return err;
+  const cudaError_t r = call();
+  ec.done(r);
+  CAPUCHIN_AFTER(r == cudaSuccess && !shape->host_to_host,
+                 record_copy(shape->dst.start, shape->src.start, shape->bytes, shape->hint, u64(s), pt_flag(pt)))
+  return r;
+}
+
+CopyShape linear_shape(const void* dst, const void* src, size_t n, CopyHint hint) {
+  CopyShape sh;
+  sh.dst.start = u64(dst);
+  sh.src.start = u64(src);
+  sh.dst.span = sh.src.span = sh.bytes = n;
+  sh.hint = hint;
+  return sh;
+}
+
+template <class F>
+cudaError_t rt_cudaMemcpy2D(F real, bool pt, void* dst, size_t dpitch, const void* src, size_t spitch, size_t width,
+                            size_t height, cudaMemcpyKind k) {
+  const CopyShape sh = shape_of_2d(dst, dpitch, src, spitch, width, height, k);
+  return shaped_copy(&sh, nullptr, pt, [&] { return real(dst, dpitch, src, spitch, width, height, k); });
+}
+template <class F>
+cudaError_t rt_cudaMemcpy2DAsync(F real, bool pt, void* dst, size_t dpitch, const void* src, size_t spitch,
+                                 size_t width, size_t height, cudaMemcpyKind k, cudaStream_t s) {
+  const CopyShape sh = shape_of_2d(dst, dpitch, src, spitch, width, height, k);
+  return shaped_copy(&sh, s, pt, [&] { return real(dst, dpitch, src, spitch, width, height, k, s); });
+}
+template <class F>
+cudaError_t rt_cudaMemcpy3D(F real, bool pt, const cudaMemcpy3DParms* p) {
+  if (p == nullptr) return real(p);
+  const CopyShape sh = shape_of_3d(*p, runtime_side_type(p->kind, true), runtime_side_type(p->kind, false));
+  return shaped_copy(&sh, nullptr, pt, [&] { return real(p); });
+}
+template <class F>
+cudaError_t rt_cudaMemcpy3DAsync(F real, bool pt, const cudaMemcpy3DParms* p, cudaStream_t s) {
+  if (p == nullptr) return real(p, s);
+  const CopyShape sh = shape_of_3d(*p, runtime_side_type(p->kind, true), runtime_side_type(p->kind, false));
+  return shaped_copy(&sh, s, pt, [&] { return real(p, s); });
+}
+template <class F>
+cudaError_t rt_cudaMemcpy3DPeer(F real, bool pt, const cudaMemcpy3DPeerParms* p) {
+  if (p == nullptr) return real(p);
+  const CopyShape sh = shape_of_3d(*p, CU_MEMORYTYPE_DEVICE, CU_MEMORYTYPE_DEVICE);
+  return shaped_copy(&sh, nullptr, pt, [&] { return real(p); });
+}
+template <class F>
+cudaError_t rt_cudaMemcpy3DPeerAsync(F real, bool pt, const cudaMemcpy3DPeerParms* p, cudaStream_t s) {
+  if (p == nullptr) return real(p, s);
+  const CopyShape sh = shape_of_3d(*p, CU_MEMORYTYPE_DEVICE, CU_MEMORYTYPE_DEVICE);
+  return shaped_copy(&sh, s, pt, [&] { return real(p, s); });
+}
+template <class F>
+cudaError_t rt_cudaMemcpyPeer(F real, bool pt, void* dst, int dd, const void* src, int sd, size_t n) {
+  const CopyShape sh = linear_shape(dst, src, n, CopyHint::D2D);
+  return shaped_copy(&sh, nullptr, pt, [&] { return real(dst, dd, src, sd, n); });
+}
+template <class F>
+cudaError_t rt_cudaMemcpyPeerAsync(F real, bool pt, void* dst, int dd, const void* src, int sd, size_t n,
+                                   cudaStream_t s) {
+  const CopyShape sh = linear_shape(dst, src, n, CopyHint::D2D);
+  return shaped_copy(&sh, s, pt, [&] { return real(dst, dd, src, sd, n, s); });
+}
+
+// A module global's device address (the runtime's own lookup), 0 when unknown; asked only when
+// the copy is recorded or the executor is on. `to`: the symbol is the destination.
+std::uint64_t symbol_address(const void* symbol, size_t offset) {
+  HookScope scope;  // the runtime's calls into the driver pass through
+  if (!scope.record() && !exec::on()) return 0;
+  ErrnoKeeper keep;
+  static std::atomic<void*> slot{nullptr};
+  auto get = runtime_real<cudaError_t (*)(void**, const void*)>(slot, "cudaGetSymbolAddress");
+  void* p = nullptr;
+  if (get == nullptr || get(&p, symbol) != cudaSuccess || p == nullptr) return 0;
+  return u64(p) + offset;
+}
+CopyShape symbol_shape(bool to_symbol, std::uint64_t sym, const void* other, size_t n, cudaMemcpyKind k) {
+  CopyShape sh = to_symbol ? linear_shape(reinterpret_cast<const void*>(sym), other, n, hint_of(k))
+                           : linear_shape(other, reinterpret_cast<const void*>(sym), n, hint_of(k));
+  (to_symbol ? sh.dst : sh.src).device = true;
+  return sh;
+}
+template <class F>
+cudaError_t rt_cudaMemcpyToSymbol(F real, bool pt, const void* symbol, const void* src, size_t n, size_t off,
+                                  cudaMemcpyKind k) {
+  const std::uint64_t sym = t_hook_depth == 0 ? symbol_address(symbol, off) : 0;
+  const CopyShape sh = symbol_shape(true, sym, src, n, k);
+  return shaped_copy(sym != 0 ? &sh : nullptr, nullptr, pt, [&] { return real(symbol, src, n, off, k); });
+}
+template <class F>
+cudaError_t rt_cudaMemcpyFromSymbol(F real, bool pt, void* dst, const void* symbol, size_t n, size_t off,
+                                    cudaMemcpyKind k) {
+  const std::uint64_t sym = t_hook_depth == 0 ? symbol_address(symbol, off) : 0;
+  const CopyShape sh = symbol_shape(false, sym, dst, n, k);
+  return shaped_copy(sym != 0 ? &sh : nullptr, nullptr, pt, [&] { return real(dst, symbol, n, off, k); });
+}
+template <class F>
+cudaError_t rt_cudaMemcpyToSymbolAsync(F real, bool pt, const void* symbol, const void* src, size_t n, size_t off,
+                                       cudaMemcpyKind k, cudaStream_t s) {
+  const std::uint64_t sym = t_hook_depth == 0 ? symbol_address(symbol, off) : 0;
+  const CopyShape sh = symbol_shape(true, sym, src, n, k);
+  return shaped_copy(sym != 0 ? &sh : nullptr, s, pt, [&] { return real(symbol, src, n, off, k, s); });
+}
+template <class F>
+cudaError_t rt_cudaMemcpyFromSymbolAsync(F real, bool pt, void* dst, const void* symbol, size_t n, size_t off,
+                                         cudaMemcpyKind k, cudaStream_t s) {
+  const std::uint64_t sym = t_hook_depth == 0 ? symbol_address(symbol, off) : 0;
+  const CopyShape sh = symbol_shape(false, sym, dst, n, k);
+  return shaped_copy(sym != 0 ? &sh : nullptr, s, pt, [&] { return real(dst, symbol, n, off, k, s); });
+}
+
 template <class F>
 cudaError_t rt_cudaMemset(F real, bool pt, void* dst, int v, size_t n) {
   HookScope scope;
@@ -303,6 +426,27 @@ cudaError_t rt_cudaEventSynchronize(F real, bool, cudaEvent_t e) {
   return r;
 }
 template <class F>
+cudaError_t rt_cudaEventRecord(F real, bool pt, cudaEvent_t e, cudaStream_t s) {
+  HookScope scope;
+  const cudaError_t r = real(e, s);
+  CAPUCHIN_AFTER(r == cudaSuccess, note_event_record(u64(e), u64(s), pt_flag(pt), false))
+  return r;
+}
+template <class F>
+cudaError_t rt_cudaEventRecordWithFlags(F real, bool pt, cudaEvent_t e, cudaStream_t s, unsigned fl) {
+  HookScope scope;
+  const cudaError_t r = real(e, s, fl);
+  CAPUCHIN_AFTER(r == cudaSuccess, note_event_record(u64(e), u64(s), pt_flag(pt), (fl & cudaEventRecordExternal) != 0))
+  return r;
+}
+template <class F>
+cudaError_t rt_cudaStreamWaitEvent(F real, bool pt, cudaStream_t s, cudaEvent_t e, unsigned fl) {
+  HookScope scope;
+  const cudaError_t r = real(s, e, fl);
+  CAPUCHIN_AFTER(r == cudaSuccess, note_stream_wait(u64(s), pt_flag(pt), u64(e)))
+  return r;
+}
+template <class F>
 cudaError_t rt_cudaStreamBeginCapture(F real, bool pt, cudaStream_t s, cudaStreamCaptureMode mode) {
   HookScope scope;
   const cudaError_t r = real(s, mode);
@@ -313,7 +457,8 @@ template <class F>
 cudaError_t rt_cudaStreamEndCapture(F real, bool pt, cudaStream_t s, cudaGraph_t* g) {
   HookScope scope;
   const cudaError_t r = real(s, g);
-  CAPUCHIN_AFTER(true, record_capture_end(u64(s), r == cudaSuccess && g != nullptr ? u64(*g) : 0, pt_flag(pt)))
+  CAPUCHIN_AFTER(true, record_capture_end(u64(s), r == cudaSuccess && g != nullptr ? u64(*g) : 0, pt_flag(pt),
+                                          capture_ended(static_cast<int>(r))))
   return r;
 }
 template <class F>
@@ -360,11 +505,36 @@ cudaError_t rt_cudaGraphLaunch(F real, bool pt, cudaGraphExec_t exec, cudaStream
   X(cudaMemcpy, (void* d, const void* s, size_t n, cudaMemcpyKind k), (, d, s, n, k), _ptds)           \
   X(cudaMemcpyAsync, (void* d, const void* s, size_t n, cudaMemcpyKind k, cudaStream_t st),            \
     (, d, s, n, k, st), _ptsz)                                                                         \
+  X(cudaMemcpy2D, (void* d, size_t dp, const void* s, size_t sp, size_t w, size_t h, cudaMemcpyKind k),   \
+    (, d, dp, s, sp, w, h, k), _ptds)                                                                  \
+  X(cudaMemcpy2DAsync,                                                                                 \
+    (void* d, size_t dp, const void* s, size_t sp, size_t w, size_t h, cudaMemcpyKind k, cudaStream_t st), \
+    (, d, dp, s, sp, w, h, k, st), _ptsz)                                                              \
+  X(cudaMemcpy3D, (const cudaMemcpy3DParms* p), (, p), _ptds)                                          \
+  X(cudaMemcpy3DAsync, (const cudaMemcpy3DParms* p, cudaStream_t st), (, p, st), _ptsz)                \
+  X(cudaMemcpy3DPeer, (const cudaMemcpy3DPeerParms* p), (, p), _ptds)                                  \
+  X(cudaMemcpy3DPeerAsync, (const cudaMemcpy3DPeerParms* p, cudaStream_t st), (, p, st), _ptsz)        \
+  X(cudaMemcpyPeer, (void* d, int dd, const void* s, int sd, size_t n), (, d, dd, s, sd, n), _)        \
+  X(cudaMemcpyPeerAsync, (void* d, int dd, const void* s, int sd, size_t n, cudaStream_t st),          \
+    (, d, dd, s, sd, n, st), _)                                                                        \
+  X(cudaMemcpyToSymbol, (const void* sym, const void* s, size_t n, size_t off, cudaMemcpyKind k),      \
+    (, sym, s, n, off, k), _ptds)                                                                      \
+  X(cudaMemcpyFromSymbol, (void* d, const void* sym, size_t n, size_t off, cudaMemcpyKind k),          \
+    (, d, sym, n, off, k), _ptds)                                                                      \
+  X(cudaMemcpyToSymbolAsync,                                                                           \
+    (const void* sym, const void* s, size_t n, size_t off, cudaMemcpyKind k, cudaStream_t st),         \
+    (, sym, s, n, off, k, st), _ptsz)                                                                  \
+  X(cudaMemcpyFromSymbolAsync,                                                                         \
+    (void* d, const void* sym, size_t n, size_t off, cudaMemcpyKind k, cudaStream_t st),               \
+    (, d, sym, n, off, k, st), _ptsz)                                                                  \
   X(cudaMemset, (void* d, int v, size_t n), (, d, v, n), _ptds)                                        \
   X(cudaMemsetAsync, (void* d, int v, size_t n, cudaStream_t s), (, d, v, n, s), _ptsz)                \
   X(cudaDeviceSynchronize, (void), (), _)                                                              \
   X(cudaStreamSynchronize, (cudaStream_t s), (, s), _ptsz)                                             \
   X(cudaEventSynchronize, (cudaEvent_t e), (, e), _)                                                   \
+  X(cudaEventRecord, (cudaEvent_t e, cudaStream_t s), (, e, s), _ptsz)                                 \
+  X(cudaEventRecordWithFlags, (cudaEvent_t e, cudaStream_t s, unsigned fl), (, e, s, fl), _ptsz)       \
+  X(cudaStreamWaitEvent, (cudaStream_t s, cudaEvent_t e, unsigned fl), (, s, e, fl), _ptsz)            \
   X(cudaStreamBeginCapture, (cudaStream_t s, cudaStreamCaptureMode m), (, s, m), _ptsz)                \
   X(cudaStreamEndCapture, (cudaStream_t s, cudaGraph_t * g), (, s, g), _ptsz)                          \
   X(cudaGraphInstantiate, (cudaGraphExec_t * e, cudaGraph_t g, unsigned long long fl), (, e, g, fl), _) \
