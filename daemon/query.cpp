@@ -233,8 +233,8 @@ std::string Registry::handle_request_unchecked(std::string_view line) {
           if (!parsed) {
             err = {"bad-params", parsed.error().message};
           } else {
-            s->set_budget(*parsed, text);
-            result = s->detail();
+            if (auto st = s->set_budget(*parsed, text); !st) err = {"not-ready", st.error().message};
+            else result = s->detail();
           }
         }
       }

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <array>
+#include <boost/asio/post.hpp>
 #include <boost/asio/write.hpp>
 #include <cerrno>
 #include <csignal>
@@ -30,7 +31,8 @@ constexpr std::size_t kMaxWriteQueue = 64u << 20;
 
 class Connection : public std::enable_shared_from_this<Connection> {
  public:
-  Connection(local::socket s, Registry& reg) : sock_(std::move(s)), reg_(reg), rbuf_(kReadChunk) {}
+  Connection(local::socket s, Registry& reg, asio::thread_pool& workers)
+      : sock_(std::move(s)), reg_(reg), workers_(workers), rbuf_(kReadChunk) {}
   ~Connection() { detach("connection dropped"); }
 
   void start() {
@@ -184,6 +186,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
         session_->on_plan_ready = [weak] {
           if (auto c = weak.lock()) c->send_plans();
         };
+        session_->on_budget_ready = [weak] {
+          if (auto c = weak.lock()) c->send_budget();
+        };
         spdlog::info("session {} attached: pid {}, '{}'", session_->id(), h->pid, h->cmdline);
         std::vector<std::uint8_t> out;
         proto::encode_welcome(out, proto::Welcome{session_->id(), proto::kProtocolVersion});
@@ -208,12 +213,21 @@ class Connection : public std::enable_shared_from_this<Connection> {
       case MsgType::Decisions:
         return session_->on_decisions(
             std::string_view(reinterpret_cast<const char*>(f.payload.data()), f.payload.size()));
+      case MsgType::PlanRequest: {
+        auto job = proto::decode_plan_request(f.payload);
+        if (!job) return Unexpected{job.error()};
+        session_->prepare_segment_job(*job);
+        plan_async(std::move(*job));
+        return {};
+      }
       case MsgType::Bye:
         bye_ = true;
         detach("bye");
         return {};
       case MsgType::Welcome:
       case MsgType::Plan:
+      case MsgType::PlanReply:
+      case MsgType::SetBudget:
       case MsgType::Error:
         return unexpected(fmt::format("{} is sent by the daemon, not to it", proto::to_string(type)));
     }
@@ -225,6 +239,32 @@ class Connection : public std::enable_shared_from_this<Connection> {
     while (auto p = session_->take_plan()) {
       std::vector<std::uint8_t> out;
       proto::encode_plan(out, *p);
+      send(std::move(out));
+    }
+  }
+
+  // The job's segment is planned on a worker; the reply is made and sent back on the io
+  // thread (the session is only touched there), unless the job has gone meanwhile.
+  void plan_async(plan::SegmentJob job) {
+    auto self = shared_from_this();
+    auto work = std::make_shared<const plan::SegmentJob>(std::move(job));
+    asio::post(workers_, [self, work] {
+      auto made = plan::plan_segment(*work);
+      asio::post(self->sock_.get_executor(), [self, work, made = std::move(made)]() mutable {
+        if (self->session_ == nullptr || self->closing_) return;
+        const proto::PlanReply rep = self->session_->segment_planned(*work, std::move(made));
+        std::vector<std::uint8_t> out;
+        proto::encode_plan_reply(out, rep);
+        self->send(std::move(out));
+      });
+    });
+  }
+
+  void send_budget() {
+    if (session_ == nullptr || closing_) return;
+    if (const std::uint64_t b = session_->take_budget_for_job()) {
+      std::vector<std::uint8_t> out;
+      proto::encode_set_budget(out, b);
       send(std::move(out));
     }
   }
@@ -281,6 +321,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
 
   local::socket sock_;
   Registry& reg_;
+  asio::thread_pool& workers_;
   std::vector<std::uint8_t> rbuf_;
   Mode mode_ = Mode::Unknown;
   std::string line_;
@@ -344,7 +385,7 @@ Status Server::listen(const std::string& path) {
 void Server::accept() {
   acceptor_.async_accept([this](const boost::system::error_code& ec, local::socket s) {
     if (ec == asio::error::operation_aborted || !acceptor_.is_open()) return;
-    if (!ec) std::make_shared<Connection>(std::move(s), registry_)->start();
+    if (!ec) std::make_shared<Connection>(std::move(s), registry_, workers_)->start();
     accept();
   });
 }

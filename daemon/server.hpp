@@ -6,11 +6,14 @@
 // Contract: bad input on a connection (garbage, bad frames, huge lengths, unknown methods,
 // a wrong version) gets an error reply and/or a closed connection; buffers are bounded (one
 // frame, one JSON line of at most 1 MiB, a capped write queue). Nothing a peer sends can
-// crash the daemon or grow its memory without bound.
+// crash the daemon or grow its memory without bound. Connections and sessions live on the
+// io thread; a job's segment is planned on a worker (the result is posted back), so
+// queries and event ingestion never wait for a plan.
 #pragma once
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/local/stream_protocol.hpp>
+#include <boost/asio/thread_pool.hpp>
 #include <memory>
 #include <string>
 
@@ -21,7 +24,10 @@ namespace capuchin::daemon {
 
 class Server {
  public:
-  Server(boost::asio::io_context& io, Registry& registry) : io_(io), registry_(registry), acceptor_(io) {}
+  // `planners`: worker threads that plan jobs' segments (off the io thread).
+  Server(boost::asio::io_context& io, Registry& registry, unsigned planners = 2)
+      : io_(io), registry_(registry), acceptor_(io), workers_(planners) {}
+  ~Server() { workers_.join(); }
   // Creates the socket's directory (0700) if needed, refuses a path another daemon serves,
   // replaces a stale socket, binds (0600) and starts accepting.
   Status listen(const std::string& path);
@@ -32,6 +38,7 @@ class Server {
   boost::asio::io_context& io_;
   Registry& registry_;
   boost::asio::local::stream_protocol::acceptor acceptor_;
+  boost::asio::thread_pool workers_;
   std::string path_;
   unsigned long inode_ = 0;
 };

@@ -79,7 +79,12 @@ Session::Session(std::uint64_t id, proto::HelloInfo hello, const DaemonOptions& 
   trace_.name = fmt::format("session-{}", id_);
   trace_.header.source = "capuchind";
   trace_.header.device = fmt::format("cuda:{}", hello_.device);
-  if (hello_.budget_fraction > 0) {
+  // CAPUCHIN_BUDGET's fraction is of the device's memory (as the executor resolves it);
+  // only when the job could not say how much that is does it stay a fraction of the peak.
+  if (hello_.budget_fraction > 0 && hello_.device_memory_bytes > 0) {
+    budget_.bytes = static_cast<std::uint64_t>(hello_.budget_fraction * static_cast<double>(hello_.device_memory_bytes));
+    has_budget_ = budget_.bytes > 0;
+  } else if (hello_.budget_fraction > 0) {
     budget_.is_fraction = true;
     budget_.fraction = hello_.budget_fraction;
     has_budget_ = true;
@@ -87,6 +92,8 @@ Session::Session(std::uint64_t id, proto::HelloInfo hello, const DaemonOptions& 
     budget_.bytes = hello_.budget_bytes;
     has_budget_ = true;
   }
+  executor_ = has_budget_;  // CAPUCHIN_BUDGET starts the executor in the job
+  job_budget_ = has_budget_ && !budget_.is_fraction ? budget_.bytes : 0;
   if (!opt_.log_dir.empty()) {
     std::error_code ec;
     std::filesystem::create_directories(opt_.log_dir, ec);
@@ -104,7 +111,8 @@ Session::Session(std::uint64_t id, proto::HelloInfo hello, const DaemonOptions& 
   r.action = "attach";
   r.bytes = resolved_budget();
   r.reason = has_budget_ ? "budget" : "passive";
-  r.note = fmt::format("cmdline: {}; device {}; backend {}", hello_.cmdline, hello_.device,
+  r.note = fmt::format("cmdline: {}; device {} ({}); backend {}", hello_.cmdline, hello_.device,
+                       hello_.device_memory_bytes ? format_bytes(hello_.device_memory_bytes) : std::string("memory unknown"),
                        hello_.backend == proto::Backend::Uvm ? "uvm" : "pinned");
   record(std::move(r));
 }
@@ -130,6 +138,7 @@ void Session::record(DecisionRecord r) {
 
 void Session::close(std::string_view why) {
   if (closed_) return;
+  closed_tensors_ = tensors(kClosedTensorRows);  // still queryable after the window is freed
   closed_ = true;
   close_reason_ = std::string(why);
   DecisionRecord r;
@@ -376,6 +385,7 @@ void Session::start_following(const trace::Iteration& pat, std::uint32_t current
 }
 
 void Session::make_plan_now(std::string_view why) {
+  if (executor_ && segment_plans_ > 0) return;  // the job's executor asks for its plans itself
   const std::uint64_t budget = resolved_budget();
   if (!pattern_ || budget == 0) {
     plan_active_ = false;
@@ -444,19 +454,82 @@ std::optional<proto::PlanMessage> Session::take_plan() {
   return p;
 }
 
-void Session::set_budget(const SizeOrFraction& b, std::string_view as_text) {
+Status Session::set_budget(const SizeOrFraction& b, std::string_view as_text) {
+  std::uint64_t for_job = 0;
+  if (executor_) {
+    const std::uint64_t peak = natural_peak_ ? natural_peak_ : segment_natural_peak_;
+    for_job = b.is_fraction ? b.resolve(peak) : b.bytes;
+    if (for_job == 0)
+      return make_error(fmt::format("{} of the natural peak: no iteration learned yet; give a size (e.g. 2GiB)", as_text));
+  }
   budget_ = b;
   has_budget_ = true;
   DecisionRecord r;
   r.action = "set-budget";
-  r.bytes = resolved_budget();
+  r.bytes = executor_ ? for_job : resolved_budget();
   r.reason = "query";
-  r.note = fmt::format("budget set to {}", as_text);
+  r.note = executor_ ? fmt::format("budget set to {} ({}); sent to the job's executor", as_text, format_bytes(for_job))
+                     : fmt::format("budget set to {}", as_text);
   record(std::move(r));
-  if (following_) make_plan_now("budget-changed");
+  if (executor_) {
+    budget_for_job_ = for_job;
+    job_budget_ = for_job;
+    if (on_budget_ready) on_budget_ready();
+  }
+  if (following_) make_plan_now("budget-changed");  // the advisory plan (none once the job plans its segments here)
+  return {};
 }
 
-void Session::on_exec_stats(const proto::ExecStats& s) { exec_ = s; }
+std::uint64_t Session::take_budget_for_job() { return std::exchange(budget_for_job_, 0); }
+
+void Session::prepare_segment_job(plan::SegmentJob& job) {
+  // The job applies a set-budget before it sends its next segment, so job.budget is the
+  // budget it runs with (one sent meanwhile is planned for at the segment after).
+  executor_ = true;
+  job_budget_ = job.budget;
+  job.dump_dir.clear();  // the job's own directory is not the daemon's to write
+  job.want_json = true;
+}
+
+proto::PlanReply Session::segment_planned(const plan::SegmentJob& job, Expected<plan::SegmentPlan, std::string> made) {
+  proto::PlanReply rep;
+  rep.segment = job.segment;
+  if (!made) {
+    rep.why = made.error();
+    DecisionRecord r;
+    r.action = "plan";
+    r.reason = "no-plan";
+    r.note = fmt::format("iteration {} of the job: {}", job.segment, made.error());
+    record(std::move(r));
+    return rep;
+  }
+  rep.ok = true;
+  ++segment_plans_;
+  segment_natural_peak_ = made->natural_peak;
+  plan_json_ = nlohmann::ordered_json::parse(made->json, nullptr, false);
+  made->json.clear();  // not sent back: the job has no use for it
+  plan_active_ = !made->decisions.empty();
+  ++plan_seq_;
+  plan_summary_ = fmt::format("plan {} (the job's iteration {}): {} swaps, {} recomputes, natural peak {}, planned peak {}, "
+                              "budget {}{}",
+                              plan_seq_, job.segment, made->swaps, made->recomputes, format_bytes(made->natural_peak),
+                              format_bytes(made->planned_peak), format_bytes(made->budget),
+                              made->fits ? "" : " (does not fit)");
+  DecisionRecord r;
+  r.action = "plan";
+  r.bytes = made->budget;
+  r.reason = "executor-segment";
+  r.expected_s = made->expected_overhead_s;
+  r.note = plan_summary_;
+  record(std::move(r));
+  rep.plan = std::move(*made);
+  return rep;
+}
+
+void Session::on_exec_stats(const proto::ExecStats& s) {
+  exec_ = s;
+  executor_ = true;
+}
 
 proto::ProtoExpected<void> Session::on_decisions(std::string_view lines) {
   std::size_t pos = 0;
@@ -624,6 +697,11 @@ nlohmann::ordered_json Session::detail() const {
 }
 
 nlohmann::ordered_json Session::tensors(std::size_t limit) const {
+  if (closed_) {
+    nlohmann::ordered_json arr = nlohmann::ordered_json::array();
+    for (std::size_t i = 0; i < closed_tensors_.size() && i < limit; ++i) arr.push_back(closed_tensors_[i]);
+    return arr;
+  }
   nlohmann::ordered_json arr = nlohmann::ordered_json::array();
   if (!pattern_) return arr;
   // The learned iteration's tensors: its local allocations and the carried tensors it uses.

@@ -25,6 +25,7 @@
 #include "capuchin/learn.hpp"
 #include "capuchin/plan.hpp"
 #include "capuchin/protocol.hpp"
+#include "capuchin/segment_plan.hpp"
 #include "capuchin/units.hpp"
 
 namespace spdlog {
@@ -88,9 +89,22 @@ class Session {
   void on_exec_stats(const proto::ExecStats& s);
   // Executed decision records from the interposer (JSON lines): logged, kept, counted.
   proto::ProtoExpected<void> on_decisions(std::string_view lines);
-  // A live budget change (bytes or a fraction of the natural peak): replans at once when a
-  // pattern is known.
-  void set_budget(const SizeOrFraction& b, std::string_view as_text);
+  // A live budget change (bytes or a fraction of the natural peak). For a job with an
+  // executor the bytes are sent to it (on_budget_ready; a fraction needs a natural peak
+  // learned first, else an error says so); otherwise the advisory plan is remade.
+  Status set_budget(const SizeOrFraction& b, std::string_view as_text);
+  // set-budget's bytes for the job's executor, once (0: nothing to send).
+  std::uint64_t take_budget_for_job();
+  std::function<void()> on_budget_ready;  // set by the connection
+
+  // Remote planning for the job's executor. On the io thread: prepare_segment_job applies
+  // what the daemon decides (the budget set with set-budget, no dump directory, JSON for
+  // the plan view); then a worker runs plan::plan_segment; back on the io thread
+  // segment_planned makes the result the session's plan (view, decision log) and returns
+  // the reply to send.
+  void prepare_segment_job(plan::SegmentJob& job);
+  proto::PlanReply segment_planned(const plan::SegmentJob& job, Expected<plan::SegmentPlan, std::string> made);
+  bool executor_attached() const { return executor_; }
   void close(std::string_view why);
 
   // A plan made since the last call, for the connection to send.
@@ -109,7 +123,7 @@ class Session {
   std::uint64_t peak_bytes() const { return peak_bytes_; }
   std::uint64_t iteration() const { return iteration_; }
   std::uint64_t plans_made() const { return plan_seq_; }
-  std::uint64_t budget_bytes() const { return resolved_budget(); }
+  std::uint64_t budget_bytes() const { return executor_ && job_budget_ ? job_budget_ : resolved_budget(); }
   const proto::ExecStats& exec() const { return exec_; }
   double uptime_s() const;
 
@@ -165,6 +179,13 @@ class Session {
   std::string plan_summary_;
   bool plan_active_ = false;
   proto::ExecStats exec_;
+  bool executor_ = false;              // the job runs capuchin's executor (budget in hello, stats, plan requests)
+  std::uint64_t job_budget_ = 0;       // the executor's budget as last known (bytes)
+  std::uint64_t budget_for_job_ = 0;   // set-budget bytes waiting to be sent
+  std::uint64_t segment_natural_peak_ = 0;  // from the last segment plan
+  std::uint64_t segment_plans_ = 0;
+  static constexpr std::size_t kClosedTensorRows = 2000;
+  nlohmann::ordered_json closed_tensors_;   // tensors() as it was at close (the window is freed)
 
   std::deque<DecisionRecord> decisions_;
   std::uint64_t decisions_total_ = 0;

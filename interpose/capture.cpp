@@ -143,6 +143,7 @@ void init_from_env() {
   }
   s.live = new LiveMap(s.pool);
   pthread_atfork(nullptr, nullptr, at_fork_child);
+  if (s.config.budget[0] != '\0') exec::warm_up_planning();  // before std::atexit: see executor.hpp
   std::atexit(at_exit);
   g_capturing.store(true, std::memory_order_release);
   exec::init();  // CAPUCHIN_BUDGET: the executor (interpose/exec) acts on memory

@@ -1,6 +1,7 @@
 // daemon_sink.cpp: the connection to capuchind on the drain thread (see daemon_sink.hpp).
 #include "daemon_sink.hpp"
 
+#include <cuda.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/socket.h>
@@ -9,12 +10,14 @@
 
 #include <cerrno>
 #include <chrono>
+#include <condition_variable>
 #include <cstring>
 #include <fstream>
 #include <mutex>
 
 #include "capuchin/units.hpp"
 #include "exec/executor.hpp"
+#include "real_api.hpp"
 
 namespace capuchin::interpose {
 namespace {
@@ -28,6 +31,15 @@ struct Shared {
   std::shared_ptr<const proto::PlanMessage> plan;
   std::mutex lines_mu;
   std::string lines;
+  // One remote plan request at a time (the executor's planner thread is the only asker).
+  std::mutex req_mu;
+  std::condition_variable req_cv;
+  std::vector<std::uint8_t> request;  // the encoded frame, until the drain sends it
+  bool request_open = false;          // waiting for the reply to request_segment
+  bool request_failed = false;        // the link dropped meanwhile
+  std::uint64_t request_segment = 0;
+  std::optional<proto::PlanReply> reply;
+  std::atomic<std::uint64_t> budget{0}, budget_generation{0};
 };
 Shared& shared() {
   static Shared* s = new Shared;
@@ -43,6 +55,19 @@ std::string read_cmdline() {
   for (char& c : s)
     if (c == '\0') c = ' ';
   return s.substr(0, proto::kMaxCmdlineBytes);
+}
+
+// Device 0's memory (the process's first visible device), 0 while the driver cannot say
+// (not initialised yet). Driver calls that need no context, made from the drain thread.
+std::uint64_t device_memory() {
+  using GetFn = CUresult (*)(CUdevice*, int);
+  using TotalFn = CUresult (*)(size_t*, CUdevice);
+  auto get = reinterpret_cast<GetFn>(driver_symbol("cuDeviceGet"));
+  auto total = reinterpret_cast<TotalFn>(driver_symbol("cuDeviceTotalMem"));
+  CUdevice d = 0;
+  size_t bytes = 0;
+  if (get == nullptr || total == nullptr || get(&d, 0) != CUDA_SUCCESS || total(&bytes, d) != CUDA_SUCCESS) return 0;
+  return bytes;
 }
 
 class DaemonSink final : public Sink {
@@ -100,6 +125,7 @@ class DaemonSink final : public Sink {
       }
     }
     send_exec_stats();
+    send_plan_request();
     receive();
     return {};
   }
@@ -142,6 +168,7 @@ class DaemonSink final : public Sink {
     fd_ = fd;
     enc_.reset_names();
     reader_ = proto::FrameReader();
+    if (hello_.device_memory_bytes == 0) hello_.device_memory_bytes = device_memory();
     out_.clear();
     proto::encode_hello(out_, hello_);
     send_bytes();
@@ -161,6 +188,11 @@ class DaemonSink final : public Sink {
     if (fd_ < 0) return;
     ::close(fd_);
     fd_ = -1;
+    {
+      std::lock_guard<std::mutex> g(shared().req_mu);  // a request in flight will not be answered
+      if (shared().request_open) shared().request_failed = true;
+    }
+    shared().req_cv.notify_all();
     g_link.session_id.store(0, std::memory_order_relaxed);
     if (count) {
       g_link.disconnects.fetch_add(1, std::memory_order_relaxed);
@@ -183,6 +215,17 @@ class DaemonSink final : public Sink {
     out_.clear();
     proto::encode_exec_stats(out_, st);
     if (send_bytes()) last_stats_ = c, sent_stats_ = true;
+  }
+
+  void send_plan_request() {
+    std::vector<std::uint8_t> req;
+    {
+      std::lock_guard<std::mutex> g(shared().req_mu);
+      req.swap(shared().request);
+    }
+    if (req.empty() || fd_ < 0) return;
+    out_.swap(req);
+    if (send_bytes()) g_link.plan_requests.fetch_add(1, std::memory_order_relaxed);
   }
 
   void send_pending() {
@@ -243,6 +286,23 @@ class DaemonSink final : public Sink {
             g_link.plans_received.fetch_add(1, std::memory_order_relaxed);
           }
           break;
+        case proto::MsgType::PlanReply:
+          if (auto r = proto::decode_plan_reply(f.payload); r) {
+            g_link.plan_replies.fetch_add(1, std::memory_order_relaxed);
+            std::lock_guard<std::mutex> g(shared().req_mu);
+            if (shared().request_open && r->segment == shared().request_segment) shared().reply = std::move(*r);
+          } else {
+            log(LogLevel::Warn, "bad plan reply from capuchind: %s", r.error().message.c_str());
+          }
+          shared().req_cv.notify_all();
+          break;
+        case proto::MsgType::SetBudget:
+          if (auto b = proto::decode_set_budget(f.payload); b) {
+            shared().budget.store(*b, std::memory_order_relaxed);
+            shared().budget_generation.fetch_add(1, std::memory_order_release);
+            g_link.budgets_received.fetch_add(1, std::memory_order_relaxed);
+          }
+          break;
         case proto::MsgType::Error:
           if (auto e = proto::decode_error(f.payload); e) log(LogLevel::Warn, "capuchind: %s", e->message.c_str());
           g_link.refused.fetch_add(1, std::memory_order_relaxed);
@@ -274,6 +334,35 @@ const DaemonLinkStats& daemon_link_stats() { return g_link; }
 std::shared_ptr<const proto::PlanMessage> latest_plan() {
   std::lock_guard<std::mutex> g(shared().plan_mu);
   return shared().plan;
+}
+
+std::optional<proto::PlanReply> plan_remotely(const plan::SegmentJob& job, std::chrono::milliseconds timeout) {
+  if (g_link.session_id.load(std::memory_order_relaxed) == 0) return std::nullopt;
+  std::vector<std::uint8_t> frame;
+  if (!proto::encode_plan_request(frame, job)) return std::nullopt;
+  Shared& s = shared();
+  std::unique_lock<std::mutex> lock(s.req_mu);
+  s.request = std::move(frame);
+  s.request_open = true;
+  s.request_failed = false;
+  s.request_segment = job.segment;
+  s.reply.reset();
+  // In slices: a link that drops before the request is sent is seen here, not at the timeout.
+  const auto deadline = Clock::now() + timeout;
+  while (!s.reply.has_value() && !s.request_failed && Clock::now() < deadline) {
+    s.req_cv.wait_for(lock, std::chrono::milliseconds(20));
+    if (g_link.session_id.load(std::memory_order_relaxed) == 0) break;
+  }
+  std::optional<proto::PlanReply> out = std::move(s.reply);
+  s.reply.reset();
+  s.request.clear();
+  s.request_open = false;
+  return out;
+}
+
+std::uint64_t daemon_budget(std::uint64_t* generation) {
+  *generation = shared().budget_generation.load(std::memory_order_acquire);
+  return shared().budget.load(std::memory_order_relaxed);
 }
 
 void queue_decision_lines(std::string lines) {

@@ -6,12 +6,16 @@
 // depends on the daemon: while it is absent or gone, events are counted and discarded (the
 // tee'd file still gets them), and the sink re-attaches with backoff (100 ms doubling to
 // 5 s), as a new session. A send that would block longer than 200 ms drops the connection
-// rather than stall the drain. Received plans are kept (latest_plan()) and counted for the
-// executor, which acts on them; nothing here acts on memory.
+// rather than stall the drain. Nothing here acts on memory: the executor's planner thread
+// asks the daemon to plan its segments (plan_remotely) and applies the answer; a budget the
+// daemon sets (set-budget) is kept for the executor (daemon_budget). The daemon's own
+// trace-window plans are kept (latest_plan()) for inspection only.
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
+#include <optional>
 #include <memory>
 #include <string>
 
@@ -25,12 +29,22 @@ struct DaemonLinkStats {
   std::atomic<std::uint64_t> connects{0}, disconnects{0}, refused{0};
   std::atomic<std::uint64_t> events_sent{0}, events_offline{0}, bytes_sent{0};
   std::atomic<std::uint64_t> plans_received{0};
+  std::atomic<std::uint64_t> plan_requests{0}, plan_replies{0}, budgets_received{0};
   std::atomic<std::uint64_t> session_id{0};  // the current session (0: not attached)
 };
 const DaemonLinkStats& daemon_link_stats();
 
 // The most recent plan the daemon sent (null before the first). Safe from any thread.
 std::shared_ptr<const proto::PlanMessage> latest_plan();
+
+// For the executor's planner thread (never a hook): sends the segment to capuchind and waits
+// at most `timeout` for its answer. nullopt: not attached, the segment does not fit one frame,
+// the link dropped or no answer in time; the caller then plans locally.
+std::optional<proto::PlanReply> plan_remotely(const plan::SegmentJob& job, std::chrono::milliseconds timeout);
+
+// The budget capuchind set for this job with set-budget (0: none); *generation changes
+// with each one received.
+std::uint64_t daemon_budget(std::uint64_t* generation);
 
 // Executed decision records (decision_log.hpp JSON lines) for the daemon's session log; sent
 // on the drain thread's next pass while attached, else dropped. For the executor.

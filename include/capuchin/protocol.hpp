@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "capuchin/expected.hpp"
+#include "capuchin/segment_plan.hpp"
 #include "capuchin/trace.hpp"
 
 namespace capuchin::proto {
@@ -50,6 +51,9 @@ enum class MsgType : std::uint16_t {
   Error = 7,      // either way: code + message, then the sender closes
   ExecStats = 8,  // interposer -> daemon: the executor's counters (reserved for the executor)
   Decisions = 9,  // interposer -> daemon: executed decision records (decision_log.hpp lines)
+  PlanRequest = 10,  // interposer -> daemon: the executor's segment to plan (plan::SegmentJob)
+  PlanReply = 11,    // daemon -> interposer: the plan for it, or why there is none
+  SetBudget = 12,    // daemon -> interposer: the job's new budget in bytes (set-budget)
 };
 std::string_view to_string(MsgType t);
 
@@ -238,6 +242,23 @@ struct ErrorMessage {
   std::string message;
 };
 ProtoExpected<ErrorMessage> decode_error(std::span<const std::uint8_t> payload);
+
+// ---- Remote segment planning (the executor asks, the daemon plans) ------------------------
+
+// The answer to a PlanRequest: the plan made for `segment` (ok), or why there is none.
+struct PlanReply {
+  std::uint64_t segment = 0;
+  bool ok = false;
+  std::string why;          // !ok: the reason
+  plan::SegmentPlan plan;   // ok: its decisions, pattern and budget (no JSON on the wire)
+};
+// false (nothing appended) when the job does not fit one frame: plan it locally.
+bool encode_plan_request(std::vector<std::uint8_t>& out, const plan::SegmentJob& job);
+ProtoExpected<plan::SegmentJob> decode_plan_request(std::span<const std::uint8_t> payload);
+void encode_plan_reply(std::vector<std::uint8_t>& out, const PlanReply& r);
+ProtoExpected<PlanReply> decode_plan_reply(std::span<const std::uint8_t> payload);
+void encode_set_budget(std::vector<std::uint8_t>& out, std::uint64_t bytes);
+ProtoExpected<std::uint64_t> decode_set_budget(std::span<const std::uint8_t> payload);
 
 // The daemon's default socket: $XDG_RUNTIME_DIR/capuchin/capuchind.sock when XDG_RUNTIME_DIR
 // is set, else /tmp/capuchin-$UID/capuchind.sock. The CLI, the daemon and the interposer

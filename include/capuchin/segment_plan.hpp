@@ -60,6 +60,7 @@ struct SegmentPlan {
   std::uint64_t natural_peak = 0, planned_peak = 0;
   std::string summary;                 // one line for logs
   std::string json;                    // plan_to_json text (when SegmentJob::want_json)
+  bool from_daemon = false;            // set by the executor: capuchind made it
 };
 
 struct SegmentJob {

@@ -548,7 +548,7 @@ void Executor::note_event(SegEvent ev, const std::uint64_t* ids, unsigned nids) 
           char note[96];
           std::snprintf(note, sizeof note, "%zu decisions: %u swaps, %u recomputes%s", plan->decisions.size(), plan->swaps,
                         plan->recomputes, plan->fits ? "" : "; does not fit the budget alone");
-          record("plan", nullptr, 0, "embedded", plan->expected_overhead_s, note);
+          record("plan", nullptr, 0, plan->from_daemon ? "capuchind" : "embedded", plan->expected_overhead_s, note);
         }
       }
       apply_decisions();
@@ -572,6 +572,19 @@ void Executor::end_segment() {
   std::vector<std::uint64_t> sigs;
   sigs.reserve(seg.size());
   for (const SegEvent& e : seg) sigs.push_back(e.sig);
+  // A budget capuchind set (set-budget) applies from here on; the next segment is replanned.
+  std::uint64_t gen = 0;
+  const std::uint64_t db = daemon_budget(&gen);
+  if (gen != daemon_budget_gen) {
+    daemon_budget_gen = gen;
+    if (db > 0 && db != budget) {
+      char note[128];
+      std::snprintf(note, sizeof note, "budget %" PRIu64 " -> %" PRIu64 " bytes (set by capuchind)", budget, db);
+      record("budget", nullptr, db, "capuchind", -1, note);
+      budget = db;
+      late_since_plan = true;
+    }
+  }
   if (planning_enabled && !(repeated && plan && !late_since_plan)) {
     auto j = std::make_unique<PlanJob>();
     j->segment = segment;

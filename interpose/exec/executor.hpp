@@ -33,6 +33,11 @@ inline bool on() { return g_on.load(std::memory_order_relaxed); }
 bool init();
 // At exit: final statistics line, decision log flushed. Hooks stay safe afterwards (pass-through).
 void shutdown();
+// Plans a tiny segment once, so every function-local static the planner uses (simdjson's
+// implementation, GPU profiles) is constructed before the exit handler that stops the
+// planner thread is registered: static destructors run in reverse, so they then run after
+// it (a planner still parsing while simdjson's statics were destroyed aborted a job at exit).
+void warm_up_planning();
 
 // The executor's running totals, for the daemon's session view (taken under the executor's
 // lock: call from the drain thread, never from a hook). false when the executor is off.

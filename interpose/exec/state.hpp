@@ -97,6 +97,7 @@ class Executor {
   Backend backend = Backend::Uvm;
   std::uint64_t budget = 0;
   std::string budget_text;
+  std::uint64_t daemon_budget_gen = 0;  // daemon_budget() generation last applied
   std::size_t uvm_page = 64 * 1024;
   std::size_t vmm_gran = 2u << 20;
   std::size_t pinned_min = 1u << 20;

@@ -3,76 +3,17 @@
 // every count is checked against both its limit and the bytes actually present.
 #include "capuchin/protocol.hpp"
 
+#include "codec.hpp"
+
 #include <algorithm>
 #include <fmt/format.h>
 
 namespace capuchin::proto {
 namespace {
 
-Unexpected<ProtoError> fail(ProtoErrc c, std::string msg) { return {ProtoError{c, std::move(msg)}}; }
+using namespace codec;
 
-// Appends raw bytes of trivially copyable values.
-struct Writer {
-  std::vector<std::uint8_t>& out;
-  template <class T>
-  void put(const T& v) {
-    static_assert(std::is_trivially_copyable_v<T>);
-    const auto* p = reinterpret_cast<const std::uint8_t*>(&v);
-    out.insert(out.end(), p, p + sizeof(T));
-  }
-  void bytes(const void* p, std::size_t n) {
-    const auto* b = static_cast<const std::uint8_t*>(p);
-    out.insert(out.end(), b, b + n);
-  }
-  void str(std::string_view s) {
-    put(static_cast<std::uint32_t>(s.size()));
-    bytes(s.data(), s.size());
-  }
-};
-
-// Reads values off a payload; any read past the end marks it failed.
-struct Reader {
-  std::span<const std::uint8_t> in;
-  std::size_t pos = 0;
-  bool ok = true;
-  template <class T>
-  T get() {
-    T v{};
-    if (!ok || in.size() - pos < sizeof(T)) {
-      ok = false;
-      return v;
-    }
-    std::memcpy(&v, in.data() + pos, sizeof(T));
-    pos += sizeof(T);
-    return v;
-  }
-  std::string_view str(std::uint32_t limit) {
-    const auto n = get<std::uint32_t>();
-    if (!ok || n > limit || in.size() - pos < n) {
-      ok = false;
-      return {};
-    }
-    std::string_view s(reinterpret_cast<const char*>(in.data() + pos), n);
-    pos += n;
-    return s;
-  }
-  std::size_t left() const { return in.size() - pos; }
-};
-
-// Starts a frame in `out`, returns where its header is so the length can be patched.
-std::size_t begin_frame(std::vector<std::uint8_t>& out, MsgType t) {
-  const std::size_t at = out.size();
-  FrameHeader h;
-  h.type = static_cast<std::uint16_t>(t);
-  Writer{out}.put(h);
-  return at;
-}
-void end_frame(std::vector<std::uint8_t>& out, std::size_t at) {
-  const auto len = static_cast<std::uint32_t>(out.size() - at - sizeof(FrameHeader));
-  std::memcpy(out.data() + at + offsetof(FrameHeader, length), &len, sizeof len);
-}
-
-bool known_type(std::uint16_t t) { return t >= 1 && t <= 9; }
+bool known_type(std::uint16_t t) { return t >= 1 && t <= 12; }
 
 }  // namespace
 
@@ -87,6 +28,9 @@ std::string_view to_string(MsgType t) {
     case MsgType::Error: return "error";
     case MsgType::ExecStats: return "exec-stats";
     case MsgType::Decisions: return "decisions";
+    case MsgType::PlanRequest: return "plan-request";
+    case MsgType::PlanReply: return "plan-reply";
+    case MsgType::SetBudget: return "set-budget";
   }
   return "unknown";
 }

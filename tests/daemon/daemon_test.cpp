@@ -148,6 +148,145 @@ TEST(Protocol, BatchEncoderSendsNamesBeforeEvents) {
   EXPECT_EQ(b.ids.size(), 4u);
 }
 
+// A segment as the executor sends it: 3 weights carried in, one iteration's activations.
+plan::SegmentJob segment_job() {
+  using trace::Op;
+  plan::SegmentJob j;
+  j.segment = 7;
+  j.names = {"fwd", "bwd"};
+  j.carried = {{1, 1 << 20}, {2, 1 << 20}};
+  j.budget = 10 << 20;
+  j.simcuda = true;
+  auto ev = [&](Op op, std::uint64_t id, std::uint64_t bytes) {
+    plan::SegmentEvent e;
+    e.op = static_cast<std::uint8_t>(op);
+    e.id = id;
+    e.bytes = bytes;
+    e.sig = j.events.size() * 31 + 1;
+    j.events.push_back(e);
+  };
+  auto kernel = [&](std::uint32_t name, std::vector<std::uint64_t> r, std::vector<std::uint64_t> w) {
+    plan::SegmentEvent e;
+    e.op = static_cast<std::uint8_t>(Op::Kernel);
+    e.name = name;
+    e.ids_off = static_cast<std::uint32_t>(j.ids.size());
+    e.nreads = static_cast<std::uint32_t>(r.size());
+    e.nwrites = static_cast<std::uint32_t>(w.size());
+    e.dur_ns = 50000;
+    e.sig = j.events.size() * 31 + 1;
+    j.ids.insert(j.ids.end(), r.begin(), r.end());
+    j.ids.insert(j.ids.end(), w.begin(), w.end());
+    j.events.push_back(e);
+  };
+  ev(Op::Alloc, 10, 4 << 20);
+  kernel(0, {1}, {10});
+  ev(Op::Alloc, 11, 4 << 20);
+  kernel(0, {10, 2}, {11});
+  kernel(1, {11, 10}, {1});
+  ev(Op::Free, 11, 0);
+  ev(Op::Free, 10, 0);
+  ev(Op::Sync, 0, 0);
+  return j;
+}
+
+TEST(Protocol, PlanRequestAndReplyRoundTripAndRejectBadInput) {
+  const plan::SegmentJob job = segment_job();
+  std::vector<std::uint8_t> out;
+  ASSERT_TRUE(proto::encode_plan_request(out, job));
+  const auto payload = std::span<const std::uint8_t>(out).subspan(sizeof(proto::FrameHeader));
+  auto back = proto::decode_plan_request(payload);
+  ASSERT_TRUE(back.has_value()) << back.error().message;
+  EXPECT_EQ(back->segment, 7u);
+  EXPECT_EQ(back->events.size(), job.events.size());
+  EXPECT_EQ(back->ids, job.ids);
+  EXPECT_EQ(back->names, job.names);
+  EXPECT_EQ(back->carried, job.carried);
+  EXPECT_TRUE(back->simcuda);
+  EXPECT_EQ(back->events[1].nwrites, 1u);
+  EXPECT_EQ(back->events[1].dur_ns, 50000u);
+  // The daemon plans it exactly as the job would have.
+  auto here = plan::plan_segment(job);
+  auto there = plan::plan_segment(*back);
+  ASSERT_TRUE(here.has_value()) << here.error();
+  ASSERT_TRUE(there.has_value());
+  EXPECT_EQ(here->decisions.size(), there->decisions.size());
+  EXPECT_EQ(here->sigs, there->sigs);
+  proto::PlanReply rep;
+  rep.segment = 7;
+  rep.ok = true;
+  rep.plan = *there;
+  out.clear();
+  proto::encode_plan_reply(out, rep);
+  auto rback = proto::decode_plan_reply(std::span<const std::uint8_t>(out).subspan(sizeof(proto::FrameHeader)));
+  ASSERT_TRUE(rback.has_value()) << rback.error().message;
+  EXPECT_TRUE(rback->ok);
+  EXPECT_EQ(rback->plan.sigs, there->sigs);
+  EXPECT_EQ(rback->plan.decisions.size(), there->decisions.size());
+  EXPECT_EQ(rback->plan.budget, 10u << 20);
+  // Malformed requests: a kernel name out of range, ids past the array, a truncated payload.
+  auto bad_name = job;
+  bad_name.events[1].name = 9;
+  out.clear();
+  ASSERT_TRUE(proto::encode_plan_request(out, bad_name));
+  auto r1 = proto::decode_plan_request(std::span<const std::uint8_t>(out).subspan(sizeof(proto::FrameHeader)));
+  ASSERT_FALSE(r1.has_value());
+  EXPECT_NE(r1.error().message.find("name index"), std::string::npos) << r1.error().message;
+  auto bad_ids = job;
+  bad_ids.events[3].ids_off = 1000;
+  out.clear();
+  ASSERT_TRUE(proto::encode_plan_request(out, bad_ids));
+  auto r2 = proto::decode_plan_request(std::span<const std::uint8_t>(out).subspan(sizeof(proto::FrameHeader)));
+  ASSERT_FALSE(r2.has_value());
+  EXPECT_NE(r2.error().message.find("ids past"), std::string::npos) << r2.error().message;
+  for (std::size_t cut = 0; cut < payload.size(); cut += 17)
+    EXPECT_FALSE(proto::decode_plan_request(payload.subspan(0, cut)).has_value()) << cut;
+  // A refusal carries its reason.
+  proto::PlanReply no;
+  no.segment = 3;
+  no.why = "empty iteration";
+  out.clear();
+  proto::encode_plan_reply(out, no);
+  auto nback = proto::decode_plan_reply(std::span<const std::uint8_t>(out).subspan(sizeof(proto::FrameHeader)));
+  ASSERT_TRUE(nback.has_value());
+  EXPECT_FALSE(nback->ok);
+  EXPECT_EQ(nback->why, "empty iteration");
+}
+
+TEST(Session, PlansTheJobsSegmentsAndSendsSetBudgetToItsExecutor) {
+  daemon::DaemonOptions opt;
+  proto::HelloInfo h;
+  h.pid = 1;
+  h.budget_bytes = 10 << 20;
+  daemon::Session s(1, h, opt);
+  EXPECT_TRUE(s.executor_attached());
+  plan::SegmentJob job = segment_job();
+  job.dump_dir = "/nonexistent";
+  s.prepare_segment_job(job);
+  EXPECT_TRUE(job.dump_dir.empty());
+  EXPECT_TRUE(job.want_json);
+  const proto::PlanReply rep = s.segment_planned(job, plan::plan_segment(job));
+  ASSERT_TRUE(rep.ok) << rep.why;
+  EXPECT_EQ(rep.segment, 7u);
+  EXPECT_TRUE(rep.plan.json.empty());  // kept by the daemon, not sent back
+  const auto pj = s.plan();
+  EXPECT_NE(pj["summary"].get<std::string>().find("the job's iteration 7"), std::string::npos) << pj.dump();
+  EXPECT_TRUE(pj["plan"].is_object());
+  // set-budget: bytes go to the job; a fraction resolves against the segment's natural peak.
+  int sent = 0;
+  s.on_budget_ready = [&] { ++sent; };
+  ASSERT_TRUE(s.set_budget(*parse_size_or_fraction("6MiB"), "6MiB").has_value());
+  EXPECT_EQ(sent, 1);
+  EXPECT_EQ(s.take_budget_for_job(), 6u << 20);
+  EXPECT_EQ(s.take_budget_for_job(), 0u);
+  ASSERT_TRUE(s.set_budget(*parse_size_or_fraction("0.5"), "0.5").has_value());
+  EXPECT_EQ(s.take_budget_for_job(), rep.plan.natural_peak / 2);
+  // A job without a learned peak cannot take a fraction.
+  daemon::Session fresh(2, h, opt);
+  auto st = fresh.set_budget(*parse_size_or_fraction("0.5"), "0.5");
+  ASSERT_FALSE(st.has_value());
+  EXPECT_NE(st.error().message.find("give a size"), std::string::npos);
+}
+
 TEST(Session, LearnsIterationsAndPlansUnderABudget) {
   daemon::DaemonOptions opt;
   opt.learn_min_events = 16;

@@ -1,6 +1,7 @@
 // Fuzz target: the daemon's binary input path. The input is a byte stream fed in pieces to
 // a FrameReader; every frame is decoded as the daemon does (hello, names, events, exec
-// stats, decisions, plans) and valid ones drive a real Session (ingestion and learning).
+// stats, decisions, plans, plan requests) and valid ones drive a real Session (ingestion,
+// learning, segment planning).
 // Nothing may crash, read out of bounds or grow without bound.
 #include <cstdint>
 #include <memory>
@@ -48,6 +49,19 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         case proto::MsgType::Decisions:
           if (s) (void)s->on_decisions(std::string_view(reinterpret_cast<const char*>(f.payload.data()), f.payload.size()));
           break;
+        case proto::MsgType::PlanRequest:
+          // Planned as the daemon plans it (on a worker there), the reply encoded and decoded back.
+          if (auto j = proto::decode_plan_request(f.payload); j && s && j->events.size() <= 256) {
+            s->prepare_segment_job(*j);
+            const proto::PlanReply rep = s->segment_planned(*j, plan::plan_segment(*j));
+            std::vector<std::uint8_t> out;
+            proto::encode_plan_reply(out, rep);
+            if (out.size() >= sizeof(proto::FrameHeader))
+              (void)proto::decode_plan_reply(std::span(out).subspan(sizeof(proto::FrameHeader)));
+          }
+          break;
+        case proto::MsgType::PlanReply: (void)proto::decode_plan_reply(f.payload); break;
+        case proto::MsgType::SetBudget: (void)proto::decode_set_budget(f.payload); break;
         case proto::MsgType::Plan: (void)proto::decode_plan(f.payload); break;
         case proto::MsgType::Welcome: (void)proto::decode_welcome(f.payload); break;
         case proto::MsgType::Error: (void)proto::decode_error(f.payload); break;

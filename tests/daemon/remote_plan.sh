@@ -1,0 +1,90 @@
+#!/bin/sh
+# remote_plan.sh OUTDIR: the daemon plans for the job's executor, and set-budget reaches a
+# running job. sim_mlp_train (natural peak P) runs under `capuchin run --budget B` on a
+# simcuda device of B = 0.6 P bytes, attached to a capuchind:
+#   1. the output is bit-identical to an unconstrained run; the job applied plans made by
+#      capuchind (its decision log: "plan" records with reason "capuchind"); the daemon's
+#      session log has the matching "executor-segment" plans and `capuchin plan ID --json`
+#      shows one;
+#   2. a longer run gets `capuchin set-budget ID <0.5 P bytes>` while it runs: the job records
+#      the new budget (action "budget", reason "capuchind"), capuchind then plans for it, the
+#      output stays bit-identical and simcuda's peak stays within the device (0.6 P);
+#   3. after the job exits, `capuchin tensors ID` still answers from the closed session.
+# Environment (set by ctest): CAPUCHIN, CAPUCHIND, TRAIN, LD_LIBRARY_PATH (simcuda), PRELOAD_PREFIX.
+set -eu
+out=$1
+rm -rf "$out"; mkdir -p "$out"
+sock="$out/run/capuchind.sock"
+args="--depth 6 --width 64 --batch 2048 --seed 3 --kernel-ns 50000"
+dpid=""
+cleanup() { [ -n "$dpid" ] && kill "$dpid" 2>/dev/null || true; }
+trap cleanup EXIT
+
+"$CAPUCHIND" --socket "$sock" --log-dir "$out/logs" > "$out/daemon.log" 2>&1 &
+dpid=$!
+i=0
+until "$CAPUCHIN" --socket "$sock" status --json > /dev/null 2>&1; do
+  i=$((i + 1)); [ $i -gt 100 ] && { echo "FAIL: capuchind did not start"; cat "$out/daemon.log"; exit 1; }
+  sleep 0.1
+done
+
+P=$("$TRAIN" $args --iters 6 --print-peak)
+B=$(awk -v p="$P" 'BEGIN { printf "%d", p * 0.6 }')
+B2=$(awk -v p="$P" 'BEGIN { printf "%d", p * 0.5 }')
+run_job() {  # iters outfile decision-log
+  SIMCUDA_DEVICE_BYTES=$B SIMCUDA_STATS_FILE="$3.stats" CAPUCHIN_DECISION_LOG="$3" CAPUCHIN_LOG=info \
+    LD_PRELOAD="$PRELOAD_PREFIX" "$CAPUCHIN" run --socket "$sock" --budget "$B" -- "$TRAIN" $args --iters "$1" > "$2" 2> "$2.err"
+}
+
+# 1. Plans made by the daemon, applied by the job.
+"$TRAIN" $args --iters 6 > "$out/reference6.txt"
+run_job 6 "$out/run6.txt" "$out/decisions6.jsonl" || { echo "FAIL: the job failed"; tail "$out/run6.txt.err"; exit 1; }
+cmp -s "$out/reference6.txt" "$out/run6.txt" || { echo "FAIL: output differs under capuchin with the daemon"; exit 1; }
+grep '"action":"plan"' "$out/decisions6.jsonl" | grep -q '"reason":"capuchind"' ||
+  { echo "FAIL: the job applied no plan made by capuchind"; grep '"plan"' "$out/decisions6.jsonl" | head; tail "$out/run6.txt.err"; exit 1; }
+grep -q '"reason":"executor-segment"' "$out"/logs/session-1-*.jsonl ||
+  { echo "FAIL: the daemon's session log has no executor-segment plan"; exit 1; }
+"$CAPUCHIN" --socket "$sock" plan 1 --json > "$out/plan1.json"
+grep -q "the job's iteration" "$out/plan1.json" || { echo "FAIL: capuchin plan 1 does not show the job's plan"; cat "$out/plan1.json"; exit 1; }
+echo "1. daemon-made plans applied: $(grep -c '"reason":"capuchind"' "$out/decisions6.jsonl") plan(s); output identical"
+
+# 2. set-budget on a running job.
+"$TRAIN" $args --iters 60 > "$out/reference60.txt"
+run_job 60 "$out/run60.txt" "$out/decisions60.jsonl" & job=$!
+sid=""
+for i in $(seq 1 500); do
+  sid=$("$CAPUCHIN" --socket "$sock" sessions --json | python3 -c '
+import json, sys
+s = [x for x in json.load(sys.stdin) if x["state"] == "attached"]
+print(s[0]["id"] if s else "")')
+  [ -n "$sid" ] && break
+  sleep 0.02
+done
+[ -n "$sid" ] || { echo "FAIL: the second job never attached"; exit 1; }
+"$CAPUCHIN" --socket "$sock" set-budget "$sid" "$B2" > /dev/null
+wait $job || { echo "FAIL: the job failed after set-budget"; tail "$out/run60.txt.err"; exit 1; }
+cmp -s "$out/reference60.txt" "$out/run60.txt" || { echo "FAIL: output differs after set-budget"; exit 1; }
+python3 - "$out/decisions60.jsonl" "$out/decisions60.jsonl.stats" "$out/logs" "$sid" "$B" "$B2" <<'PY'
+import glob, json, sys
+log, stats, logs, sid, dev, new = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5]), int(sys.argv[6])
+recs = [json.loads(l) for l in open(log)]
+budget = [r for r in recs if r["action"] == "budget"]
+errors = []
+if not budget or budget[0].get("reason") != "capuchind" or budget[0]["bytes"] != new:
+    errors.append(f"the job did not record the new budget {new}: {budget[:1]}")
+session = [json.loads(l) for f in glob.glob(f"{logs}/session-{sid}-*.jsonl") for l in open(f)]
+after = [r for r in session if r["action"] == "plan" and r.get("reason") == "executor-segment" and r["bytes"] == new]
+if not after: errors.append(f"capuchind made no plan for the new budget {new}")
+st = json.load(open(stats))
+if st["peak_device_bytes"] > dev: errors.append(f"simcuda peak {st['peak_device_bytes']} > device {dev}")
+if st["sticky_error"] != 0: errors.append(f"sticky error {st['sticky_error']}")
+if errors:
+    print("FAIL: " + "; ".join(errors)); sys.exit(1)
+print(f"2. set-budget {new} reached the running job; {len(after)} plan(s) made for it; peak {st['peak_device_bytes']} <= {dev}")
+PY
+
+# 3. A closed session still answers tensors.
+n=$("$CAPUCHIN" --socket "$sock" tensors "$sid" --json | python3 -c 'import json, sys; print(len(json.load(sys.stdin)))')
+[ "$n" -gt 0 ] || { echo "FAIL: tensors of the closed session $sid is empty"; exit 1; }
+echo "3. closed session $sid: tensors still answers ($n rows)"
+echo "remote_plan: ok"
