@@ -189,6 +189,16 @@ class Connection : public std::enable_shared_from_this<Connection> {
         session_->on_budget_ready = [weak] {
           if (auto c = weak.lock()) c->send_budget();
         };
+        session_->run_planning = [weak, &workers = workers_](Session::PlanTask task) {
+          asio::post(workers, [weak, task = std::move(task)] {
+            std::function<void()> done = task();
+            auto c = weak.lock();
+            if (!done || !c) return;
+            asio::post(c->sock_.get_executor(), [c, done = std::move(done)] {
+              if (c->session_ != nullptr) done();  // the session is still this connection's
+            });
+          });
+        };
         spdlog::info("session {} attached: pid {}, '{}'", session_->id(), h->pid, h->cmdline);
         std::vector<std::uint8_t> out;
         proto::encode_welcome(out, proto::Welcome{session_->id(), proto::kProtocolVersion});

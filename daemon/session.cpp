@@ -384,6 +384,9 @@ void Session::start_following(const trace::Iteration& pat, std::uint32_t current
   for (std::uint32_t ev = current_begin; ev < trace_.events.size() && following_; ++ev) after_event(ev);
 }
 
+// The advisory plan for the learned iteration (a job without an executor, or before its
+// first segment): planned on a copy of the window, on a worker when the connection gives one
+// (run_planning), then installed on the io thread.
 void Session::make_plan_now(std::string_view why) {
   if (executor_ && segment_plans_ > 0) return;  // the job's executor asks for its plans itself
   const std::uint64_t budget = resolved_budget();
@@ -391,57 +394,80 @@ void Session::make_plan_now(std::string_view why) {
     plan_active_ = false;
     return;
   }
-  auto gpu = sim::find_gpu_profile(opt_.gpu);
-  if (!gpu) return;
-  trace_.setup_end = static_cast<std::uint32_t>(trace_.events.size());
-  auto prep = sim::prepare(trace_, *gpu);
-  if (!prep) {
-    spdlog::warn("session {}: cannot prepare the window for planning: {}", id_, prep.error().message);
-    return;
+  auto window = std::make_shared<trace::Trace>(trace_);
+  window->setup_end = static_cast<std::uint32_t>(window->events.size());
+  auto pattern = std::make_shared<const learn::Pattern>(*pattern_);
+  const std::uint64_t iteration = iteration_, sid = id_;
+  const std::string gpu_name = opt_.gpu, reason(why);
+  PlanTask task = [this, window, pattern, budget, iteration, sid, gpu_name, reason]() -> std::function<void()> {
+    // On the worker: touches nothing of the session but what was copied.
+    auto gpu = sim::find_gpu_profile(gpu_name);
+    if (!gpu) return {};
+    auto prep = sim::prepare(*window, *gpu);
+    if (!prep) {
+      spdlog::warn("session {}: cannot prepare the window for planning: {}", sid, prep.error().message);
+      return {};
+    }
+    plan::PlanOptions o;
+    o.budget_bytes = budget;
+    if (pattern->begin > 0) o.baseline_bytes = prep->liveness.live_after[pattern->begin - 1];
+    const plan::Plan p = plan::make_plan(*prep, *pattern, o);
+    auto a = std::make_shared<AdvisoryPlan>();
+    proto::PlanMessage& m = a->msg;
+    m.pattern_events = static_cast<std::uint32_t>(pattern->events.size());
+    m.iteration = iteration;
+    m.budget_bytes = budget;
+    m.planned_peak_bytes = p.planned_peak_bytes;
+    m.fits = p.fits;
+    for (const auto& d : p.decisions) {
+      proto::WireDecision w;
+      w.at = d.at;
+      w.act = static_cast<std::uint8_t>(d.act);
+      w.reason = static_cast<std::uint8_t>(d.reason);
+      w.tensor_local = d.tensor.local;
+      w.tensor = d.tensor.local ? d.tensor.index : window->tensors[d.tensor.index].id;
+      w.access = d.access;
+      w.bytes = d.bytes;
+      m.decisions.push_back(w);
+    }
+    m.json = plan::plan_to_json(p, *pattern, *window);
+    a->swaps = p.swaps;
+    a->recomputes = p.recomputes;
+    a->natural_peak = p.natural_peak_bytes;
+    a->expected_s = p.expected_overhead_s;
+    a->why = reason;
+    return [this, a] { install_advisory(std::move(*a)); };
+  };
+  if (run_planning) {
+    run_planning(std::move(task));
+  } else if (auto done = task()) {
+    done();
   }
-  plan::PlanOptions o;
-  o.budget_bytes = budget;
-  std::uint64_t baseline = 0;
-  if (pattern_->begin > 0) baseline = prep->liveness.live_after[pattern_->begin - 1];
-  o.baseline_bytes = baseline;
-  const plan::Plan p = plan::make_plan(*prep, *pattern_, o);
-  proto::PlanMessage m;
+}
+
+void Session::install_advisory(AdvisoryPlan a) {
+  if (closed_ || (executor_ && segment_plans_ > 0)) return;  // overtaken while it was being made
+  proto::PlanMessage& m = a.msg;
   m.plan_seq = ++plan_seq_;
-  m.pattern_events = static_cast<std::uint32_t>(pattern_->events.size());
-  m.iteration = iteration_;
-  m.budget_bytes = budget;
-  m.planned_peak_bytes = p.planned_peak_bytes;
-  m.fits = p.fits;
-  for (const auto& d : p.decisions) {
-    proto::WireDecision w;
-    w.at = d.at;
-    w.act = static_cast<std::uint8_t>(d.act);
-    w.reason = static_cast<std::uint8_t>(d.reason);
-    w.tensor_local = d.tensor.local;
-    w.tensor = d.tensor.local ? d.tensor.index : trace_.tensors[d.tensor.index].id;
-    w.access = d.access;
-    w.bytes = d.bytes;
-    m.decisions.push_back(w);
-  }
-  m.json = plan::plan_to_json(p, *pattern_, trace_);
   plan_json_ = nlohmann::ordered_json::parse(m.json, nullptr, false);
-  plan_active_ = !p.decisions.empty();
+  plan_active_ = !m.decisions.empty();
   plan_summary_ = fmt::format("plan {}: {} swaps, {} recomputes, natural peak {}, planned peak {}, budget {}{}", m.plan_seq,
-                              p.swaps, p.recomputes, format_bytes(p.natural_peak_bytes),
-                              format_bytes(p.planned_peak_bytes), format_bytes(budget), p.fits ? "" : " (does not fit)");
+                              a.swaps, a.recomputes, format_bytes(a.natural_peak), format_bytes(m.planned_peak_bytes),
+                              format_bytes(m.budget_bytes), m.fits ? "" : " (does not fit)");
   DecisionRecord r;
   r.action = "plan";
-  r.bytes = budget;
-  r.reason = std::string(why);
-  r.expected_s = p.expected_overhead_s;
+  r.bytes = m.budget_bytes;
+  r.reason = a.why;
+  r.expected_s = a.expected_s;
   r.note = plan_summary_;
   record(std::move(r));
-  if (!p.fits) {
+  if (!m.fits) {
     DecisionRecord f;
     f.action = "fallback";
-    f.bytes = p.planned_peak_bytes;
+    f.bytes = m.planned_peak_bytes;
     f.reason = "plan-does-not-fit";
-    f.note = fmt::format("planned peak {} stays over the budget {}", format_bytes(p.planned_peak_bytes), format_bytes(budget));
+    f.note = fmt::format("planned peak {} stays over the budget {}", format_bytes(m.planned_peak_bytes),
+                         format_bytes(m.budget_bytes));
     record(std::move(f));
   }
   pending_plan_ = std::move(m);

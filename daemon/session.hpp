@@ -1,7 +1,8 @@
 // session.hpp: one attached process as the daemon sees it: its identity (hello), the event
 // window it has learned from, the learner's state (searching for iterations, or following a
 // learned pattern), the plans made for it and its decision log. No Asio here: the server
-// feeds decoded batches in and sends out what take_plan() returns.
+// feeds decoded batches in, runs planning where run_planning says (a worker) and sends out
+// what take_plan() / segment_planned() / take_budget_for_job() return.
 //
 // Contract: ingestion is cheap and per batch (events go straight into a trace::Trace window
 // through a flat id map); learning (iteration detection, pattern, plan) runs only when
@@ -110,6 +111,10 @@ class Session {
   // A plan made since the last call, for the connection to send.
   std::optional<proto::PlanMessage> take_plan();
   std::function<void()> on_plan_ready;  // set by the connection: a plan is waiting
+  // Where the advisory plan is made: the connection runs `task` on a worker and the closure
+  // it returns back on the io thread (unset, as in tests: inline).
+  using PlanTask = std::function<std::function<void()>()>;
+  std::function<void(PlanTask)> run_planning;
 
   // Queries (daemon/query.cpp turns these into responses).
   nlohmann::ordered_json summary() const;
@@ -134,6 +139,14 @@ class Session {
   void maybe_learn();
   void start_following(const trace::Iteration& pattern_it, std::uint32_t current_begin);
   void make_plan_now(std::string_view why);
+  struct AdvisoryPlan {
+    proto::PlanMessage msg;
+    std::uint32_t swaps = 0, recomputes = 0;
+    std::uint64_t natural_peak = 0;
+    double expected_s = 0;
+    std::string why;
+  };
+  void install_advisory(AdvisoryPlan a);
   void compact();
   std::uint64_t resolved_budget() const;
   void record(DecisionRecord r);
