@@ -8,19 +8,13 @@
 // plan_mu-guarded hand-over; a segment that cannot be planned publishes nothing (the
 // executor stays passive). Profile: simcuda's cost constants when running on simcuda (the
 // figures are simulated), else CAPUCHIN_GPU (a `capuchin sim --list-gpus` name, default h100).
-#include <algorithm>
+#include <chrono>
 #include <cinttypes>
-#include <cstdio>
-#include <cstdlib>
-#include <unordered_map>
-#include <unordered_set>
 
 #include "capture.hpp"
-#include "daemon_sink.hpp"
-#include "capuchin/learn.hpp"
-#include "capuchin/sim.hpp"
+#include "capuchin/segment_plan.hpp"
 #include "capuchin/trace.hpp"
-#include "capuchin/trace_model.hpp"
+#include "daemon_sink.hpp"
 #include "state.hpp"
 
 namespace capuchin::interpose::exec {
