@@ -124,8 +124,8 @@ class DaemonSink final : public Sink {
         send_bytes();
       }
     }
+    send_plan_request();  // first: the executor may be waiting for its answer
     send_exec_stats();
-    send_plan_request();
     receive();
     return {};
   }

@@ -181,7 +181,8 @@ Executor& ex() { return *g_ex; }
 bool counters(Counters& out) {
   if (!on() || g_ex == nullptr) return false;
   Executor& e = *g_ex;
-  std::lock_guard<std::mutex> lock(e.mu);
+  std::unique_lock<std::mutex> lock(e.mu, std::try_to_lock);
+  if (!lock.owns_lock()) return false;  // busy (e.g. waiting for a plan this thread must send): next pass
   out = Counters{e.evicted_bytes, e.prefetched_bytes, e.recomputed_bytes, e.n_stall + e.n_ondemand, e.resident};
   return true;
 }
@@ -604,7 +605,8 @@ void Executor::end_segment() {
     plan.reset();
     if (plan_wait_ms > 0) {
       std::unique_lock<std::mutex> lock(plan_mu);
-      plan_cv.wait_for(lock, std::chrono::milliseconds(plan_wait_ms), [&] { return ready_segment == segment; });
+      if (!plan_cv.wait_for(lock, std::chrono::milliseconds(plan_wait_ms), [&] { return ready_segment == segment; }))
+        ++n_plan_waits_expired;  // the plan came too late for the segment's start
     }
   }
   ++segment;
@@ -676,9 +678,9 @@ void shutdown() {
   log(LogLevel::Info,
       "executor summary: budget=%" PRIu64 " peak_resident=%" PRIu64 " min_needed=%" PRIu64 " evictions=%" PRIu64
       " prefetches=%" PRIu64 " on_demand=%" PRIu64 " stalls=%" PRIu64 " drops=%" PRIu64 " recomputes=%" PRIu64
-      " fallbacks=%" PRIu64 " plans=%" PRIu64 " on_demand_per_iteration=[%s]",
+      " fallbacks=%" PRIu64 " plans=%" PRIu64 " plan_waits_expired=%" PRIu64 " on_demand_per_iteration=[%s]",
       e.budget, e.peak_resident, e.min_needed, e.n_evict, e.n_prefetch, e.n_ondemand, e.n_stall, e.n_drop,
-      e.n_recompute, e.n_fallback, e.n_plans, per.c_str());
+      e.n_recompute, e.n_fallback, e.n_plans, e.n_plan_waits_expired, per.c_str());
   if (e.log_file != nullptr) std::fflush(e.log_file);
 }
 

@@ -40,7 +40,9 @@ void shutdown();
 void warm_up_planning();
 
 // The executor's running totals, for the daemon's session view (taken under the executor's
-// lock: call from the drain thread, never from a hook). false when the executor is off.
+// lock if it is free: call from the drain thread, never from a hook). false when the
+// executor is off or busy: the drain must never wait for it (the executor may be waiting
+// for a plan request the drain is to send).
 struct Counters {
   std::uint64_t evicted_bytes, prefetched_bytes, recomputed_bytes, stalls, resident_bytes;
   bool operator==(const Counters&) const = default;

@@ -138,7 +138,7 @@ class Executor {
   // statistics
   std::uint64_t evicted_bytes = 0, prefetched_bytes = 0, recomputed_bytes = 0;  // from record()
   std::uint64_t n_evict = 0, n_prefetch = 0, n_ondemand = 0, n_stall = 0, n_recompute = 0, n_drop = 0,
-                n_fallback = 0, n_plans = 0;
+                n_fallback = 0, n_plans = 0, n_plan_waits_expired = 0;
   std::vector<std::uint32_t> ondemand_per_segment;
 
   // segments (iterations between host syncs) and plan following
