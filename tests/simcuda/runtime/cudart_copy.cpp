@@ -1,8 +1,10 @@
-// cudart_copy.cpp: simcuda's libcudart.so.13 strided, peer and symbol copies: cudaMemcpy2D(+Async),
-// cudaMemcpy3D(+Async), cudaMemcpy3DPeer(+Async), cudaMemcpyPeer(+Async), cudaMemcpyToSymbol /
-// cudaMemcpyFromSymbol (+Async), cudaGetSymbolAddress and cudaGetSymbolSize, with the _ptds/_ptsz
-// twins the CUDA 13 header declares, each forwarded to the driver entry point the real runtime uses
-// (cuMemcpy2D_v2, cuMemcpy3D_v2, cuMemcpy3DPeer, cuMemcpyPeer, and the plain copies for symbols).
+// cudart_copy.cpp: simcuda's libcudart.so.13 strided, peer and symbol copies and strided memsets:
+// cudaMemcpy2D(+Async), cudaMemcpy3D(+Async), cudaMemcpy3DPeer(+Async), cudaMemcpyPeer(+Async),
+// cudaMemcpyToSymbol / cudaMemcpyFromSymbol (+Async), cudaGetSymbolAddress, cudaGetSymbolSize,
+// cudaMemset2D(+Async) and cudaMemset3D(+Async), with the _ptds/_ptsz twins the CUDA 13 header
+// declares, each forwarded to the driver entry point the real runtime uses (cuMemcpy2D_v2,
+// cuMemcpy3D_v2, cuMemcpy3DPeer, cuMemcpyPeer, the plain copies for symbols, cuMemsetD2D8_v2 per
+// slice for memsets).
 //
 // Contract: as cudart_core.cpp. A memcpy kind picks the driver memory types (host, device, or
 // unified for cudaMemcpyDefault); an unknown kind is cudaErrorInvalidMemcpyDirection. A pitch
@@ -177,9 +179,57 @@ cudaError_t symbol_copy(bool to_symbol, const void* symbol, void* other, size_t 
   return check((per_thread ? t.memcpy_dtoh_ptds : t.memcpy_dtoh)(other, src, n));
 }
 
+// A 3D memset: one cuMemsetD2D8 per slice (slices pitch x ysize bytes apart).
+cudaError_t memset_3d(cudaPitchedPtr p, int value, cudaExtent e, cudaStream_t s, bool async, bool per_thread) {
+  SIMCUDART_READY();
+  if (e.width == 0 || e.height == 0 || e.depth == 0) return cudaSuccess;
+  if (p.ptr == nullptr) return record(cudaErrorInvalidValue);
+  if (e.height > 1 && p.pitch < e.width) return record(cudaErrorInvalidPitchValue);
+  if (e.depth > 1 && p.ysize < e.height) return record(cudaErrorInvalidValue);
+  const DriverTable& t = rt();
+  for (size_t z = 0; z < e.depth; ++z) {
+    const CUdeviceptr slice = dp(p.ptr) + z * p.pitch * p.ysize;
+    const unsigned char v = static_cast<unsigned char>(value);
+    const CUresult r = async ? (per_thread ? t.memset_d2d8_async_ptsz : t.memset_d2d8_async)(slice, p.pitch, v, e.width,
+                                                                                             e.height, s)
+                             : (per_thread ? t.memset_d2d8_ptds : t.memset_d2d8)(slice, p.pitch, v, e.width, e.height);
+    if (r != CUDA_SUCCESS) return check(r);
+  }
+  return cudaSuccess;
+}
+
 }  // namespace
 
 extern "C" {
+
+cudaError_t cudaMemset2D(void* p, size_t pitch, int value, size_t width, size_t height) {
+  SIMCUDART_READY();
+  return check(rt().memset_d2d8(dp(p), pitch, static_cast<unsigned char>(value), width, height));
+}
+cudaError_t cudaMemset2D_ptds(void* p, size_t pitch, int value, size_t width, size_t height) {
+  SIMCUDART_READY();
+  return check(rt().memset_d2d8_ptds(dp(p), pitch, static_cast<unsigned char>(value), width, height));
+}
+cudaError_t cudaMemset2DAsync(void* p, size_t pitch, int value, size_t width, size_t height, cudaStream_t s) {
+  SIMCUDART_READY();
+  return check(rt().memset_d2d8_async(dp(p), pitch, static_cast<unsigned char>(value), width, height, s));
+}
+cudaError_t cudaMemset2DAsync_ptsz(void* p, size_t pitch, int value, size_t width, size_t height, cudaStream_t s) {
+  SIMCUDART_READY();
+  return check(rt().memset_d2d8_async_ptsz(dp(p), pitch, static_cast<unsigned char>(value), width, height, s));
+}
+cudaError_t cudaMemset3D(struct cudaPitchedPtr p, int value, struct cudaExtent e) {
+  return memset_3d(p, value, e, nullptr, false, false);
+}
+cudaError_t cudaMemset3D_ptds(struct cudaPitchedPtr p, int value, struct cudaExtent e) {
+  return memset_3d(p, value, e, nullptr, false, true);
+}
+cudaError_t cudaMemset3DAsync(struct cudaPitchedPtr p, int value, struct cudaExtent e, cudaStream_t s) {
+  return memset_3d(p, value, e, s, true, false);
+}
+cudaError_t cudaMemset3DAsync_ptsz(struct cudaPitchedPtr p, int value, struct cudaExtent e, cudaStream_t s) {
+  return memset_3d(p, value, e, s, true, true);
+}
 
 cudaError_t cudaMemcpy2D(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width, size_t height,
                          enum cudaMemcpyKind kind) {

@@ -76,6 +76,10 @@ namespace simcudart {
   X(memset_d8_ptds, "cuMemsetD8", cuMemsetD8_v2_ptds, true)                          \
   X(memset_d8_async, "cuMemsetD8Async", cuMemsetD8Async, false)                      \
   X(memset_d8_async_ptsz, "cuMemsetD8Async", cuMemsetD8Async_ptsz, true)             \
+  X(memset_d2d8, "cuMemsetD2D8", cuMemsetD2D8_v2, false)                             \
+  X(memset_d2d8_ptds, "cuMemsetD2D8", cuMemsetD2D8_v2_ptds, true)                    \
+  X(memset_d2d8_async, "cuMemsetD2D8Async", cuMemsetD2D8Async, false)                \
+  X(memset_d2d8_async_ptsz, "cuMemsetD2D8Async", cuMemsetD2D8Async_ptsz, true)       \
   X(mem_prefetch_async, "cuMemPrefetchAsync", cuMemPrefetchAsync_v2, false)          \
   X(mem_prefetch_async_ptsz, "cuMemPrefetchAsync", cuMemPrefetchAsync_v2_ptsz, true) \
   X(mem_advise, "cuMemAdvise", cuMemAdvise_v2, false)                                \

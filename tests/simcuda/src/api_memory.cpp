@@ -1,6 +1,6 @@
 // api_memory.cpp: the exported driver memory calls of simcuda's libcuda.so.1: allocation
-// (device, managed, stream-ordered, pinned host), copies and memsets (sync and async, with their
-// _v2/_ptds/_ptsz variants), prefetch/advise, VMM, pointer attributes and cuMemGetInfo.
+// (device, managed, stream-ordered, pinned host), copies and memsets (plain and 2D, sync and
+// async, with their _v2/_ptds/_ptsz variants), prefetch/advise, VMM, pointer attributes and cuMemGetInfo.
 //
 // Contract: every definition matches its declaration in the real CUDA 13 cuda.h (compiled with
 // __CUDA_API_VERSION_INTERNAL, so the compiler checks each signature). Synchronous copies and
@@ -25,11 +25,15 @@ CUresult copy(DefaultStream ds, CUstream handle, uintptr_t dst, uintptr_t src, s
   return enqueue_copy(ds, handle, dst, src, CopyShape::linear(bytes), sync);
 }
 
+// A memset of `rows` rows of `count` elements, `pitch` bytes apart (cuMemsetD2D*: the pitch is
+// at least the row and, like the address, a multiple of the element size).
 CUresult memset_op(DefaultStream ds, CUstream handle, CUdeviceptr dst, uint32_t value, unsigned elem,
-                   size_t count, bool sync) {
+                   size_t count, bool sync, size_t rows = 1, size_t pitch = 0) {
   if (CUresult r = check_ready(); r != CUDA_SUCCESS) return r;
-  if (count == 0) return CUDA_SUCCESS;
-  if (dst % elem != 0 || !d().memory.range_valid_for_copy(dst, count * elem)) return CUDA_ERROR_INVALID_VALUE;
+  if (count == 0 || rows == 0) return CUDA_SUCCESS;
+  if (rows > 1 && (pitch < count * elem || pitch % elem != 0)) return CUDA_ERROR_INVALID_VALUE;
+  const size_t span = (rows - 1) * pitch + count * elem;
+  if (dst % elem != 0 || !d().memory.range_valid_for_copy(dst, span)) return CUDA_ERROR_INVALID_VALUE;
   CUresult err;
   CUstream_st* s = d().scheduler.resolve(sync ? nullptr : handle, ds, &err);
   if (s == nullptr) return err;
@@ -39,6 +43,8 @@ CUresult memset_op(DefaultStream ds, CUstream handle, CUdeviceptr dst, uint32_t 
   p.bytes = count;
   p.memset_elem = elem;
   p.memset_value = value;
+  p.shape.rows = rows;
+  p.shape.dst_pitch = pitch;
   if (CUresult r = d().scheduler.enqueue(s, std::move(p)); r != CUDA_SUCCESS) return r;
   return sync ? d().scheduler.synchronize_stream(s) : CUDA_SUCCESS;
 }
@@ -253,6 +259,24 @@ CUresult cuMemsetD16Async(CUdeviceptr p, unsigned short v, size_t n, CUstream h)
 CUresult cuMemsetD16Async_ptsz(CUdeviceptr p, unsigned short v, size_t n, CUstream h) { return memset_op(DefaultStream::PerThread, h, p, v, 2, n, false); }
 CUresult cuMemsetD32Async(CUdeviceptr p, unsigned int v, size_t n, CUstream h) { return memset_op(DefaultStream::Legacy, h, p, v, 4, n, false); }
 CUresult cuMemsetD32Async_ptsz(CUdeviceptr p, unsigned int v, size_t n, CUstream h) { return memset_op(DefaultStream::PerThread, h, p, v, 4, n, false); }
+
+#define SIMCUDA_MEMSET_2D(bits, type, elem)                                                                   \
+  CUresult cuMemsetD2D##bits##_v2(CUdeviceptr p, size_t pitch, type v, size_t w, size_t h) {                  \
+    return memset_op(DefaultStream::Legacy, nullptr, p, v, elem, w, true, h, pitch);                          \
+  }                                                                                                           \
+  CUresult cuMemsetD2D##bits##_v2_ptds(CUdeviceptr p, size_t pitch, type v, size_t w, size_t h) {             \
+    return memset_op(DefaultStream::PerThread, nullptr, p, v, elem, w, true, h, pitch);                       \
+  }                                                                                                           \
+  CUresult cuMemsetD2D##bits##Async(CUdeviceptr p, size_t pitch, type v, size_t w, size_t h, CUstream s) {    \
+    return memset_op(DefaultStream::Legacy, s, p, v, elem, w, false, h, pitch);                               \
+  }                                                                                                           \
+  CUresult cuMemsetD2D##bits##Async_ptsz(CUdeviceptr p, size_t pitch, type v, size_t w, size_t h, CUstream s) { \
+    return memset_op(DefaultStream::PerThread, s, p, v, elem, w, false, h, pitch);                            \
+  }
+SIMCUDA_MEMSET_2D(8, unsigned char, 1)
+SIMCUDA_MEMSET_2D(16, unsigned short, 2)
+SIMCUDA_MEMSET_2D(32, unsigned int, 4)
+#undef SIMCUDA_MEMSET_2D
 
 // ---- Unified Memory ------------------------------------------------------------------------
 CUresult cuMemPrefetchAsync_v2(CUdeviceptr p, size_t n, CUmemLocation loc, unsigned int flags, CUstream h) {

@@ -232,19 +232,24 @@ void Scheduler::execute(CUstream_st* /*s*/, Op& op, double /*start_ns*/, double*
       return;
     }
     case OpKind::Memset: {
+      // `rows` rows of p.bytes elements, `dst_pitch` bytes apart (one row for a plain memset).
       if (failed) return;
-      const size_t bytes = p.bytes * p.memset_elem;
-      if (!mem.range_valid_for_copy(p.dst, bytes, true)) {
+      const size_t row = p.bytes * p.memset_elem;
+      const size_t rows = p.shape.rows;
+      const size_t span = rows == 0 ? 0 : (rows - 1) * p.shape.dst_pitch + row;
+      if (!mem.range_valid_for_copy(p.dst, span, true)) {
         set_sticky(CUDA_ERROR_ILLEGAL_ADDRESS);
         return;
       }
-      auto* d = reinterpret_cast<unsigned char*>(p.dst);
-      if (p.memset_elem == 1) {
-        std::memset(d, static_cast<int>(p.memset_value & 0xff), p.bytes);
-      } else {
-        for (size_t i = 0; i < p.bytes; ++i) std::memcpy(d + i * p.memset_elem, &p.memset_value, p.memset_elem);
+      for (size_t r = 0; r < rows; ++r) {
+        auto* d = reinterpret_cast<unsigned char*>(p.dst + r * p.shape.dst_pitch);
+        if (p.memset_elem == 1) {
+          std::memset(d, static_cast<int>(p.memset_value & 0xff), p.bytes);
+        } else {
+          for (size_t i = 0; i < p.bytes; ++i) std::memcpy(d + i * p.memset_elem, &p.memset_value, p.memset_elem);
+        }
       }
-      *cost_ns = SIMCUDA_COPY_LATENCY_NS + static_cast<double>(bytes) / SIMCUDA_DEVICE_BYTES_PER_NS;
+      *cost_ns = SIMCUDA_COPY_LATENCY_NS + static_cast<double>(row * rows) / SIMCUDA_DEVICE_BYTES_PER_NS;
       return;
     }
     case OpKind::Prefetch:

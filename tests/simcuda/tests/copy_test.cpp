@@ -1,4 +1,4 @@
-// copy_test.cpp: simcuda's strided, 3D and peer copies (driver API), module globals, and stream
+// copy_test.cpp: simcuda's strided, 3D and peer copies and 2D memsets (driver API), module globals, and stream
 // capture across streams joined through events (fork, join, unjoined and unmatched ends).
 #include <dlfcn.h>
 
@@ -268,6 +268,39 @@ TEST_F(Simcuda, ModuleGlobalsAreMadeOnFirstUseFromTheirShadow) {
   EXPECT_EQ(got[3], 40);
   static int unregistered = 0;
   EXPECT_EQ(simcuda_global_for_symbol(&unregistered, &p, &bytes), CUDA_ERROR_NOT_FOUND);
+}
+
+TEST_F(Simcuda, Memset2DSetsRowsOfElementsAndChecksPitchAndAlignment) {
+  constexpr size_t kPitch = 64, kRows = 4;
+  CUdeviceptr d = 0;
+  ASSERT_EQ(cuMemAlloc(&d, kPitch * kRows), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemsetD8(d, 0, kPitch * kRows), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemsetD2D32(d + 8, kPitch, 0xa1b2c3d4u, 3, kRows), CUDA_SUCCESS);  // 3 words a row
+  CUstream s;
+  ASSERT_EQ(cuStreamCreate(&s, 0), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemsetD2D16Async(d + 40, kPitch, 0x5566, 2, 2, s), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemsetD2D8Async(d + 60, kPitch, 0x77, 4, 1, s), CUDA_SUCCESS);
+  ASSERT_EQ(cuStreamSynchronize(s), CUDA_SUCCESS);
+  std::vector<unsigned char> h(kPitch * kRows);
+  ASSERT_EQ(cuMemcpyDtoH(h.data(), d, h.size()), CUDA_SUCCESS);
+  for (size_t r = 0; r < kRows; ++r) {
+    const unsigned char* row = h.data() + r * kPitch;
+    uint32_t w = 0;
+    std::memcpy(&w, row + 8 + 8, 4);
+    EXPECT_EQ(w, 0xa1b2c3d4u) << "row " << r;
+    EXPECT_EQ(row[7], 0) << "row " << r;
+    EXPECT_EQ(row[20], 0) << "row " << r;  // just past 3 words
+    uint16_t x = 0;
+    std::memcpy(&x, row + 42, 2);
+    EXPECT_EQ(x, r < 2 ? 0x5566 : 0) << "row " << r;
+    EXPECT_EQ(row[63], r == 0 ? 0x77 : 0) << "row " << r;
+  }
+  EXPECT_EQ(cuMemsetD2D32(d, 8, 0, 3, 2), CUDA_ERROR_INVALID_VALUE);       // pitch below the row
+  EXPECT_EQ(cuMemsetD2D32(d + 2, kPitch, 0, 1, 2), CUDA_ERROR_INVALID_VALUE);  // misaligned
+  EXPECT_EQ(cuMemsetD2D16(d, 63, 0, 1, 2), CUDA_ERROR_INVALID_VALUE);      // pitch not a multiple of 2
+  EXPECT_EQ(cuMemsetD2D8(d, kPitch, 0, 8, kRows + 1), CUDA_ERROR_INVALID_VALUE);  // past the allocation
+  EXPECT_EQ(cuStreamDestroy(s), CUDA_SUCCESS);
+  EXPECT_EQ(cuMemFree(d), CUDA_SUCCESS);
 }
 
 // ---- capture across streams ------------------------------------------------------------------

@@ -1,4 +1,4 @@
-// runtime_copy_test.cpp: simcuda's libcudart.so.13 strided, 3D, peer and symbol copies, and a
+// runtime_copy_test.cpp: simcuda's libcudart.so.13 strided, 3D, peer and symbol copies, 2D/3D memsets, and a
 // two-stream capture joined through cudaEventRecordWithFlags / cudaStreamWaitEvent.
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
@@ -140,6 +140,33 @@ TEST(RuntimeCopy, PeerCopiesOnTheOneDevice) {
   EXPECT_EQ(cudaMemcpy3DPeerAsync(&p, nullptr), cudaErrorInvalidDevice);
   EXPECT_EQ(cudaFree(a), cudaSuccess);
   EXPECT_EQ(cudaFree(b), cudaSuccess);
+}
+
+TEST(RuntimeCopy, Memset2DAnd3D) {
+  constexpr size_t kPitch = 32, kRows = 4, kSlices = 2;
+  unsigned char* d = nullptr;
+  ASSERT_EQ(cudaMalloc(reinterpret_cast<void**>(&d), kPitch * kRows * kSlices), cudaSuccess);
+  ASSERT_EQ(cudaMemset(d, 0, kPitch * kRows * kSlices), cudaSuccess);
+  ASSERT_EQ(cudaMemset2D(d + 1, kPitch, 0x11, 5, 2), cudaSuccess);
+  ASSERT_EQ(cudaMemset3DAsync(pitched(d + 16, kPitch, 8, kRows), 0x22, extent(4, 3, kSlices), nullptr), cudaSuccess);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  std::vector<unsigned char> h(kPitch * kRows * kSlices);
+  ASSERT_EQ(cudaMemcpy(h.data(), d, h.size(), cudaMemcpyDeviceToHost), cudaSuccess);
+  for (size_t z = 0; z < kSlices; ++z)
+    for (size_t y = 0; y < kRows; ++y) {
+      const unsigned char* row = h.data() + (z * kRows + y) * kPitch;
+      const bool in2d = z == 0 && y < 2, in3d = y < 3;
+      EXPECT_EQ(row[0], 0);
+      EXPECT_EQ(row[1], in2d ? 0x11 : 0) << z << "," << y;
+      EXPECT_EQ(row[5], in2d ? 0x11 : 0) << z << "," << y;
+      EXPECT_EQ(row[6], 0);
+      EXPECT_EQ(row[16], in3d ? 0x22 : 0) << z << "," << y;
+      EXPECT_EQ(row[19], in3d ? 0x22 : 0) << z << "," << y;
+      EXPECT_EQ(row[20], 0);
+    }
+  EXPECT_EQ(cudaMemset2D(d, 4, 0, 8, 2), cudaErrorInvalidValue);  // pitch below the width
+  EXPECT_EQ(cudaMemset3D(pitched(d, 4, 8, kRows), 0, extent(8, 2, 1)), cudaErrorInvalidPitchValue);
+  EXPECT_EQ(cudaFree(d), cudaSuccess);
 }
 
 float g_table[8] = {1, 2, 3, 4, 5, 6, 7, 8};  // the shadow of a __device__ float[8]
