@@ -538,8 +538,10 @@ void note_event_record(std::uint64_t event, std::uint64_t stream, std::uint8_t f
   }
   if (i < 0) i = find_event(s, 0);
   if (i < 0) {
-    log(LogLevel::Warn, "more than %d events recorded during stream captures; a stream waiting on this one "
-        "is not seen joining the capture", State::kMaxCaptureEvents);
+    static std::atomic<bool> warned{false};
+    if (!warned.exchange(true))
+      log(LogLevel::Warn, "more than %d events recorded during stream captures; streams waiting on the others "
+          "are not seen joining their capture", State::kMaxCaptureEvents);
     return;
   }
   s.event_seq[i].store(seq, std::memory_order_relaxed);

@@ -353,6 +353,32 @@ CUresult body_MemsetD16Async(const Variant& v, CUdeviceptr dst, unsigned short x
 CUresult body_MemsetD32Async(const Variant& v, CUdeviceptr dst, unsigned int x, size_t n, CUstream s) {
   CAPUCHIN_MEMSET_BODY(4, u64(s), REAL(MemsetD32Async)(dst, x, n, s))
 }
+// 2D memsets: h rows of w elements; the executor and the trace see the first byte and the set bytes.
+#define CAPUCHIN_MEMSET_2D_BODY(elem, stream_expr, call)                                       \
+  const std::uint64_t n = static_cast<std::uint64_t>(w) * h;                                    \
+  CAPUCHIN_MEMSET_BODY(elem, stream_expr, call)
+CUresult body_MemsetD2D8(const Variant& v, CUdeviceptr dst, size_t pitch, unsigned char x, size_t w, size_t h) {
+  CAPUCHIN_MEMSET_2D_BODY(1, 0, REAL(MemsetD2D8)(dst, pitch, x, w, h))
+}
+CUresult body_MemsetD2D16(const Variant& v, CUdeviceptr dst, size_t pitch, unsigned short x, size_t w, size_t h) {
+  CAPUCHIN_MEMSET_2D_BODY(2, 0, REAL(MemsetD2D16)(dst, pitch, x, w, h))
+}
+CUresult body_MemsetD2D32(const Variant& v, CUdeviceptr dst, size_t pitch, unsigned int x, size_t w, size_t h) {
+  CAPUCHIN_MEMSET_2D_BODY(4, 0, REAL(MemsetD2D32)(dst, pitch, x, w, h))
+}
+CUresult body_MemsetD2D8Async(const Variant& v, CUdeviceptr dst, size_t pitch, unsigned char x, size_t w, size_t h,
+                              CUstream s) {
+  CAPUCHIN_MEMSET_2D_BODY(1, u64(s), REAL(MemsetD2D8Async)(dst, pitch, x, w, h, s))
+}
+CUresult body_MemsetD2D16Async(const Variant& v, CUdeviceptr dst, size_t pitch, unsigned short x, size_t w, size_t h,
+                               CUstream s) {
+  CAPUCHIN_MEMSET_2D_BODY(2, u64(s), REAL(MemsetD2D16Async)(dst, pitch, x, w, h, s))
+}
+CUresult body_MemsetD2D32Async(const Variant& v, CUdeviceptr dst, size_t pitch, unsigned int x, size_t w, size_t h,
+                               CUstream s) {
+  CAPUCHIN_MEMSET_2D_BODY(4, u64(s), REAL(MemsetD2D32Async)(dst, pitch, x, w, h, s))
+}
+#undef CAPUCHIN_MEMSET_2D_BODY
 #undef CAPUCHIN_MEMSET_BODY
 
 #define CAPUCHIN_SYNC_BODY(sub, call)                 \

@@ -404,6 +404,35 @@ cudaError_t rt_cudaMemsetAsync(F real, bool pt, void* dst, int v, size_t n, cuda
   CAPUCHIN_AFTER(r == cudaSuccess, record_memset(u64(dst), n, u64(s), pt_flag(pt)))
   return r;
 }
+// 2D/3D memsets: the executor and the trace see the first byte and the set bytes.
+template <class Call>
+cudaError_t strided_memset(void* dst, std::uint64_t bytes, cudaStream_t s, bool pt, Call&& call) {
+  HookScope scope;
+  cudaError_t err = cudaSuccess;
+  ExecCopy ec(scope, dst, nullptr, bytes, s, pt, true, &err);
+  if (err != cudaSuccess) return err;
+  const cudaError_t r = call();
+  ec.done(r);
+  CAPUCHIN_AFTER(r == cudaSuccess && bytes > 0, record_memset(u64(dst), bytes, u64(s), pt_flag(pt)))
+  return r;
+}
+template <class F>
+cudaError_t rt_cudaMemset2D(F real, bool pt, void* dst, size_t pitch, int v, size_t w, size_t h) {
+  return strided_memset(dst, std::uint64_t{w} * h, nullptr, pt, [&] { return real(dst, pitch, v, w, h); });
+}
+template <class F>
+cudaError_t rt_cudaMemset2DAsync(F real, bool pt, void* dst, size_t pitch, int v, size_t w, size_t h, cudaStream_t s) {
+  return strided_memset(dst, std::uint64_t{w} * h, s, pt, [&] { return real(dst, pitch, v, w, h, s); });
+}
+template <class F>
+cudaError_t rt_cudaMemset3D(F real, bool pt, cudaPitchedPtr p, int v, cudaExtent e) {
+  return strided_memset(p.ptr, std::uint64_t{e.width} * e.height * e.depth, nullptr, pt, [&] { return real(p, v, e); });
+}
+template <class F>
+cudaError_t rt_cudaMemset3DAsync(F real, bool pt, cudaPitchedPtr p, int v, cudaExtent e, cudaStream_t s) {
+  return strided_memset(p.ptr, std::uint64_t{e.width} * e.height * e.depth, s, pt, [&] { return real(p, v, e, s); });
+}
+
 template <class F>
 cudaError_t rt_cudaDeviceSynchronize(F real, bool) {
   HookScope scope;
@@ -529,6 +558,11 @@ cudaError_t rt_cudaGraphLaunch(F real, bool pt, cudaGraphExec_t exec, cudaStream
     (, d, sym, n, off, k, st), _ptsz)                                                                  \
   X(cudaMemset, (void* d, int v, size_t n), (, d, v, n), _ptds)                                        \
   X(cudaMemsetAsync, (void* d, int v, size_t n, cudaStream_t s), (, d, v, n, s), _ptsz)                \
+  X(cudaMemset2D, (void* d, size_t p, int v, size_t w, size_t h), (, d, p, v, w, h), _ptds)              \
+  X(cudaMemset2DAsync, (void* d, size_t p, int v, size_t w, size_t h, cudaStream_t s),                 \
+    (, d, p, v, w, h, s), _ptsz)                                                                       \
+  X(cudaMemset3D, (cudaPitchedPtr p, int v, cudaExtent e), (, p, v, e), _ptds)                         \
+  X(cudaMemset3DAsync, (cudaPitchedPtr p, int v, cudaExtent e, cudaStream_t s), (, p, v, e, s), _ptsz) \
   X(cudaDeviceSynchronize, (void), (), _)                                                              \
   X(cudaStreamSynchronize, (cudaStream_t s), (, s), _ptsz)                                             \
   X(cudaEventSynchronize, (cudaEvent_t e), (, e), _)                                                   \

@@ -2,7 +2,7 @@
 # copy_join.sh OUTDIR [BACKEND]: copy_join_prog (strided/3D/peer/symbol copies, captures joined
 # through events, a tensor read only by 2D copies) plain and under LD_PRELOAD=libcapuchin.so with
 # CAPUCHIN_RECORD. Checks: identical output; a valid trace; every copy of the copy phase with its
-# direction, bytes and allocation ids; launches and copies captured on the joined stream present
+# direction, bytes and allocation ids, and every memset with its bytes and allocation; launches and copies captured on the joined stream present
 # once per graph launch and only after the capture ended; the 3000-byte reads of T0.
 # With BACKEND (uvm|pinned): the same run under CAPUCHIN_BUDGET (4 of the 6 big tensors fit), and
 # the executor saw the 2D copies: it evicted tensors, but never T0, the one only they touch (an
@@ -49,8 +49,12 @@ got = [sig(e) for _, e in copies[:len(expected)]]
 for n, (g, x) in enumerate(zip(got, expected), 1):
     if g != x: errors.append(f"copy c{n}: trace has {g}, expected {x}")
 if len(got) < len(expected): errors.append(f"only {len(got)} copies in the trace")
-# Phase 2: captured work appears only after the capture ended (marker_kernel), once per launch.
 kernels = [(i, e) for i, e in enumerate(events) if e["op"] == "kernel"]
+# The memsets: phase 1's 3D, 2D and driver 2D ones, then phase 2's two plain ones.
+memsets = [(e.get("bytes"), e.get("writes")) for _, e in kernels if e["name"] == "memset"]
+want = [(16, [A(2)]), (16, [A(1)]), (48, [A(3)]), (256, [A(4)]), (256, [A(5)])]
+if memsets != want: errors.append(f"memsets {memsets}, expected {want}")
+# Phase 2: captured work appears only after the capture ended (marker_kernel), once per launch.
 marker = [i for i, e in kernels if e["name"] == "marker_kernel"]
 if len(marker) != 1: errors.append(f"{len(marker)} marker_kernel launches, expected 1")
 m = marker[0] if marker else 0

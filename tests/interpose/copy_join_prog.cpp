@@ -8,7 +8,8 @@
 // Allocations in order (trace ids in allocation order when nothing else allocates):
 //   #0 M (8 rows, pitch 128)  #1 N (8 x 96)  #2 V (3 slices x 4 rows, pitch 64)  #3 P (8 x 96)
 //   #4 A, #5 B (capture buffers, 64 floats)  then the executor phase: #6 T0 .. #11 T5.
-// Phase 1, copies (each one a trace copy: direction, bytes, ids), see copy_join.sh.
+// Phase 1, copies (each one a trace copy: direction, bytes, ids) and 2D/3D memsets (each one a
+// trace memset kernel: bytes, the allocation written), see copy_join.sh.
 // Phase 2, captures: `main` captures main_kernel(A); `side` joins through an event recorded on
 // `main` (runtime calls), captures side_kernel(B) twice and a 2D copy B -> A, and is joined back;
 // marker_kernel runs between the end of the capture and 3 graph launches. The same with the
@@ -127,8 +128,12 @@ void copies() {
   p3.extent = extent(16, 4, 3);
   p3.kind = cudaMemcpyHostToDevice;
   check(cudaMemcpy3D(&p3), "c4 3D h2d");
+  // s1: bytes 8..11 of rows 0..1 of V's slices 0..1 (a trace memset of 16 bytes).
+  check(cudaMemset3D(pitched(v + 8, 64, 64, 4), 0x7f, extent(4, 2, 2)), "s1 3D memset");
   // c5: N -> P across "devices" 0 and 0.
   check(cudaMemcpyPeer(p, 0, n, 0, kW * kRows), "c5 peer");
+  // s2: 8 bytes from byte 4 of N's rows 0..1, on the legacy stream (16 bytes).
+  check(cudaMemset2DAsync(n + 4, kW, 0x22, 8, 2, nullptr), "s2 2D memset");
   // c6, c7: into the module global from the host, then from it into P (16 bytes each).
   if (!simcuda::register_global("g_bias", g_bias)) return (void)std::fprintf(stderr, "no global\n"), std::exit(1);
   const float bias[4] = {10.0f, 20.0f, 30.0f, 40.0f};
@@ -155,6 +160,9 @@ void copies() {
   check(ctx_get_current(&ctx), "cuCtxGetCurrent");
   check(peer_async(reinterpret_cast<CUdeviceptr>(n), ctx, reinterpret_cast<CUdeviceptr>(p), ctx, 100, nullptr),
         "c9 cuMemcpyPeerAsync");
+  // s3: the driver's cuMemsetD2D32, 4 words from byte 32 of P's rows 0..2 (48 bytes).
+  auto memset2d32 = entry<CUresult (*)(CUdeviceptr, size_t, unsigned, size_t, size_t)>("cuMemsetD2D32");
+  check(memset2d32(reinterpret_cast<CUdeviceptr>(p) + 32, kW, 0xdeadbeefu, 4, 3), "s3 cuMemsetD2D32");
   // c10: the driver's cuMemcpy3D, all of V's 16 x 4 x 3 box back to the host: 192 bytes.
   auto memcpy3d = entry<CUresult (*)(const CUDA_MEMCPY3D*)>("cuMemcpy3D");
   std::vector<unsigned char> c10(16 * 4 * 3);
