@@ -311,7 +311,7 @@ TEST(Session, LearnsIterationsAndPlansUnderABudget) {
   EXPECT_FALSE(plan->json.empty());
   EXPECT_EQ(s.tensors(100).size(), 6u);  // 3 local + 3 carried weights
   // A budget change replans.
-  s.set_budget(*parse_size_or_fraction("1GiB"), "1GiB");
+  ASSERT_TRUE(s.set_budget(*parse_size_or_fraction("1GiB"), "1GiB").has_value());
   auto p2 = s.take_plan();
   ASSERT_TRUE(p2.has_value());
   EXPECT_EQ(p2->plan_seq, 2u);
