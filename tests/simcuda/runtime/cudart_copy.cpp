@@ -20,13 +20,6 @@ using namespace simcudart;
 
 namespace {
 
-#define SIMCUDART_READY()                                       \
-  do {                                                          \
-    if (cudaError_t e_ = ready(); e_ != cudaSuccess) return e_; \
-  } while (0)
-
-CUdeviceptr dp(const void* p) { return reinterpret_cast<CUdeviceptr>(p); }
-
 // The driver memory types a runtime copy kind implies, for (dst, src).
 bool memory_types(cudaMemcpyKind kind, CUmemorytype* dst, CUmemorytype* src) {
   switch (kind) {

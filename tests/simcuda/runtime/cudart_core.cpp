@@ -88,11 +88,6 @@ cudaError_t ready() {
 
 using namespace simcudart;
 
-#define SIMCUDART_READY()                               \
-  do {                                                  \
-    if (cudaError_t e_ = ready(); e_ != cudaSuccess) return e_; \
-  } while (0)
-
 namespace {
 
 #define SIMCUDART_ERRORS(X)                                                                  \

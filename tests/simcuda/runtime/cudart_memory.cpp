@@ -13,13 +13,6 @@ using namespace simcudart;
 
 namespace {
 
-#define SIMCUDART_READY()                                       \
-  do {                                                          \
-    if (cudaError_t e_ = ready(); e_ != cudaSuccess) return e_; \
-  } while (0)
-
-CUdeviceptr dp(const void* p) { return reinterpret_cast<CUdeviceptr>(p); }
-
 cudaError_t memcpy_impl(void* dst, const void* src, size_t n, cudaMemcpyKind kind, bool ptds) {
   SIMCUDART_READY();
   const DriverTable& t = rt();

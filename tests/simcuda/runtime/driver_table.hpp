@@ -137,5 +137,12 @@ const DriverTable& rt();
 cudaError_t record(cudaError_t err);
 cudaError_t to_runtime(CUresult r);
 inline cudaError_t check(CUresult r) { return record(to_runtime(r)); }
+inline CUdeviceptr dp(const void* p) { return reinterpret_cast<CUdeviceptr>(p); }
+
+// Opens a runtime entry point: returns ready()'s error unless the runtime is usable.
+#define SIMCUDART_READY()                                       \
+  do {                                                          \
+    if (cudaError_t e_ = ready(); e_ != cudaSuccess) return e_; \
+  } while (0)
 
 }  // namespace simcudart

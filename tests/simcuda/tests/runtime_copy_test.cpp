@@ -8,25 +8,13 @@
 #include <vector>
 
 #include "simcuda/kernel.hpp"
+#include "simcuda/shapes.hpp"
 
 namespace {
 
-// driver_functions.h's make_cuda* (that header pulls in an internal one with a #warning).
-cudaPitchedPtr pitched(void* p, size_t pitch, size_t xsize, size_t ysize) {
-  cudaPitchedPtr r{};
-  r.ptr = p, r.pitch = pitch, r.xsize = xsize, r.ysize = ysize;
-  return r;
-}
-cudaExtent extent(size_t w, size_t h, size_t d) {
-  cudaExtent e{};
-  e.width = w, e.height = h, e.depth = d;
-  return e;
-}
-cudaPos pos(size_t x, size_t y, size_t z) {
-  cudaPos q{};
-  q.x = x, q.y = y, q.z = z;
-  return q;
-}
+using simcuda::extent;
+using simcuda::pitched;
+using simcuda::pos;
 
 void bump(float*, int) {}
 void bump_body(void** a, const simcuda_launch_info*) {
