@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cinttypes>
 #include <chrono>
 #include <condition_variable>
 #include <cstring>
@@ -27,8 +28,6 @@ DaemonLinkStats g_link;
 // destructors run at exit: these live on the heap and are never destroyed (a destroyed
 // std::string here was a double free at exit, seen 2 runs in 12 under capuchin run).
 struct Shared {
-  std::mutex plan_mu;
-  std::shared_ptr<const proto::PlanMessage> plan;
   std::mutex lines_mu;
   std::string lines;
   // One remote plan request at a time (the executor's planner thread is the only asker).
@@ -143,6 +142,12 @@ class DaemonSink final : public Sink {
       }
       disconnect(false);
     }
+    log(LogLevel::Info,
+        "daemon link: connects=%" PRIu64 " disconnects=%" PRIu64 " events_sent=%" PRIu64 " events_offline=%" PRIu64
+        " plan_requests=%" PRIu64 " plan_replies=%" PRIu64 " budgets_received=%" PRIu64 " advisory_plans=%" PRIu64,
+        g_link.connects.load(), g_link.disconnects.load(), g_link.events_sent.load(), g_link.events_offline.load(),
+        g_link.plan_requests.load(), g_link.plan_replies.load(), g_link.budgets_received.load(),
+        g_link.plans_received.load());
     if (inner_) return inner_->close();
     return {};
   }
@@ -276,15 +281,8 @@ class DaemonSink final : public Sink {
         case proto::MsgType::Welcome:
           if (auto w = proto::decode_welcome(f.payload); w) g_link.session_id.store(w->session_id, std::memory_order_relaxed);
           break;
-        case proto::MsgType::Plan:
-          if (auto p = proto::decode_plan(f.payload); p) {
-            auto plan = std::make_shared<const proto::PlanMessage>(std::move(*p));
-            {
-              std::lock_guard<std::mutex> g(shared().plan_mu);
-              shared().plan = std::move(plan);
-            }
-            g_link.plans_received.fetch_add(1, std::memory_order_relaxed);
-          }
+        case proto::MsgType::Plan:  // the daemon's advisory plan: for its own views, counted here
+          if (proto::decode_plan(f.payload)) g_link.plans_received.fetch_add(1, std::memory_order_relaxed);
           break;
         case proto::MsgType::PlanReply:
           if (auto r = proto::decode_plan_reply(f.payload); r) {
@@ -328,13 +326,6 @@ class DaemonSink final : public Sink {
 };
 
 }  // namespace
-
-const DaemonLinkStats& daemon_link_stats() { return g_link; }
-
-std::shared_ptr<const proto::PlanMessage> latest_plan() {
-  std::lock_guard<std::mutex> g(shared().plan_mu);
-  return shared().plan;
-}
 
 std::optional<proto::PlanReply> plan_remotely(const plan::SegmentJob& job, std::chrono::milliseconds timeout) {
   if (g_link.session_id.load(std::memory_order_relaxed) == 0) return std::nullopt;

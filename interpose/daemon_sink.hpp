@@ -8,8 +8,8 @@
 // 5 s), as a new session. A send that would block longer than 200 ms drops the connection
 // rather than stall the drain. Nothing here acts on memory: the executor's planner thread
 // asks the daemon to plan its segments (plan_remotely) and applies the answer; a budget the
-// daemon sets (set-budget) is kept for the executor (daemon_budget). The daemon's own
-// trace-window plans are kept (latest_plan()) for inspection only.
+// daemon sets (set-budget) is kept for the executor (daemon_budget). The daemon's advisory
+// plans are only counted. The link's counters are logged when the sink closes.
 #pragma once
 
 #include <atomic>
@@ -25,6 +25,8 @@
 
 namespace capuchin::interpose {
 
+// The link's counters (atomics: written on the drain thread, the session id read by the
+// executor's planner thread).
 struct DaemonLinkStats {
   std::atomic<std::uint64_t> connects{0}, disconnects{0}, refused{0};
   std::atomic<std::uint64_t> events_sent{0}, events_offline{0}, bytes_sent{0};
@@ -32,10 +34,7 @@ struct DaemonLinkStats {
   std::atomic<std::uint64_t> plan_requests{0}, plan_replies{0}, budgets_received{0};
   std::atomic<std::uint64_t> session_id{0};  // the current session (0: not attached)
 };
-const DaemonLinkStats& daemon_link_stats();
 
-// The most recent plan the daemon sent (null before the first). Safe from any thread.
-std::shared_ptr<const proto::PlanMessage> latest_plan();
 
 // For the executor's planner thread (never a hook): sends the segment to capuchind and waits
 // at most `timeout` for its answer. nullopt: not attached, the segment does not fit one frame,

@@ -69,6 +69,11 @@ done
 "$CAPUCHIN" --socket "$sock" set-budget "$sid" "$B2" > /dev/null
 wait $job || { echo "FAIL: the job failed after set-budget"; tail "$out/run60.txt.err"; exit 1; }
 cmp -s "$out/reference60.txt" "$out/run60.txt" || { echo "FAIL: output differs after set-budget"; exit 1; }
+# The job's own account of the link: every plan request answered, the one budget received.
+grep -q "daemon link: .* budgets_received=1 " "$out/run60.txt.err" || { echo "FAIL: the job did not count the budget"; grep "daemon link" "$out/run60.txt.err"; exit 1; }
+link=$(sed -n 's/.*plan_requests=\([0-9]*\) plan_replies=\([0-9]*\).*/\1 \2/p' "$out/run60.txt.err")
+echo "$link" | awk 'NF != 2 || $1 == 0 || $1 != $2 { exit 1 }' ||
+  { echo "FAIL: plan requests unanswered: '$link'"; grep "daemon link" "$out/run60.txt.err"; exit 1; }
 python3 - "$out/decisions60.jsonl" "$out/decisions60.jsonl.stats" "$out/logs" "$sid" "$B" "$B2" <<'PY'
 import glob, json, sys
 log, stats, logs, sid, dev, new = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5]), int(sys.argv[6])
