@@ -1,21 +1,25 @@
-// backend.cpp: how blocks get memory and move, per backend.
+// backend.cpp: how blocks get memory and move, per Kind (state.hpp).
 //
-// uvm: a block is one managed allocation (cuMemAllocManaged); eviction and prefetch are
-// cuMemPrefetchAsync to the host / the device on capuchin's own streams (executor.cpp), so
-// a tensor capture missed only page-faults. Frees keep the allocation for reuse (cudaFree
-// would synchronise the device); a freed block still on the device is the first victim and
-// is discarded where the driver can (cuMemDiscardBatchAsync), else moved to the host.
+// Managed (every block under uvm; small and sub-granule blocks under pinned): one managed
+// allocation; eviction and prefetch are cuMemPrefetchAsync to the host / the device on
+// capuchin's own streams, so an access capture missed only page-faults. A freed block still
+// on the device is the first victim and is discarded where the driver can
+// (cuMemDiscardBatchAsync), else moved to the host.
 //
-// pinned: a block >= CAPUCHIN_PINNED_MIN is a VMM reservation of twice its span (the tensor's
-// range, then a staging range of capuchin's) with one device chunk mapped at its address.
-// Evict: a host-located chunk from a bounded pool is mapped at the staging range and the
-// evict stream copies into it (after the events of the tensor's last uses); once the copy's
-// event completed, the device chunk is unmapped and released and the host chunk is mapped
-// at the tensor's own address, so an access capture missed reads over the link. Prefetch
-// is the reverse (device chunk at staging, copy, swap the mappings before the first use).
-// Smaller blocks are plain cuMemAlloc memory, charged and never moved (2 MiB granules would
-// waste more than they save). Contract: every VMM call's failure leaves the block where it
-// was, logged; the host pool never exceeds CAPUCHIN_PINNED_POOL.
+// Vmm (pinned, blocks the granularity wastes little of): a VMM reservation of twice the span
+// (the tensor's range, then a staging range of capuchin's) with a device chunk mapped at its
+// address. Evict: host pieces from the pool (host_pool.hpp) are mapped at the staging range and
+// the evict stream copies into them after the events of the tensor's last uses; once the
+// copy completed, the device chunk is unmapped and released and the pieces are mapped at the
+// tensor's own address, so an access capture missed reads over the link. Prefetch is the
+// reverse (device chunk at staging, copy, swap the mappings before the first use).
+//
+// Contract: a live Vmm block's range is always mapped and accessible except while Dropped;
+// a new or reused block is mapped before its address is handed out (device memory when the
+// budget has room, else host pieces: the first access brings it in). Every failed VMM call
+// leaves the block where it was, mapped, and is logged; the host pool never exceeds its
+// limit. Frees keep blocks for reuse (cudaFree would synchronise the device); trim_cache
+// returns the ones no longer reused.
 #include <cinttypes>
 
 #include "capture.hpp"
@@ -25,133 +29,209 @@ namespace capuchin::interpose::exec {
 
 namespace {
 
-CUmemAllocationProp prop_on(bool host) {
+CUmemAllocationProp device_prop() {
   CUmemAllocationProp p{};
   p.type = CU_MEM_ALLOCATION_TYPE_PINNED;
-  p.location.type = host ? CU_MEM_LOCATION_TYPE_HOST : CU_MEM_LOCATION_TYPE_DEVICE;
+  p.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
   p.location.id = 0;
   return p;
 }
 
-CUmemAccessDesc rw() {
+CUresult map_one(const Api& api, CUdeviceptr at, std::size_t bytes, CUmemGenericAllocationHandle h) {
+  if (CUresult r = api.mem_map(at, bytes, 0, h, 0); r != CUDA_SUCCESS) return r;
   CUmemAccessDesc d{};
   d.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
   d.location.id = 0;
   d.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-  return d;
-}
-
-// Host chunks by span, reused (never one host allocation per eviction).
-std::multimap<std::size_t, CUmemGenericAllocationHandle> g_pool;
-
-CUresult map_at(Executor& e, CUdeviceptr at, std::size_t span, CUmemGenericAllocationHandle h) {
-  if (CUresult r = e.api.mem_map(at, span, 0, h, 0); r != CUDA_SUCCESS) return r;
-  const CUmemAccessDesc d = rw();
-  return e.api.mem_set_access(at, span, &d, 1);
-}
-
-CUmemGenericAllocationHandle pool_get(Executor& e, std::size_t span) {
-  auto it = g_pool.find(span);
-  if (it != g_pool.end()) {
-    const CUmemGenericAllocationHandle h = it->second;
-    g_pool.erase(it);
-    return h;
+  if (CUresult r = api.mem_set_access(at, bytes, &d, 1); r != CUDA_SUCCESS) {
+    (void)api.mem_unmap(at, bytes);  // undo; the set_access error is the one reported
+    return r;
   }
-  if (e.pool_bytes + span > e.pool_limit) return 0;
-  const CUmemAllocationProp p = prop_on(true);
-  CUmemGenericAllocationHandle h = 0;
-  if (e.api.mem_create(&h, span, &p, 0) != CUDA_SUCCESS) return 0;
-  e.pool_bytes += span;
-  return h;
+  return CUDA_SUCCESS;
 }
 
-void pool_put(std::size_t span, CUmemGenericAllocationHandle h) {
-  if (h != 0) g_pool.insert({span, h});
+void unmap_logged(const Api& api, CUdeviceptr at, std::size_t bytes, std::uint64_t id) {
+  if (CUresult r = api.mem_unmap(at, bytes); r != CUDA_SUCCESS)
+    log(LogLevel::Error, "executor: unmapping %zu bytes of tensor %" PRIu64 " failed (CUresult %d)", bytes, id,
+        static_cast<int>(r));
+}
+
+// Maps pieces side by side from `at`; on failure none stays mapped.
+CUresult map_pieces(const Api& api, CUdeviceptr at, const std::vector<HostPiece>& pieces) {
+  std::size_t off = 0;
+  for (std::size_t i = 0; i < pieces.size(); ++i) {
+    if (CUresult r = map_one(api, at + off, pieces[i].bytes, pieces[i].handle); r != CUDA_SUCCESS) {
+      std::size_t undo = 0;
+      for (std::size_t j = 0; j < i; ++j) (void)api.mem_unmap(at + undo, pieces[j].bytes), undo += pieces[j].bytes;
+      return r;
+    }
+    off += pieces[i].bytes;
+  }
+  return CUDA_SUCCESS;
+}
+
+void unmap_pieces(const Api& api, CUdeviceptr at, const std::vector<HostPiece>& pieces, std::uint64_t id) {
+  std::size_t off = 0;
+  for (const HostPiece& p : pieces) unmap_logged(api, at + off, p.bytes, id), off += p.bytes;
 }
 
 }  // namespace
 
-CUresult Executor::backend_alloc(Block* b) {
-  if (backend == Backend::Uvm) {
-    CUdeviceptr p = 0;
-    if (CUresult r = api.mem_alloc_managed(&p, b->bytes, CU_MEM_ATTACH_GLOBAL); r != CUDA_SUCCESS) return r;
-    b->base = p;
-    b->span = (b->bytes + uvm_page - 1) / uvm_page * uvm_page;
-    b->where = Where::Fresh;
-    return CUDA_SUCCESS;
+// Vmm when rounding to the granularity wastes at most 1/16 of the span (and the tensor is not
+// under CAPUCHIN_PINNED_MIN): a 1 MiB tensor is Managed (charged 1 MiB, not a 2 MiB granule),
+// a 2 MiB or 31 MiB one is Vmm.
+Kind Executor::kind_for(std::size_t bytes) const {
+  if (backend != Backend::Pinned || bytes < pinned_min) return Kind::Managed;
+  const std::size_t span = (bytes + vmm_gran - 1) / vmm_gran * vmm_gran;
+  return (span - bytes) * 16 <= span ? Kind::Vmm : Kind::Managed;
+}
+
+std::size_t Executor::span_for(Kind k, std::size_t bytes) const {
+  const std::size_t g = k == Kind::Vmm ? vmm_gran : uvm_page;
+  return (bytes + g - 1) / g * g;
+}
+
+// Waits for every recorded use and the free of b (before its memory is unmapped or reused).
+void Executor::wait_quiet(Block* b) {
+  if (b->many_streams) (void)api.ctx_synchronize();
+  for (std::uint8_t i = 0; i < b->nuses; ++i)
+    if (b->uses[i].event >= 0) (void)api.event_synchronize(events[static_cast<std::size_t>(b->uses[i].event)]);
+  for (std::uint8_t i = 0; i < b->nfree; ++i)
+    if (b->free_events[i] >= 0) (void)api.event_synchronize(events[static_cast<std::size_t>(b->free_events[i])]);
+}
+
+// A Vmm block with nothing mapped at base (new, or dropped) gets device memory if the budget
+// has room, else host pieces (contents undefined: dead_seq lets the first access skip the copy).
+// Device memory for a Vmm chunk is taken at cuMemCreate, on the host's clock, while managed
+// blocks this executor moved out leave the device only when the evict stream gets there: wait
+// for those moves first, or the device would be over the budget (and evict on its own).
+void Executor::settle_managed_evictions() {
+  if (!managed_out_unsettled || last_evict_event < 0) return;
+  (void)api.event_synchronize(events[static_cast<std::size_t>(last_evict_event)]);
+  managed_out_unsettled = false;
+}
+
+CUresult Executor::vmm_fill(Block* b, const char* reason) {
+  if (make_room(b->span, reason)) {
+    settle_managed_evictions();
+    CUmemGenericAllocationHandle h = 0;
+    const CUmemAllocationProp p = device_prop();
+    CUresult r = api.mem_create(&h, b->span, &p, 0);
+    if (r == CUDA_SUCCESS && (r = map_one(api, b->base, b->span, h)) != CUDA_SUCCESS) (void)api.mem_release(h);
+    if (r == CUDA_SUCCESS) {
+      b->dev = h;
+      b->where = Where::Device;
+      resident += b->span;
+      peak_resident = std::max(peak_resident, resident);
+      return CUDA_SUCCESS;
+    }
+    if (r != CUDA_ERROR_OUT_OF_MEMORY) return r;
   }
-  if (b->bytes < pinned_min) {
-    CUdeviceptr p = 0;
-    if (CUresult r = api.mem_alloc(&p, b->bytes); r != CUDA_SUCCESS) return r;
-    b->base = p;
-    b->span = (b->bytes + 4095) / 4096 * 4096;
-    b->plain = true;
-    b->where = Where::Device;
-    resident += b->span;
-    plain_bytes += b->span;
-    peak_resident = std::max(peak_resident, resident);
-    return CUDA_SUCCESS;
-  }
-  const std::size_t span = (b->bytes + vmm_gran - 1) / vmm_gran * vmm_gran;
-  CUdeviceptr base = 0;
-  if (CUresult r = api.address_reserve(&base, 2 * span, vmm_gran, 0, 0); r != CUDA_SUCCESS) return r;
-  const CUmemAllocationProp p = prop_on(false);
-  CUmemGenericAllocationHandle h = 0;
-  if (CUresult r = api.mem_create(&h, span, &p, 0); r != CUDA_SUCCESS) {
-    api.address_free(base, 2 * span);
+  b->host = pool.take(b->span);
+  if (b->host.empty()) return CUDA_ERROR_OUT_OF_MEMORY;
+  if (CUresult r = map_pieces(api, b->base, b->host); r != CUDA_SUCCESS) {
+    pool.give(b->host);
     return r;
   }
-  if (CUresult r = map_at(*this, base, span, h); r != CUDA_SUCCESS) {
-    api.mem_release(h);
-    api.address_free(base, 2 * span);
-    return r;
-  }
-  b->base = base;
-  b->span = span;
-  b->reserved = 2 * span;
-  b->dev = h;
-  b->where = Where::Device;
-  resident += span;
-  peak_resident = std::max(peak_resident, resident);
+  b->where = Where::Host;
+  b->dead_seq = work_seq;
   return CUDA_SUCCESS;
 }
 
-void Executor::backend_release(Block* b) {
-  if (backend == Backend::Uvm) {
-    api.mem_free(b->base);
-    return;
+CUresult Executor::backend_alloc(Block* b) {
+  b->span = span_for(b->kind, b->bytes);
+  if (b->kind == Kind::Managed) {
+    CUdeviceptr p = 0;
+    if (CUresult r = api.mem_alloc_managed(&p, b->bytes, CU_MEM_ATTACH_GLOBAL); r != CUDA_SUCCESS) return r;
+    b->base = p;
+    b->where = Where::Fresh;
+    return CUDA_SUCCESS;
   }
-  if (b->plain) {
-    api.mem_free(b->base);
-    return;
+  CUdeviceptr base = 0;
+  if (CUresult r = api.address_reserve(&base, 2 * b->span, vmm_gran, 0, 0); r != CUDA_SUCCESS) return r;
+  b->base = base;
+  b->reserved = 2 * b->span;
+  if (CUresult r = vmm_fill(b, "pressure"); r != CUDA_SUCCESS) {
+    (void)api.address_free(base, b->reserved);
+    b->base = 0;
+    return r;
   }
-  api.ctx_synchronize();
-  api.mem_unmap(b->base, b->span);  // whatever is mapped there
-  if (b->staging_mapped) api.mem_unmap(b->base + b->span, b->span);
-  if (b->dev != 0) api.mem_release(b->dev);
-  pool_put(b->span, b->host);
-  api.address_free(b->base, b->reserved);
+  return CUDA_SUCCESS;
 }
 
-void Executor::backend_evict(Block* b) {
-  const CUmemGenericAllocationHandle h = pool_get(*this, b->span);
-  if (h == 0) {
-    record("fallback", b, b->span, "host-pool-exhausted", -1, "CAPUCHIN_PINNED_POOL reached: the tensor stays resident");
-    ++n_fallback;
+// A cached block handed out again: its data is dead. Managed memory is addressable wherever
+// it is; a Vmm block on the host or dropped is refilled as a new one (its host copy, which
+// work before the free may still read, is unmapped once that work is done).
+CUresult Executor::backend_reuse(Block* b) {
+  if (b->kind == Kind::Managed) {
+    if (b->where == Where::Host) b->where = Where::Fresh;
+    return CUDA_SUCCESS;
+  }
+  if (b->where != Where::Host && b->where != Where::Dropped) return CUDA_SUCCESS;
+  wait_quiet(b);
+  if (!b->host.empty()) {
+    unmap_pieces(api, b->base, b->host, b->id);
+    pool.give(b->host);
+  }
+  b->where = Where::Dropped;
+  return vmm_fill(b, "pressure");
+}
+
+// Back to Dropped from Device or Host (a recomputation that could not be issued).
+void Executor::vmm_empty(Block* b) {
+  if (b->where == Where::Device) {
+    backend_drop(b);
     return;
+  }
+  if (!b->host.empty()) {
+    unmap_pieces(api, b->base, b->host, b->id);
+    pool.give(b->host);
+  }
+  b->where = Where::Dropped;
+}
+
+void Executor::backend_release(Block* b) {
+  wait_quiet(b);
+  if (b->kind == Kind::Managed) {
+    if (CUresult r = api.mem_free(b->base); r != CUDA_SUCCESS)
+      log(LogLevel::Warn, "executor: freeing a cached managed block failed (CUresult %d)", static_cast<int>(r));
+    return;
+  }
+  if (b->dev != 0) {
+    unmap_logged(api, b->base, b->span, b->id);
+    (void)api.mem_release(b->dev);
+    b->dev = 0;
+  }
+  if (!b->host.empty()) {
+    unmap_pieces(api, b->base, b->host, b->id);
+    pool.give(b->host);
+  }
+  (void)api.address_free(b->base, b->reserved);
+}
+
+bool Executor::backend_evict(Block* b) {
+  b->host = pool.take(b->span);
+  if (b->host.empty()) {
+    char note[160];
+    std::snprintf(note, sizeof note, "the host pool (CAPUCHIN_PINNED_POOL, %" PRIu64 " bytes) is full: the tensor stays resident",
+                  pool.limit());
+    record("fallback", b, b->span, "host-pool-exhausted", -1, note);
+    ++n_fallback;
+    return false;
   }
   const CUdeviceptr staging = b->base + b->span;
-  if (map_at(*this, staging, b->span, h) != CUDA_SUCCESS) {
-    pool_put(b->span, h);
-    return;
+  if (CUresult r = map_pieces(api, staging, b->host); r != CUDA_SUCCESS) {
+    log(LogLevel::Warn, "executor: mapping the host copy of tensor %" PRIu64 " failed (CUresult %d)", b->id, static_cast<int>(r));
+    pool.give(b->host);
+    return false;
   }
-  b->host = h;
   b->staging_mapped = true;
   wait_uses(b, evict_stream);
-  api.memcpy_async(staging, b->base, b->bytes, evict_stream);
+  (void)api.memcpy_async(staging, b->base, b->bytes, evict_stream);
   b->ready_event = event_get();
-  if (b->ready_event >= 0) api.event_record(events[static_cast<std::size_t>(b->ready_event)], evict_stream);
+  if (b->ready_event >= 0) (void)api.event_record(events[static_cast<std::size_t>(b->ready_event)], evict_stream);
   b->where = Where::Evicting;
+  return true;
 }
 
 bool Executor::backend_finish_evict(Block* b, bool wait) {
@@ -159,18 +239,26 @@ bool Executor::backend_finish_evict(Block* b, bool wait) {
   if (b->ready_event >= 0) {
     CUevent ev = events[static_cast<std::size_t>(b->ready_event)];
     if (!wait && api.event_query(ev) != CUDA_SUCCESS) return false;
-    api.event_synchronize(ev);
+    (void)api.event_synchronize(ev);
     event_unref(b->ready_event);
     b->ready_event = -1;
   }
   const CUdeviceptr staging = b->base + b->span;
-  api.mem_unmap(b->base, b->span);
-  api.mem_release(b->dev);
-  b->dev = 0;
-  api.mem_unmap(staging, b->span);
+  unmap_pieces(api, staging, b->host, b->id);
   b->staging_mapped = false;
-  if (map_at(*this, b->base, b->span, b->host) != CUDA_SUCCESS)
-    log(LogLevel::Error, "executor: cannot map the host copy of tensor %" PRIu64 " at its address", b->id);
+  unmap_logged(api, b->base, b->span, b->id);
+  if (CUresult r = map_pieces(api, b->base, b->host); r != CUDA_SUCCESS) {
+    // The device chunk still holds the data: put it back and stay resident.
+    log(LogLevel::Error, "executor: cannot map the host copy of tensor %" PRIu64 " at its address (CUresult %d); it stays resident",
+        b->id, static_cast<int>(r));
+    if (map_one(api, b->base, b->span, b->dev) != CUDA_SUCCESS)
+      log(LogLevel::Error, "executor: tensor %" PRIu64 " could not be mapped back: its address is invalid", b->id);
+    pool.give(b->host);
+    b->where = Where::Device;
+    return true;
+  }
+  (void)api.mem_release(b->dev);
+  b->dev = 0;
   b->where = Where::Host;
   resident -= b->span;
   return true;
@@ -178,73 +266,89 @@ bool Executor::backend_finish_evict(Block* b, bool wait) {
 
 void Executor::backend_cancel_evict(Block* b) {
   if (b->ready_event >= 0) {
-    api.event_synchronize(events[static_cast<std::size_t>(b->ready_event)]);
+    (void)api.event_synchronize(events[static_cast<std::size_t>(b->ready_event)]);
     event_unref(b->ready_event);
     b->ready_event = -1;
   }
-  api.mem_unmap(b->base + b->span, b->span);
+  unmap_pieces(api, b->base + b->span, b->host, b->id);
   b->staging_mapped = false;
-  pool_put(b->span, b->host);
-  b->host = 0;
+  pool.give(b->host);
   b->where = Where::Device;
 }
 
 // keep_data: copy the host copy back (an evicted tensor); else fresh device memory at the
-// tensor's address (a dropped tensor about to be recomputed, or a reused block).
-void Executor::backend_prefetch(Block* b, bool keep_data) {
-  const CUmemAllocationProp p = prop_on(false);
+// tensor's address (a dropped tensor about to be recomputed, or a host block whose contents
+// are undefined). false: no device memory could be had (b unchanged).
+bool Executor::backend_prefetch(Block* b, bool keep_data) {
+  settle_managed_evictions();
+  const CUmemAllocationProp p = device_prop();
   CUmemGenericAllocationHandle d = 0;
-  if (api.mem_create(&d, b->span, &p, 0) != CUDA_SUCCESS) {
-    log(LogLevel::Error, "executor: cannot create device memory for tensor %" PRIu64, b->id);
-    return;
+  if (CUresult r = api.mem_create(&d, b->span, &p, 0); r != CUDA_SUCCESS) {
+    log(LogLevel::Error, "executor: cannot create device memory for tensor %" PRIu64 " (CUresult %d)", b->id, static_cast<int>(r));
+    return false;
   }
-  resident += b->span;
-  b->dev = d;
-  if (keep_data && b->where == Where::Host && b->host != 0) {
+  if (keep_data && b->where == Where::Host && !b->host.empty()) {
     const CUdeviceptr staging = b->base + b->span;
-    if (map_at(*this, staging, b->span, d) != CUDA_SUCCESS) return;
+    if (CUresult r = map_one(api, staging, b->span, d); r != CUDA_SUCCESS) {
+      log(LogLevel::Error, "executor: cannot map device memory for tensor %" PRIu64 " (CUresult %d)", b->id, static_cast<int>(r));
+      (void)api.mem_release(d);
+      return false;
+    }
+    b->dev = d;
     b->staging_mapped = true;
-    api.memcpy_async(staging, b->base, b->bytes, prefetch_stream);
+    wait_uses(b, prefetch_stream);  // work still writing the host copy (an upload into it, a replay)
+    (void)api.memcpy_async(staging, b->base, b->bytes, prefetch_stream);
     b->ready_event = event_get();
-    if (b->ready_event >= 0) api.event_record(events[static_cast<std::size_t>(b->ready_event)], prefetch_stream);
+    if (b->ready_event >= 0) (void)api.event_record(events[static_cast<std::size_t>(b->ready_event)], prefetch_stream);
     b->where = Where::Incoming;
-    return;
+    resident += b->span;
+    return true;
   }
-  if (b->host != 0) {  // a dead host copy mapped there
-    api.mem_unmap(b->base, b->span);
-    pool_put(b->span, b->host);
-    b->host = 0;
+  if (!b->host.empty()) unmap_pieces(api, b->base, b->host, b->id);  // an undefined host copy
+  if (CUresult r = map_one(api, b->base, b->span, d); r != CUDA_SUCCESS) {
+    log(LogLevel::Error, "executor: cannot map device memory for tensor %" PRIu64 " (CUresult %d)", b->id, static_cast<int>(r));
+    (void)api.mem_release(d);
+    if (!b->host.empty() && map_pieces(api, b->base, b->host) != CUDA_SUCCESS)
+      log(LogLevel::Error, "executor: tensor %" PRIu64 " could not be mapped back: its address is invalid", b->id);
+    return false;
   }
-  if (map_at(*this, b->base, b->span, d) != CUDA_SUCCESS)
-    log(LogLevel::Error, "executor: cannot map device memory for tensor %" PRIu64, b->id);
+  pool.give(b->host);
+  b->dev = d;
   b->where = Where::Device;
+  resident += b->span;
+  return true;
 }
 
 void Executor::backend_finish_prefetch(Block* b) {
   if (b->ready_event >= 0) {
-    api.event_synchronize(events[static_cast<std::size_t>(b->ready_event)]);
+    (void)api.event_synchronize(events[static_cast<std::size_t>(b->ready_event)]);
     event_unref(b->ready_event);
     b->ready_event = -1;
   }
-  api.mem_unmap(b->base, b->span);  // the host chunk
-  pool_put(b->span, b->host);
-  b->host = 0;
-  api.mem_unmap(b->base + b->span, b->span);
+  unmap_pieces(api, b->base, b->host, b->id);
+  unmap_logged(api, b->base + b->span, b->span, b->id);
   b->staging_mapped = false;
-  if (map_at(*this, b->base, b->span, b->dev) != CUDA_SUCCESS)
-    log(LogLevel::Error, "executor: cannot map tensor %" PRIu64 " back at its address", b->id);
+  if (CUresult r = map_one(api, b->base, b->span, b->dev); r != CUDA_SUCCESS) {
+    // The host copy is still whole: it goes back at the address and the device copy is dropped.
+    log(LogLevel::Error, "executor: cannot map tensor %" PRIu64 " back at its address (CUresult %d); it stays on the host",
+        b->id, static_cast<int>(r));
+    if (map_pieces(api, b->base, b->host) != CUDA_SUCCESS)
+      log(LogLevel::Error, "executor: tensor %" PRIu64 " could not be mapped back: its address is invalid", b->id);
+    (void)api.mem_release(b->dev);
+    b->dev = 0;
+    b->where = Where::Host;
+    resident -= b->span;
+    return;
+  }
+  pool.give(b->host);
   b->where = Where::Device;
 }
 
 // Releases the device memory without a copy (a dropped tensor, or a freed one).
 void Executor::backend_drop(Block* b) {
-  if (b->many_streams) api.ctx_synchronize();
-  for (std::uint8_t i = 0; i < b->nuses; ++i)
-    if (b->uses[i].event >= 0) api.event_synchronize(events[static_cast<std::size_t>(b->uses[i].event)]);
-  for (std::uint8_t i = 0; i < b->nfree; ++i)
-    if (b->free_events[i] >= 0) api.event_synchronize(events[static_cast<std::size_t>(b->free_events[i])]);
-  api.mem_unmap(b->base, b->span);
-  api.mem_release(b->dev);
+  wait_quiet(b);
+  unmap_logged(api, b->base, b->span, b->id);
+  (void)api.mem_release(b->dev);
   b->dev = 0;
   b->where = Where::Dropped;
   resident -= b->span;
@@ -253,6 +357,68 @@ void Executor::backend_drop(Block* b) {
 void Executor::reclaim_completed(bool wait_all) {
   for (auto& [id, b] : by_id)
     if (b->where == Where::Evicting) backend_finish_evict(b, wait_all);
+}
+
+// ---- Managed blocks ----------------------------------------------------------------------
+
+void Executor::managed_move_out(Block* b, bool dead) {
+  if (b->where == Where::Incoming && b->ready_event >= 0) {
+    (void)api.stream_wait_event(evict_stream, events[static_cast<std::size_t>(b->ready_event)], 0);
+    event_unref(b->ready_event);
+    b->ready_event = -1;
+  }
+  CUdeviceptr p = b->base;
+  size_t n = b->bytes;
+  if (!dead || api.mem_discard == nullptr || api.mem_discard(&p, &n, 1, 0, evict_stream) != CUDA_SUCCESS) {
+    CUmemLocation host{CU_MEM_LOCATION_TYPE_HOST, 0};
+    if (CUresult r = api.mem_prefetch(b->base, b->bytes, host, 0, evict_stream); r != CUDA_SUCCESS)
+      log(LogLevel::Warn, "executor: prefetching tensor %" PRIu64 " to the host failed (CUresult %d)", b->id, static_cast<int>(r));
+  }
+  const int ev = event_get();
+  if (ev >= 0) {
+    (void)api.event_record(events[static_cast<std::size_t>(ev)], evict_stream);
+    event_unref(last_evict_event);
+    last_evict_event = ev;
+    evict_pending = true;
+    managed_out_unsettled = true;
+  }
+  b->where = Where::Host;
+  resident -= b->span;
+}
+
+void Executor::managed_move_in(Block* b) {
+  if (evict_pending && last_evict_event >= 0) {
+    (void)api.stream_wait_event(prefetch_stream, events[static_cast<std::size_t>(last_evict_event)], 0);
+    evict_pending = false;
+  }
+  CUmemLocation dev{CU_MEM_LOCATION_TYPE_DEVICE, 0};
+  if (CUresult r = api.mem_prefetch(b->base, b->bytes, dev, 0, prefetch_stream); r != CUDA_SUCCESS)
+    log(LogLevel::Warn, "executor: prefetching tensor %" PRIu64 " to the device failed (CUresult %d)", b->id, static_cast<int>(r));
+  const int ev = event_get();
+  if (ev >= 0) (void)api.event_record(events[static_cast<std::size_t>(ev)], prefetch_stream);
+  b->ready_event = ev;
+  b->where = Where::Incoming;
+  resident += b->span;
+}
+
+// ---- the cache of freed blocks ------------------------------------------------------------
+
+// Blocks freed more than two iterations ago and not reused since go back to the driver: a
+// job whose shapes change leaves blocks of sizes it never asks for again (host memory for
+// Managed ones, host pieces or reservations for Vmm ones).
+void Executor::trim_cache() {
+  for (auto it = cache.begin(); it != cache.end();) {
+    Block* b = it->second;
+    if (b->freed_segment + 2 > segment) {
+      ++it;
+      continue;
+    }
+    if (b->where == Where::Device || b->where == Where::Incoming) resident -= b->span;
+    backend_release(b);
+    for (std::uint8_t i = 0; i < b->nfree; ++i) event_unref(b->free_events[i]);
+    it = cache.erase(it);
+    delete b;
+  }
 }
 
 }  // namespace capuchin::interpose::exec

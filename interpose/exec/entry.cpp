@@ -34,27 +34,16 @@ bool alloc(CUdeviceptr* out, std::size_t bytes, CUstream s, bool per_thread, boo
   ev.op = static_cast<std::uint8_t>(trace::Op::Alloc);
   ev.sig = mix(static_cast<std::uint64_t>(trace::Op::Alloc) << 56, bytes);
   ++e.tick;
-  const bool small_pinned = e.backend == Backend::Pinned && bytes < e.pinned_min;
-  std::size_t span = e.backend == Backend::Uvm ? (bytes + e.uvm_page - 1) / e.uvm_page * e.uvm_page
-                     : small_pinned            ? (bytes + 4095) / 4096 * 4096
-                                               : (bytes + e.vmm_gran - 1) / e.vmm_gran * e.vmm_gran;
-  if (span + (small_pinned ? 0 : e.plain_bytes) > e.budget) {
-    log(LogLevel::Error,
-        "capuchin: out of memory: an allocation of %zu bytes (%zu charged) cannot fit CAPUCHIN_BUDGET=%s (%" PRIu64
-        " bytes)%s; the job needs at least %zu bytes",
-        bytes, span, e.budget_text.c_str(), e.budget, e.plain_bytes ? " with the unevictable memory held" : "",
-        static_cast<std::size_t>(span + e.plain_bytes));
-    e.record("oom", nullptr, span, "allocation-exceeds-budget");
-    *r = CUDA_ERROR_OUT_OF_MEMORY;
-    return true;
-  }
-  // Reuse a freed block of the same span when stream order (or completion) allows.
+  const Kind kind = e.kind_for(bytes);
+  const std::size_t span = e.span_for(kind, bytes);
+  // Reuse a freed block of the same span and kind when stream order (or completion) allows;
+  // blocks still on the device first.
   Block* b = nullptr;
   auto range = e.cache.equal_range(span);
   for (int pass = 0; pass < 2 && b == nullptr; ++pass) {
     for (auto it = range.first; it != range.second; ++it) {
       Block* c = it->second;
-      if (pass == 0 && c->where != Where::Device) continue;
+      if (c->kind != kind || (pass == 0 && c->where != Where::Device)) continue;
       bool ready = stream_ordered && c->free_stream_valid && c->free_stream == ds;
       if (!ready) {
         ready = true;
@@ -63,7 +52,7 @@ bool alloc(CUdeviceptr* out, std::size_t bytes, CUstream s, bool per_thread, boo
       }
       if (!ready && stream_ordered) {
         for (std::uint8_t i = 0; i < c->nfree; ++i)
-          e.api.stream_wait_event(ds, e.events[static_cast<std::size_t>(c->free_events[i])], 0);
+          (void)e.api.stream_wait_event(ds, e.events[static_cast<std::size_t>(c->free_events[i])], 0);
         ready = true;
       }
       if (!ready) continue;
@@ -73,34 +62,31 @@ bool alloc(CUdeviceptr* out, std::size_t bytes, CUstream s, bool per_thread, boo
     }
   }
   if (b != nullptr) {
-    if (b->where == Where::Host || b->where == Where::Dropped) b->where = Where::Fresh;  // dead data: nothing to copy back
+    b->bytes = bytes;
+    const CUresult refill = e.backend_reuse(b);  // before its address is handed out: mapped, never a hole
     for (std::uint8_t i = 0; i < b->nfree; ++i) e.event_unref(b->free_events[i]);
     b->nfree = 0;
     b->free_stream_valid = false;
-    b->bytes = bytes;
-  } else {
+    if (refill != CUDA_SUCCESS) {
+      log(LogLevel::Warn, "executor: a cached block of %zu bytes could not be refilled (CUresult %d); returned to the driver",
+          span, static_cast<int>(refill));
+      e.backend_release(b);
+      delete b;
+      b = nullptr;
+    }
+  }
+  if (b == nullptr) {
     b = new Block;
     b->bytes = bytes;
-    b->span = span;
-    if (e.backend == Backend::Pinned && !e.make_room(span, "pressure")) {
-      delete b;
-      e.record("oom", nullptr, span, "no-victim");
-      log(LogLevel::Error, "capuchin: out of memory: %zu bytes requested under CAPUCHIN_BUDGET=%s (%" PRIu64
-                           " bytes), %" PRIu64 " resident and nothing evictable", bytes, e.budget_text.c_str(),
-          e.budget, e.resident);
-      *r = CUDA_ERROR_OUT_OF_MEMORY;
-      return true;
-    }
-    const CUresult a = e.backend_alloc(b);
-    if (a != CUDA_SUCCESS) {
+    b->kind = kind;
+    if (const CUresult a = e.backend_alloc(b); a != CUDA_SUCCESS) {
       delete b;
       ++e.n_fallback;
       e.record("fallback", nullptr, bytes, "backend-alloc-failed", -1, "served by the real allocator");
       return false;
     }
   }
-  const MemKind kind = MemKind::Device;
-  b->id = record_alloc(b->base, bytes, kind, stream_ordered ? AllocSub::Async : AllocSub::Device,
+  b->id = record_alloc(b->base, bytes, MemKind::Device, stream_ordered ? AllocSub::Async : AllocSub::Device,
                        reinterpret_cast<std::uint64_t>(s), per_thread ? kPerThread : 0);
   b->last_tick = e.tick;
   b->local = static_cast<std::uint32_t>(e.seg_locals.size());
@@ -159,18 +145,11 @@ bool free(CUdeviceptr p, CUstream s, bool per_thread, bool stream_ordered, CUres
   b->producer.reset();
   b->dependents.clear();
   b->version = 0;
-  if (e.backend == Backend::Pinned && b->where == Where::Evicting) e.backend_cancel_evict(b);
-  if (e.backend == Backend::Pinned && b->where == Where::Incoming && b->staging_mapped) e.backend_finish_prefetch(b);
-  if (b->plain) {
-    // Plain device memory goes back to the driver (cuMemFree synchronises, as cudaFree does).
-    e.resident -= b->span;
-    e.plain_bytes -= b->span;
-    e.backend_release(b);
-    for (std::uint8_t i = 0; i < b->nfree; ++i) e.event_unref(b->free_events[i]);
-    delete b;
-  } else {
-    e.cache.insert({b->span, b});
-  }
+  if (b->where == Where::Evicting) e.backend_cancel_evict(b);
+  if (b->where == Where::Incoming && b->staging_mapped) e.backend_finish_prefetch(b);
+  b->freed_segment = e.segment;
+  b->dead_seq = ~std::uint64_t{0};
+  e.cache.insert({b->span, b});
   *r = CUDA_SUCCESS;
   return true;
 }
@@ -180,6 +159,7 @@ CUresult before_unknown_work(CUstream s, bool per_thread) {
   Executor& e = *g_ex;
   std::lock_guard<std::mutex> lock(e.mu);
   ++e.tick;
+  ++e.work_seq;
   const CUstream ds = driver_stream(s, per_thread);
   std::vector<Block*> all;
   for (auto& [id, b] : e.by_id) all.push_back(b);
@@ -201,18 +181,20 @@ CUresult before_launch(const Launch& l, const std::uint64_t* ids, unsigned n) {
   }
   hold(e);  // released in after_launch (or here, on an error)
   ++e.tick;
+  ++e.work_seq;
   e.cur.clear();
   e.cur_output = nullptr;
   e.cur_producer.reset();
   e.cur_unknown = !l.complete_scan;
-  std::uint64_t total = 0;
+  std::uint64_t total = 0, total_managed = 0;
   std::vector<std::uint64_t> old_ticks;
   for (unsigned i = 0; i < n; ++i) {
     if (Block* b = e.find_id(ids[i])) {
       e.cur.push_back(b);
       old_ticks.push_back(b->last_tick);
       b->last_tick = e.tick;
-      if (!b->plain) total += b->span;  // plain blocks are in plain_bytes already
+      total += b->span;
+      total_managed += e.span_for(Kind::Managed, b->bytes);
     }
   }
   const CUstream ds = driver_stream(l.stream, l.per_thread);
@@ -254,7 +236,7 @@ CUresult before_launch(const Launch& l, const std::uint64_t* ids, unsigned n) {
   for (std::size_t i = 0; i < e.cur.size(); ++i) e.cur[i]->last_tick = old_ticks[i];
   for (Block* b : e.cur)
     if (!known_writes || b == e.cur_output) e.materialize_dependents(b);
-  if (e.cur_unknown && e.backend == Backend::Pinned) {
+  if (e.cur_unknown) {
     // Accesses unknown: nothing may be missing from its address.
     for (auto& [id, b] : e.by_id)
       if (b->where == Where::Dropped) e.recompute(b, "unknown-access", -1);
@@ -262,18 +244,7 @@ CUresult before_launch(const Launch& l, const std::uint64_t* ids, unsigned n) {
   for (Block* b : e.cur)
     if (b->where == Where::Dropped) e.recompute(b, "on-demand", -1);
   for (Block* b : e.cur) b->last_tick = e.tick;
-  if (total + e.plain_bytes > e.budget) {
-    e.record("oom", nullptr, total, "launch-exceeds-budget");
-    log(LogLevel::Error,
-        "capuchin: out of memory: a launch of %s touches %" PRIu64 " bytes; with %" PRIu64
-        " unevictable bytes that exceeds CAPUCHIN_BUDGET=%s (%" PRIu64 " bytes); the job needs at least %" PRIu64 " bytes",
-        fi != nullptr && !fi->name.empty() ? fi->name.c_str() : "a kernel", total, e.plain_bytes, e.budget_text.c_str(),
-        e.budget, total + e.plain_bytes);
-    e.seg.pop_back();
-    release(e);
-    return CUDA_ERROR_OUT_OF_MEMORY;
-  }
-  e.min_needed = std::max(e.min_needed, total + e.plain_bytes);
+  e.note_launch_need(total, total_managed, fi != nullptr && !fi->name.empty() ? fi->name.c_str() : "a kernel");
   for (Block* b : e.cur) {
     if (CUresult r = e.ensure_resident(b, ds, !known_writes || b == e.cur_output); r != CUDA_SUCCESS) {
       e.seg.pop_back();
@@ -288,7 +259,7 @@ CUresult before_launch(const Launch& l, const std::uint64_t* ids, unsigned n) {
       e.seg.back().timing = tp;
     }
   }
-  if (known_writes && e.recompute_enabled && e.backend == Backend::Pinned && fi != nullptr && !fi->offset.empty()) {
+  if (known_writes && e.recompute_enabled && e.cur_output->kind == Kind::Vmm && fi != nullptr && !fi->offset.empty()) {
     auto p = std::make_shared<Producer>();
     p->func = l.func;
     std::memcpy(p->grid, l.grid, sizeof p->grid);
@@ -343,6 +314,7 @@ CUresult before_copy(std::uint64_t dst, std::uint64_t src, std::size_t bytes, CU
   Executor& e = *g_ex;
   hold(e);  // released in after_copy (or here, on an error)
   ++e.tick;
+  ++e.work_seq;
   e.cur.clear();
   e.cur_output = nullptr;
   Block* d = dst != 0 ? e.find_addr(dst) : nullptr;
@@ -379,7 +351,7 @@ CUresult before_copy(std::uint64_t dst, std::uint64_t src, std::size_t bytes, CU
   // uvm: the driver migrates or reads managed pages as the copy needs; pinned: evicted
   // tensors stay addressable (host chunk), but moves in flight and dropped ones are settled.
   for (Block* b : e.cur) {
-    if (e.backend == Backend::Uvm) {
+    if (b->kind == Kind::Managed) {
       if (b->where == Where::Incoming && b->ready_event >= 0)
         e.api.stream_wait_event(ds, e.events[static_cast<std::size_t>(b->ready_event)], 0);
       continue;

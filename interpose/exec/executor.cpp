@@ -120,6 +120,7 @@ CUresult start(Executor& e) {
     }
   }
   if (e.pool_limit == 0) e.pool_limit = std::max<std::uint64_t>(4 * e.budget, 1ull << 30);
+  e.pool.configure(&e.api, e.vmm_gran, e.pool_limit);
   if (e.planning_enabled) e.start_planner();
   log(LogLevel::Info, "executor on: budget %s (%" PRIu64 " bytes), backend %s%s", e.budget_text.c_str(), e.budget,
       e.backend == Backend::Uvm ? "uvm" : "pinned", e.simcuda ? ", simcuda" : "");
@@ -189,26 +190,60 @@ bool counters(Counters& out) {
 
 double Executor::now_s() const { return steady_s() - t0; }
 
+void Executor::write_record(const DecisionRecord& r) {
+  std::string line = to_json_line(r);
+  line.push_back('\n');
+  if (log_file != nullptr) std::fwrite(line.data(), 1, line.size(), log_file);
+  if (log_to_daemon) daemon_lines += line;
+}
+
+// A decision identical to the previous one (action, tensor, reason) is counted, not written:
+// flush_repeats() writes one record saying how many followed (at the next different decision,
+// the iteration's end and exit), so a loop of failed attempts cannot fill a disk.
 void Executor::record(const char* action, const Block* b, std::uint64_t bytes, const char* reason, double expected_s,
                       const char* note) {
   if (std::strcmp(action, "evict") == 0) evicted_bytes += bytes;
   else if (std::strcmp(action, "prefetch") == 0 || std::strcmp(action, "swapin_on_demand") == 0) prefetched_bytes += bytes;
   else if (std::strcmp(action, "recompute") == 0) recomputed_bytes += bytes;
   if (log_file == nullptr && !log_to_daemon) return;
+  const std::uint64_t tensor = b != nullptr ? b->id : kNoBlockId;
+  const char* why = reason != nullptr ? reason : "";
+  if (last_record.tensor == tensor && last_record.action == action &&
+      last_record.reason == why && std::strcmp(action, "plan") != 0) {
+    ++last_record.repeats;
+    return;
+  }
+  flush_repeats();
   DecisionRecord r;
   r.t = now_s();
   r.pid = getpid();
   r.iteration = segment;
   r.action = action;
-  if (b != nullptr && b->id != kNoBlockId) r.tensor = b->id;
+  if (tensor != kNoBlockId) r.tensor = tensor;
   r.bytes = bytes;
-  r.reason = reason != nullptr ? reason : "";
+  r.reason = why;
   if (expected_s >= 0) r.expected_s = expected_s;
   if (note != nullptr) r.note = note;
-  std::string line = to_json_line(r);
-  line.push_back('\n');
-  if (log_file != nullptr) std::fwrite(line.data(), 1, line.size(), log_file);
-  if (log_to_daemon) daemon_lines += line;
+  write_record(r);
+  last_record = LastRecord{action, why, tensor, bytes, 0};
+}
+
+void Executor::flush_repeats() {
+  if (last_record.repeats == 0) {
+    last_record.action.clear();
+    return;
+  }
+  DecisionRecord r;
+  r.t = now_s();
+  r.pid = getpid();
+  r.iteration = segment;
+  r.action = last_record.action;
+  if (last_record.tensor != kNoBlockId) r.tensor = last_record.tensor;
+  r.bytes = last_record.bytes;
+  r.reason = last_record.reason;
+  r.note = "repeated " + std::to_string(last_record.repeats) + " more times";
+  write_record(r);
+  last_record = LastRecord{};
 }
 
 Block* Executor::find_addr(std::uint64_t addr) {
@@ -275,18 +310,19 @@ void Executor::wait_uses(Block* b, CUstream on) {
     if (b->uses[i].event >= 0) api.stream_wait_event(on, events[static_cast<std::size_t>(b->uses[i].event)], 0);
 }
 
-// Passive victim: not used by the current launch (last_tick == tick), not plain; freed blocks
-// still on the device first (their data is dead); else the least h = cost / (bytes x
-// staleness) with a swap round trip as the cost (DTR's heuristic, as the simulator's policy).
+// Passive victim: not used by the current launch (last_tick == tick), not one whose eviction
+// just failed (stuck_tick == tick); freed blocks still on the device first (their data is
+// dead); else the least h = cost / (bytes x staleness) with a swap round trip as the cost
+// (DTR's heuristic, as the simulator's policy).
 Block* Executor::pick_victim() {
   Block* best = nullptr;
   double best_h = 0;
   for (auto& [span, b] : cache) {
-    if (b->where == Where::Device || (backend == Backend::Uvm && b->where == Where::Incoming)) return b;
+    if (b->where == Where::Device || (b->kind == Kind::Managed && b->where == Where::Incoming)) return b;
   }
   const double link = simcuda ? 25e9 : 50e9;
   for (auto& [id, b] : by_id) {
-    if (b->plain || b->last_tick == tick) continue;
+    if (b->last_tick == tick || b->stuck_tick == tick) continue;
     const bool movable = b->where == Where::Device || (b->where == Where::Incoming && !b->staging_mapped);
     if (!movable) continue;
     const double cost = 2 * (2e-6 + static_cast<double>(b->span) / link);
@@ -297,6 +333,8 @@ Block* Executor::pick_victim() {
   return best;
 }
 
+// Frees budget for `need` more bytes. Each round evicts one victim or makes no progress on it
+// (its stuck_tick is set, so it is not picked again this tick): the loop ends.
 bool Executor::make_room(std::uint64_t need, const char* reason) {
   if (backend == Backend::Pinned) reclaim_completed(false);
   while (resident + need > budget) {
@@ -315,81 +353,60 @@ bool Executor::make_room(std::uint64_t need, const char* reason) {
       return false;
     }
     if (v->id == kNoBlockId) {  // a freed block: its data is dead
-      if (backend == Backend::Pinned) {
+      if (v->kind == Kind::Vmm) {
         backend_drop(v);
       } else {
         for (std::uint8_t i = 0; i < v->nfree; ++i)  // the work before its free
-          api.stream_wait_event(evict_stream, events[static_cast<std::size_t>(v->free_events[i])], 0);
-        uvm_move_out(v, true);
+          (void)api.stream_wait_event(evict_stream, events[static_cast<std::size_t>(v->free_events[i])], 0);
+        managed_move_out(v, true);
       }
       continue;
     }
-    evict(v, reason);
-    if (backend == Backend::Pinned && v->where == Where::Evicting && !backend_finish_evict(v, true)) return false;
+    if (!evict(v, reason)) {
+      v->stuck_tick = tick;
+      continue;
+    }
+    if (v->where == Where::Evicting) backend_finish_evict(v, true);
+    if (v->where == Where::Device) v->stuck_tick = tick;  // its host copy could not be mapped
   }
   return true;
 }
 
-void Executor::evict(Block* b, const char* reason, double expected) {
-  if (backend == Backend::Pinned && b->where == Where::Incoming && !b->staging_mapped) {
-    // Recomputed in place: on the device already; the copy out waits for the replay (a use).
-    event_unref(b->ready_event);
-    b->ready_event = -1;
-    b->where = Where::Device;
-  }
-  if (backend == Backend::Pinned) {
-    backend_evict(b);
-    if (b->where != Where::Evicting) return;  // no host chunk left: stays resident
+bool Executor::evict(Block* b, const char* reason, double expected) {
+  if (b->kind == Kind::Vmm) {
+    if (b->where == Where::Incoming && !b->staging_mapped) {
+      // Recomputed in place: on the device already; the copy out waits for the replay (a use).
+      event_unref(b->ready_event);
+      b->ready_event = -1;
+      b->where = Where::Device;
+    }
+    if (!backend_evict(b)) return false;  // no host pieces left: stays resident
   } else {
     wait_uses(b, evict_stream);
-    uvm_move_out(b, false);
+    managed_move_out(b, false);
   }
   ++n_evict;
   record("evict", b, b->span, reason, expected);
+  return true;
 }
 
-void Executor::uvm_move_out(Block* b, bool dead) {
-  if (b->where == Where::Incoming && b->ready_event >= 0) {
-    api.stream_wait_event(evict_stream, events[static_cast<std::size_t>(b->ready_event)], 0);
-    event_unref(b->ready_event);
-    b->ready_event = -1;
-  }
-  CUdeviceptr p = b->base;
-  size_t n = b->bytes;
-  if (!dead || api.mem_discard == nullptr || api.mem_discard(&p, &n, 1, 0, evict_stream) != CUDA_SUCCESS) {
-    CUmemLocation host{CU_MEM_LOCATION_TYPE_HOST, 0};
-    api.mem_prefetch(b->base, b->bytes, host, 0, evict_stream);
-  }
-  const int ev = event_get();
-  if (ev >= 0) {
-    api.event_record(events[static_cast<std::size_t>(ev)], evict_stream);
-    event_unref(last_evict_event);
-    last_evict_event = ev;
-    evict_pending = true;
-  }
-  b->where = Where::Host;
-  resident -= b->span;
+// Vmm on the host with undefined contents and nothing issued since that could have written
+// them (the work being served now excepted): bringing it in needs no copy.
+bool Executor::contents_undefined(const Block* b) const {
+  if (b->where == Where::Fresh) return true;
+  return b->kind == Kind::Vmm && b->where == Where::Host && b->dead_seq != ~std::uint64_t{0} && work_seq <= b->dead_seq + 1;
 }
 
-void Executor::prefetch(Block* b, const char* reason, bool on_demand, double expected) {
-  const bool keep = b->where == Where::Host;
-  if (backend == Backend::Pinned) {
-    backend_prefetch(b, keep);
+bool Executor::prefetch(Block* b, const char* reason, bool on_demand, double expected) {
+  const bool keep = b->where == Where::Host && !contents_undefined(b);
+  if (b->kind == Kind::Vmm) {
+    if (!backend_prefetch(b, keep)) return false;
   } else {
-    if (evict_pending && last_evict_event >= 0) {
-      api.stream_wait_event(prefetch_stream, events[static_cast<std::size_t>(last_evict_event)], 0);
-      evict_pending = false;
-    }
-    CUmemLocation dev{CU_MEM_LOCATION_TYPE_DEVICE, 0};
-    api.mem_prefetch(b->base, b->bytes, dev, 0, prefetch_stream);
-    const int ev = event_get();
-    if (ev >= 0) api.event_record(events[static_cast<std::size_t>(ev)], prefetch_stream);
-    b->ready_event = ev;
-    b->where = Where::Incoming;
-    resident += b->span;
+    managed_move_in(b);
   }
+  b->dead_seq = ~std::uint64_t{0};
   peak_resident = std::max(peak_resident, resident);
-  if (reason == nullptr || !keep) return;  // first touch: no decision to record
+  if (reason == nullptr || !keep) return true;  // first touch: no decision to record
   if (on_demand) {
     ++n_ondemand;
     if (!ondemand_per_segment.empty()) ++ondemand_per_segment.back();
@@ -398,9 +415,13 @@ void Executor::prefetch(Block* b, const char* reason, bool on_demand, double exp
     ++n_prefetch;
     record("prefetch", b, b->span, reason, expected);
   }
+  return true;
 }
 
-// Makes b usable by work enqueued next on stream s (the launch being forwarded).
+// Makes b usable by work enqueued next on stream s (the launch being forwarded). A block that
+// cannot be brought in (no room under the budget, no device memory) stays where it is, which
+// is addressable: the work reads it over the link (Vmm) or faults it in (Managed). Slow, never
+// wrong; only a dropped tensor that cannot be recomputed is an error.
 CUresult Executor::ensure_resident(Block* b, CUstream s, bool for_write) {
   (void)for_write;
   switch (b->where) {
@@ -413,10 +434,10 @@ CUresult Executor::ensure_resident(Block* b, CUstream s, bool for_write) {
         late_since_plan = true;
         record("stall", b, b->span, "prefetch-late");
       }
-      if (backend == Backend::Pinned && b->staging_mapped) {
+      if (b->staging_mapped) {
         backend_finish_prefetch(b);
       } else {
-        if (b->ready_event >= 0) api.stream_wait_event(s, events[static_cast<std::size_t>(b->ready_event)], 0);
+        if (b->ready_event >= 0) (void)api.stream_wait_event(s, events[static_cast<std::size_t>(b->ready_event)], 0);
         event_unref(b->ready_event);
         b->ready_event = -1;
         b->where = Where::Device;
@@ -430,34 +451,24 @@ CUresult Executor::ensure_resident(Block* b, CUstream s, bool for_write) {
     case Where::Host: {
       const bool fresh = b->where == Where::Fresh;
       if (!make_room(b->span, "pressure")) {
-        record("oom", b, b->span, "no-victim", -1, "budget exceeded: no evictable tensor");
-        if (backend == Backend::Pinned) {
-          log(LogLevel::Error,
-              "capuchin: out of memory: tensor %" PRIu64 " (%zu bytes charged) cannot be brought in under "
-              "CAPUCHIN_BUDGET=%s (%" PRIu64 " bytes): %" PRIu64 " bytes are resident and none can be evicted "
-              "(%" PRIu64 " unevictable); the job needs at least %" PRIu64 " bytes",
-              b->id, b->span, budget_text.c_str(), budget, resident, plain_bytes, min_needed);
-          if (log_level() >= LogLevel::Debug) {
-            for (auto& [id, x] : by_id)
-              log(LogLevel::Debug, "  block %" PRIu64 " where %d span %zu plain %d current %d", id, static_cast<int>(x->where),
-                  x->span, x->plain, x->last_tick == tick);
-            for (Block* x : cur) log(LogLevel::Debug, "  cur %" PRIu64, x->id);
-            for (auto& [sp, x] : cache)
-              log(LogLevel::Debug, "  cached where %d span %zu", static_cast<int>(x->where), x->span);
-          }
-          return CUDA_ERROR_OUT_OF_MEMORY;
-        }
+        ++n_fallback;
+        record("fallback", b, b->span, "no-room", -1, "no evictable tensor: used from host memory");
+        return CUDA_SUCCESS;
       }
-      prefetch(b, fresh ? nullptr : "on-demand", true);
-      if (b->where == Where::Incoming && !(backend == Backend::Pinned && b->staging_mapped)) {
-        if (b->ready_event >= 0) api.stream_wait_event(s, events[static_cast<std::size_t>(b->ready_event)], 0);
+      if (!prefetch(b, fresh ? nullptr : "on-demand", true)) {
+        ++n_fallback;
+        record("fallback", b, b->span, "no-device-memory", -1, "used from host memory");
+        return CUDA_SUCCESS;
+      }
+      if (b->where == Where::Incoming && !b->staging_mapped) {
+        if (b->ready_event >= 0) (void)api.stream_wait_event(s, events[static_cast<std::size_t>(b->ready_event)], 0);
         event_unref(b->ready_event);
         b->ready_event = -1;
         b->where = Where::Device;
-        return CUDA_SUCCESS;
+      } else if (b->where == Where::Incoming) {
+        backend_finish_prefetch(b);
       }
-      if (b->where == Where::Incoming) backend_finish_prefetch(b);
-      return b->where == Where::Device ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+      return CUDA_SUCCESS;
     }
     case Where::Dropped:
       if (!recompute(b, "on-demand", -1)) {
@@ -468,6 +479,71 @@ CUresult Executor::ensure_resident(Block* b, CUstream s, bool for_write) {
       return ensure_resident(b, s, for_write);
   }
   return CUDA_SUCCESS;
+}
+
+// Where the budget came from, for messages: the user's CAPUCHIN_BUDGET or capuchind's set-budget.
+std::string Executor::budget_desc() const {
+  return format_bytes(budget) + " (" + budget_source + ")";
+}
+
+// Records what one launch needs resident at once (`total`; `total_managed` as uvm would charge
+// it). A launch over the budget is still served: what does not fit is used from host memory.
+// Said once, when it first happens; the iteration's minimum follows at its end (report_need).
+void Executor::note_launch_need(std::uint64_t total, std::uint64_t total_managed, const char* kernel) {
+  seg_need = std::max(seg_need, total);
+  if (total > min_needed) {
+    min_needed = total;
+    min_needed_managed = total_managed;
+    min_needed_kernel = kernel;
+  }
+  if (total <= budget || need_warned) return;
+  need_warned = true;
+  log(LogLevel::Warn,
+      "capuchin: the budget %s is below what this job needs at once: a launch of %s touches %s; what does not fit "
+      "is used from host memory (correct, slow); the iteration's minimum follows at its end",
+      budget_desc().c_str(), kernel, format_bytes(total).c_str());
+  record("budget", nullptr, total, "below-minimum", -1, "a launch needs more than the budget: served from host memory");
+}
+
+// At an iteration's end: if it needed more than the budget, says once (per new minimum) what
+// the whole job needs and what would help.
+void Executor::report_need() {
+  if (seg_need <= budget || min_needed <= need_reported) {
+    seg_need = 0;
+    return;
+  }
+  seg_need = 0;
+  need_reported = min_needed;
+  std::string other;
+  if (backend == Backend::Pinned && min_needed_managed < min_needed)
+    other = "; with CAPUCHIN_BACKEND=uvm (no granule rounding) it needs " + format_bytes(min_needed_managed);
+  log(LogLevel::Warn,
+      "capuchin: this job needs a budget of at least %s (%" PRIu64 " bytes: its largest launch, %s, touches that much "
+      "at once)%s; the budget is %s: raise it to at least that, or expect launches to read host memory",
+      format_bytes(min_needed).c_str(), min_needed, min_needed_kernel.c_str(), other.c_str(), budget_desc().c_str());
+}
+
+// A budget capuchind set (set-budget) applies from the next iteration; one below what the job
+// is known to need is raised to that minimum and said so (never a job killed by its budget).
+void Executor::adopt_daemon_budget() {
+  std::uint64_t gen = 0;
+  const std::uint64_t db = daemon_budget(&gen);
+  if (gen == daemon_budget_gen) return;
+  daemon_budget_gen = gen;
+  if (db == 0 || db == budget) return;
+  const std::uint64_t adopted = std::max(db, min_needed);
+  char note[200];
+  if (adopted != db)
+    std::snprintf(note, sizeof note, "set-budget %" PRIu64 " bytes is below the job's minimum %" PRIu64 " bytes: using %" PRIu64,
+                  db, min_needed, adopted);
+  else
+    std::snprintf(note, sizeof note, "budget %" PRIu64 " -> %" PRIu64 " bytes (set by capuchind)", budget, adopted);
+  if (adopted != db) log(LogLevel::Warn, "capuchin: %s", note);
+  record("budget", nullptr, adopted, adopted != db ? "clamped-to-minimum" : "capuchind", -1, note);
+  budget = adopted;
+  budget_source = adopted != db ? "set by capuchind, raised to the job's minimum" : "set by capuchind";
+  need_warned = false;
+  late_since_plan = true;
 }
 
 void Executor::materialize_dependents(Block* b) {
@@ -495,21 +571,25 @@ void Executor::apply_decisions() {
     } else {
       b = find_id(d.id);
     }
-    if (b == nullptr || b->plain) {
+    if (b == nullptr) {
       log(LogLevel::Debug, "executor: decision %s at %u: no tensor (%s %u)", to_string(d.act).data(), d.at,
           d.prev ? "previous" : d.local ? "local" : "id", d.k);
       continue;
     }
+    // pinned: Managed blocks under 1 MiB move only under pressure (passive), as when they were
+    // unmovable: planned swaps of them measured worse (the pinned recompute test: twice the
+    // on-demand swap-ins, of 64 KiB weights); the planner does not model them well yet.
+    if (backend == Backend::Pinned && b->kind == Kind::Managed && b->bytes < (1u << 20)) continue;
     const char* reason = to_string(d.reason).data();
     switch (d.act) {
       case plan::Act::Drop:
-        if (backend == Backend::Pinned && recompute_enabled && b->where == Where::Device && b->last_tick != tick &&
+        if (b->kind == Kind::Vmm && recompute_enabled && b->where == Where::Device && b->last_tick != tick &&
             try_drop(b, reason, d.cost_s))
           break;
         [[fallthrough]];
       case plan::Act::Evict:
-        if ((b->where == Where::Device || (backend == Backend::Uvm && b->where == Where::Incoming)) && b->last_tick != tick)
-          evict(b, reason, d.cost_s);
+        if ((b->where == Where::Device || (b->kind == Kind::Managed && b->where == Where::Incoming)) && b->last_tick != tick)
+          (void)evict(b, reason, d.cost_s);
         break;
       case plan::Act::Recompute:
         if (b->where == Where::Dropped) {
@@ -573,19 +653,8 @@ void Executor::end_segment() {
   std::vector<std::uint64_t> sigs;
   sigs.reserve(seg.size());
   for (const SegEvent& e : seg) sigs.push_back(e.sig);
-  // A budget capuchind set (set-budget) applies from here on; the next segment is replanned.
-  std::uint64_t gen = 0;
-  const std::uint64_t db = daemon_budget(&gen);
-  if (gen != daemon_budget_gen) {
-    daemon_budget_gen = gen;
-    if (db > 0 && db != budget) {
-      char note[128];
-      std::snprintf(note, sizeof note, "budget %" PRIu64 " -> %" PRIu64 " bytes (set by capuchind)", budget, db);
-      record("budget", nullptr, db, "capuchind", -1, note);
-      budget = db;
-      late_since_plan = true;
-    }
-  }
+  report_need();
+  adopt_daemon_budget();  // the next segment is planned for it
   if (planning_enabled && !(repeated && plan && !late_since_plan)) {
     auto j = std::make_unique<PlanJob>();
     j->segment = segment;
@@ -610,6 +679,7 @@ void Executor::end_segment() {
     }
   }
   ++segment;
+  trim_cache();
   ondemand_per_segment.push_back(0);
   seg.clear();
   seg_ids.clear();
@@ -621,6 +691,7 @@ void Executor::end_segment() {
   match_pos = 0;
   next_decision = 0;
   late_since_plan = false;
+  flush_repeats();
   if (log_file != nullptr) std::fflush(log_file);
   if (log_to_daemon && !daemon_lines.empty()) {
     queue_decision_lines(std::move(daemon_lines));
@@ -637,6 +708,7 @@ bool init() {
   Executor& e = *g_ex;
   e.t0 = steady_s();
   e.budget_text = c.budget;
+  e.budget_source = std::string("CAPUCHIN_BUDGET=") + c.budget;
   e.backend = std::strcmp(c.backend, "pinned") == 0 ? Backend::Pinned : Backend::Uvm;
   if (const char* v = env("CAPUCHIN_DECISION_LOG")) {
     e.log_file = std::fopen(v, "a");
@@ -670,6 +742,8 @@ void shutdown() {
   Executor& e = *g_ex;
   std::lock_guard<std::mutex> lock(e.mu);
   e.stop_planner();
+  e.seg_need = std::max(e.seg_need, e.min_needed);
+  e.report_need();
   std::string per;
   for (std::size_t i = 0; i < e.ondemand_per_segment.size(); ++i) {
     if (i) per += ',';
@@ -681,6 +755,7 @@ void shutdown() {
       " fallbacks=%" PRIu64 " plans=%" PRIu64 " plan_waits_expired=%" PRIu64 " on_demand_per_iteration=[%s]",
       e.budget, e.peak_resident, e.min_needed, e.n_evict, e.n_prefetch, e.n_ondemand, e.n_stall, e.n_drop,
       e.n_recompute, e.n_fallback, e.n_plans, e.n_plan_waits_expired, per.c_str());
+  e.flush_repeats();
   if (e.log_file != nullptr) std::fflush(e.log_file);
 }
 

@@ -8,7 +8,7 @@
 // version it had when the producer ran. While it is dropped, anything that may write one of
 // those inputs, or free it, first recomputes it (Executor::materialize_dependents), so the
 // replay always reads what the original launch read. Only the pinned backend drops (uvm has
-// no discard on simcuda, so a drop there is an eviction).
+// no discard on simcuda, so a drop there is an eviction); only Vmm blocks are dropped.
 #include <algorithm>
 #include <cinttypes>
 #include <cstring>
@@ -57,12 +57,12 @@ bool Executor::recompute_valid(const Block* b) const {
 }
 
 bool Executor::try_drop(Block* b, const char* reason, double expected) {
-  if (backend != Backend::Pinned || !recompute_enabled || b->plain || b->where != Where::Device) return false;
+  if (b->kind != Kind::Vmm || !recompute_enabled || b->where != Where::Device) return false;
   if (!recompute_valid(b)) return false;
   // The replay must fit on its own: its inputs and the tensor at once.
-  std::uint64_t need = b->span + plain_bytes;
+  std::uint64_t need = b->span;
   for (std::uint64_t id : b->producer->input_ids)
-    if (const Block* in = find_id(id); in != nullptr && !in->plain) need += in->span;
+    if (const Block* in = find_id(id)) need += in->span;
   if (need > budget) return false;
   for (std::uint64_t id : b->producer->input_ids)
     if (Block* in = find_id(id)) in->dependents.push_back(b->id);
@@ -116,37 +116,37 @@ bool Executor::recompute(Block* b, const char* reason, double expected) {
       log(LogLevel::Debug, "executor: recompute of %" PRIu64 ": input %" PRIu64 " not resident", b->id, in->id);
       return false;
     }
-  if (!make_room(b->span, "recompute")) {
-    log(LogLevel::Debug, "executor: recompute of %" PRIu64 ": no room", b->id);
+  // Device memory when the budget has room, else host pieces: the replay writes it there.
+  if (CUresult r = vmm_fill(b, "recompute"); r != CUDA_SUCCESS) {
+    log(LogLevel::Debug, "executor: recompute of %" PRIu64 ": no memory (CUresult %d)", b->id, static_cast<int>(r));
     return false;
   }
-  backend_prefetch(b, false);  // maps fresh device memory at the same address
-  if (b->where != Where::Device) return false;
+  b->dead_seq = ~std::uint64_t{0};
   std::vector<void*> args(p.param_offset.size());
   std::vector<std::uint8_t> params = p.params;  // the driver reads them at the call
   for (std::size_t i = 0; i < args.size(); ++i) args[i] = params.data() + p.param_offset[i];
-  const double t = now_s();
   const CUresult r = api.launch_kernel(p.func, p.grid[0], p.grid[1], p.grid[2], p.block[0], p.block[1], p.block[2],
                                        p.shmem, p.stream, args.data(), nullptr);
   if (r != CUDA_SUCCESS) {
     log(LogLevel::Error, "executor: replaying %s failed (%d)", p.name.c_str(), static_cast<int>(r));
+    vmm_empty(b);  // its memory holds no valid data: dropped again
     return false;
   }
   const int ev = event_get();
   if (ev >= 0) {
-    api.event_record(events[static_cast<std::size_t>(ev)], p.stream);
+    (void)api.event_record(events[static_cast<std::size_t>(ev)], p.stream);
     for (Block* in : inputs) mark_use(in, p.stream, ev);
     mark_use(b, p.stream, ev);
-    // Consumers on other streams wait for the replay.
-    event_ref(ev);
-    b->ready_event = ev;
-    b->where = Where::Incoming;
+    if (b->where == Where::Device) {  // consumers on other streams wait for the replay
+      event_ref(ev);
+      b->ready_event = ev;
+      b->where = Where::Incoming;
+    }
     event_unref(ev);
   }
   peak_resident = std::max(peak_resident, resident);
   ++n_recompute;
   record("recompute", b, b->span, reason, expected, nullptr);
-  (void)t;
   return true;
 }
 

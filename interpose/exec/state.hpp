@@ -18,7 +18,9 @@
 #include <vector>
 
 #include "api.hpp"
+#include "capuchin/decision_log.hpp"
 #include "capuchin/plan.hpp"
+#include "host_pool.hpp"
 #include "capuchin/segment_plan.hpp"
 
 namespace capuchin::interpose::exec {
@@ -27,14 +29,23 @@ inline constexpr std::uint64_t kNoBlockId = plan::kNoSegmentId;
 
 enum class Backend : std::uint8_t { Uvm, Pinned };
 
-// Where a block's data is.
+// How a block is backed. uvm serves every block as Managed; pinned serves a block as Vmm when
+// the granularity wastes little of it (see Executor::kind_for), as Managed otherwise, so small
+// and sub-granule tensors are charged what they use and stay evictable.
+enum class Kind : std::uint8_t {
+  Managed,  // one cuMemAllocManaged allocation; moves are cuMemPrefetchAsync
+  Vmm,      // a VMM reservation: device chunk or host pieces mapped at base; moves are copies
+};
+
+// Where a block's data is. Invariant (pinned too): a live block's whole range is mapped and
+// accessible in every state but Dropped, so any access, even one capture missed, reaches it.
 enum class Where : std::uint8_t {
-  Fresh,     // never on the device (uvm: never touched); contents undefined
+  Fresh,     // Managed only: never touched since its allocation; contents undefined
   Device,    // resident
   Incoming,  // a prefetch (or recomputation) is in flight; ready_event marks its end
-  Evicting,  // pinned: being copied out; device memory still held
-  Host,      // on the host only (uvm: managed pages on the host; pinned: host chunk mapped at base)
-  Dropped,   // nowhere; recomputed from its producer when needed (pinned)
+  Evicting,  // Vmm: being copied out; device memory still held
+  Host,      // on the host only (Managed: pages on the host; Vmm: host pieces mapped at base)
+  Dropped,   // Vmm: nothing mapped; recomputed from its producer when needed
 };
 
 struct UseMark {
@@ -59,9 +70,10 @@ struct Block {
   CUdeviceptr base = 0;
   std::size_t bytes = 0;  // requested
   std::size_t span = 0;   // charged against the budget (backend granularity)
+  Kind kind = Kind::Managed;
   Where where = Where::Fresh;
-  bool plain = false;     // plain device memory (pinned backend, small): never evicted
   std::uint64_t last_tick = 0;
+  std::uint64_t stuck_tick = ~std::uint64_t{0};  // an eviction failed at this tick: not a victim again then
   UseMark uses[4];
   std::uint8_t nuses = 0;
   bool many_streams = false;  // used on more streams than `uses` holds: evictions synchronise
@@ -70,14 +82,19 @@ struct Block {
   std::shared_ptr<Producer> producer;
   std::vector<std::uint64_t> dependents;  // dropped blocks whose producer reads this one
   std::uint32_t local = ~0u;              // k-th allocation of the current segment
+  // Vmm on the host with undefined contents (new or reused under pressure) as of this
+  // Executor::work_seq: if no work was issued since, its first access needs no copy in.
+  std::uint64_t dead_seq = ~std::uint64_t{0};
   // cache bookkeeping (after free): the events the reuse must wait for
   int free_events[4] = {-1, -1, -1, -1};
   std::uint8_t nfree = 0;
   CUstream free_stream = nullptr;
   bool free_stream_valid = false;
-  // pinned backend
+  std::uint64_t freed_segment = 0;
+  // Vmm blocks
   std::size_t reserved = 0;  // VA reserved at base (user span + staging span)
-  CUmemGenericAllocationHandle dev = 0, host = 0;
+  CUmemGenericAllocationHandle dev = 0;
+  std::vector<HostPiece> host;  // the host copy's pieces, mapped side by side
   bool staging_mapped = false;
 };
 
@@ -96,14 +113,15 @@ class Executor {
   Api api;
   Backend backend = Backend::Uvm;
   std::uint64_t budget = 0;
-  std::string budget_text;
+  std::string budget_text;    // CAPUCHIN_BUDGET as given
+  std::string budget_source;  // where the current budget came from, for messages
   std::uint64_t daemon_budget_gen = 0;  // daemon_budget() generation last applied
   std::size_t uvm_page = 64 * 1024;
   std::size_t vmm_gran = 2u << 20;
-  std::size_t pinned_min = 1u << 20;
+  std::size_t pinned_min = 0;     // pinned: smaller tensors are Managed (CAPUCHIN_PINNED_MIN)
   bool host_remap = false;       // pinned: host-located chunks can be mapped at the tensor's address
-  std::uint64_t pool_limit = 0;  // pinned host chunks, bytes
-  std::uint64_t pool_bytes = 0;
+  std::uint64_t pool_limit = 0;  // pinned host chunks, bytes (CAPUCHIN_PINNED_POOL; 0: the default)
+  HostPool pool;
   bool recompute_enabled = true;
   bool planning_enabled = true;
   unsigned plan_wait_ms = 200;
@@ -114,13 +132,19 @@ class Executor {
   CUstream evict_stream = nullptr, prefetch_stream = nullptr;
   int last_evict_event = -1;  // recorded on evict_stream after the latest eviction
   bool evict_pending = false;  // evictions issued since the prefetch stream last waited
+  bool managed_out_unsettled = false;  // managed evictions issued since the host last waited for them
 
-  std::uint64_t resident = 0;    // bytes charged: Device + Incoming + Evicting + cached resident + plain
+  std::uint64_t resident = 0;    // bytes charged: Device + Incoming + Evicting + cached resident
   std::uint64_t peak_resident = 0;
-  std::uint64_t plain_bytes = 0;
   std::uint64_t live_bytes = 0;  // spans of live (not freed) blocks
-  std::uint64_t min_needed = 0;  // most bytes one launch needed at once (+ plain)
+  std::uint64_t min_needed = 0;  // most bytes one launch needed at once (the job's minimum budget so far)
+  std::uint64_t min_needed_managed = 0;  // the same launch as uvm charges it
+  std::string min_needed_kernel;
+  std::uint64_t seg_need = 0;       // the same, over the current segment
+  std::uint64_t need_reported = 0;  // the minimum last reported (report_need)
+  bool need_warned = false;         // a launch over this budget was reported
   std::uint64_t tick = 0;
+  std::uint64_t work_seq = 0;    // launches, copies, memsets and unknown work issued (any may write any block)
 
   std::unordered_map<std::uint64_t, Block*> by_id;
   std::map<CUdeviceptr, Block*> by_base;            // live blocks, for address lookups
@@ -130,6 +154,10 @@ class Executor {
   std::vector<int> free_events;
 
   // decision log
+  struct LastRecord {
+    std::string action, reason;
+    std::uint64_t tensor = kNoBlockId, bytes = 0, repeats = 0;
+  } last_record;
   std::FILE* log_file = nullptr;
   bool log_to_daemon = false;
   std::string daemon_lines;
@@ -193,6 +221,8 @@ class Executor {
   double now_s() const;
   void record(const char* action, const Block* b, std::uint64_t bytes, const char* reason, double expected_s = -1,
               const char* note = nullptr);
+  void flush_repeats();
+  void write_record(const DecisionRecord& r);
   Block* find_addr(std::uint64_t addr);
   Block* find_id(std::uint64_t id) {
     auto it = by_id.find(id);
@@ -205,28 +235,39 @@ class Executor {
   void wait_uses(Block* b, CUstream on);
   bool make_room(std::uint64_t need, const char* reason);
   Block* pick_victim();
-  void evict(Block* b, const char* reason, double expected = -1);
-  // uvm: moves b's pages to the host on evict_stream, after what evict_stream already waits
-  // for and after b's own swap-in if one is in flight; `dead` data is discarded instead where
-  // the driver can. Records the eviction event; b is Host afterwards.
-  void uvm_move_out(Block* b, bool dead);
-  void prefetch(Block* b, const char* reason, bool on_demand, double expected = -1);
+  bool evict(Block* b, const char* reason, double expected = -1);  // false: b cannot move now
+  bool contents_undefined(const Block* b) const;
+  bool prefetch(Block* b, const char* reason, bool on_demand, double expected = -1);  // false: b stays
   CUresult ensure_resident(Block* b, CUstream s, bool for_write);
   void apply_decisions();
   void note_event(SegEvent ev, const std::uint64_t* ids, unsigned nids);
   void materialize_dependents(Block* b);
+  std::string budget_desc() const;
+  void note_launch_need(std::uint64_t total, std::uint64_t total_managed, const char* kernel);
+  void report_need();
+  void adopt_daemon_budget();
   void end_segment();
 
-  // --- backend.cpp
-  CUresult backend_alloc(Block* b);
-  void backend_release(Block* b);
-  void backend_evict(Block* b);
+  // --- backend.cpp: memory and moves per Kind (contracts there)
+  Kind kind_for(std::size_t bytes) const;
+  std::size_t span_for(Kind k, std::size_t bytes) const;
+  CUresult backend_alloc(Block* b);  // b->kind and b->bytes set; Managed: Fresh; Vmm: Device, or Host under pressure
+  CUresult backend_reuse(Block* b);  // a cached block handed out again, left as backend_alloc leaves a new one
+  void backend_release(Block* b);    // a cached block back to the driver
+  bool backend_evict(Block* b);      // Vmm: starts the copy out; false: b stays resident (pool full)
   bool backend_finish_evict(Block* b, bool wait);
-  void backend_prefetch(Block* b, bool keep_data);
-  void backend_finish_prefetch(Block* b);
   void backend_cancel_evict(Block* b);
+  bool backend_prefetch(Block* b, bool keep_data);  // Vmm; false: no device memory (b unchanged)
+  void backend_finish_prefetch(Block* b);
   void backend_drop(Block* b);
   void reclaim_completed(bool wait_all);
+  void managed_move_out(Block* b, bool dead);  // to the host on evict_stream (after b's swap-in in flight)
+  void managed_move_in(Block* b);              // to the device on prefetch_stream (after evictions issued)
+  void trim_cache();
+  void wait_quiet(Block* b);
+  CUresult vmm_fill(Block* b, const char* reason);
+  void settle_managed_evictions();
+  void vmm_empty(Block* b);
 
   // --- recompute.cpp
   FuncInfo& func_info(CUfunction f, const FuncLayout* layout);
