@@ -23,6 +23,7 @@
 #include <cinttypes>
 
 #include "capture.hpp"
+#include "capuchin/units.hpp"
 #include "state.hpp"
 
 namespace capuchin::interpose::exec {
@@ -127,7 +128,7 @@ CUresult Executor::vmm_fill(Block* b, const char* reason) {
     }
     if (r != CUDA_ERROR_OUT_OF_MEMORY) return r;
   }
-  b->host = pool.take(b->span);
+  b->host = take_host(b->span);
   if (b->host.empty()) return CUDA_ERROR_OUT_OF_MEMORY;
   if (CUresult r = map_pieces(api, b->base, b->host); r != CUDA_SUCCESS) {
     pool.give(b->host);
@@ -209,8 +210,36 @@ void Executor::backend_release(Block* b) {
   (void)api.address_free(b->base, b->reserved);
 }
 
+// Host copies of freed blocks hold dead data: their pieces go back to the pool (once the work
+// before each free is done) when the pool has none left.
+bool Executor::reclaim_cached_host() {
+  bool any = false;
+  for (auto& [span, c] : cache) {
+    if (c->kind != Kind::Vmm || c->where != Where::Host || c->host.empty()) continue;
+    wait_quiet(c);
+    unmap_pieces(api, c->base, c->host, c->id);
+    pool.give(c->host);
+    c->where = Where::Dropped;
+    any = true;
+  }
+  return any;
+}
+
+std::vector<HostPiece> Executor::take_host(std::size_t span) {
+  std::vector<HostPiece> pieces = pool.take(span);
+  if (pieces.empty() && reclaim_cached_host()) pieces = pool.take(span);
+  if (pieces.empty() && !pool_full_warned) {
+    pool_full_warned = true;
+    log(LogLevel::Warn,
+        "capuchin: the pinned backend's host pool is full (CAPUCHIN_PINNED_POOL=%s, %s in use): tensors cannot be evicted "
+        "and stay resident; raise CAPUCHIN_PINNED_POOL or use CAPUCHIN_BACKEND=uvm",
+        format_bytes(pool.limit()).c_str(), format_bytes(pool.bytes() - pool.free_bytes()).c_str());
+  }
+  return pieces;
+}
+
 bool Executor::backend_evict(Block* b) {
-  b->host = pool.take(b->span);
+  b->host = take_host(b->span);
   if (b->host.empty()) {
     char note[160];
     std::snprintf(note, sizeof note, "the host pool (CAPUCHIN_PINNED_POOL, %" PRIu64 " bytes) is full: the tensor stays resident",

@@ -752,9 +752,10 @@ void shutdown() {
   log(LogLevel::Info,
       "executor summary: budget=%" PRIu64 " peak_resident=%" PRIu64 " min_needed=%" PRIu64 " evictions=%" PRIu64
       " prefetches=%" PRIu64 " on_demand=%" PRIu64 " stalls=%" PRIu64 " drops=%" PRIu64 " recomputes=%" PRIu64
-      " fallbacks=%" PRIu64 " plans=%" PRIu64 " plan_waits_expired=%" PRIu64 " on_demand_per_iteration=[%s]",
+      " fallbacks=%" PRIu64 " plans=%" PRIu64 " plan_waits_expired=%" PRIu64 " host_pool_peak=%" PRIu64
+      " on_demand_per_iteration=[%s]",
       e.budget, e.peak_resident, e.min_needed, e.n_evict, e.n_prefetch, e.n_ondemand, e.n_stall, e.n_drop,
-      e.n_recompute, e.n_fallback, e.n_plans, e.n_plan_waits_expired, per.c_str());
+      e.n_recompute, e.n_fallback, e.n_plans, e.n_plan_waits_expired, e.pool.peak_bytes(), per.c_str());
   e.flush_repeats();
   if (e.log_file != nullptr) std::fflush(e.log_file);
 }

@@ -1,6 +1,8 @@
 // host_pool.cpp: see host_pool.hpp.
 #include "host_pool.hpp"
 
+#include <algorithm>
+
 #include "capture.hpp"
 
 namespace capuchin::interpose::exec {
@@ -25,6 +27,7 @@ bool HostPool::create(std::size_t bytes, HostPiece& out) {
     return false;
   }
   bytes_ += bytes;
+  peak_ = std::max(peak_, bytes_);
   out = HostPiece{h, bytes};
   return true;
 }

@@ -40,6 +40,7 @@ class HostPool {
   std::uint64_t limit() const { return limit_; }
   std::uint64_t bytes() const { return bytes_; }      // chunks created and not released
   std::uint64_t free_bytes() const { return free_; }  // of which idle in the pool
+  std::uint64_t peak_bytes() const { return peak_; }
 
   // Pieces covering `span` bytes, or an empty list when the limit (or the driver) refuses.
   std::vector<HostPiece> take(std::size_t span);
@@ -57,6 +58,7 @@ class HostPool {
   std::uint64_t limit_ = 0;
   std::uint64_t bytes_ = 0;
   std::uint64_t free_ = 0;
+  std::uint64_t peak_ = 0;
   std::multimap<std::size_t, CUmemGenericAllocationHandle> idle_;  // by chunk size
 };
 

@@ -122,6 +122,7 @@ class Executor {
   bool host_remap = false;       // pinned: host-located chunks can be mapped at the tensor's address
   std::uint64_t pool_limit = 0;  // pinned host chunks, bytes (CAPUCHIN_PINNED_POOL; 0: the default)
   HostPool pool;
+  bool pool_full_warned = false;
   bool recompute_enabled = true;
   bool planning_enabled = true;
   unsigned plan_wait_ms = 200;
@@ -267,6 +268,8 @@ class Executor {
   void wait_quiet(Block* b);
   CUresult vmm_fill(Block* b, const char* reason);
   void settle_managed_evictions();
+  bool reclaim_cached_host();
+  std::vector<HostPiece> take_host(std::size_t span);
   void vmm_empty(Block* b);
 
   // --- recompute.cpp

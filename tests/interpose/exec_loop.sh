@@ -1,0 +1,55 @@
+#!/bin/sh
+# exec_loop.sh OUTDIR BACKEND FRACTION [sim_loop_train options...]: the executor on a loop with
+# PyTorch's habits (uploads into reused blocks, memsets, frees under pressure, dynamic shapes,
+# forks). With P = the loop's natural peak and B = FRACTION x P:
+#   - under CAPUCHIN_BUDGET=B (CAPUCHIN_BACKEND=BACKEND) it completes, within 120 s, with output
+#     bit-identical to a run without capuchin, and the executor evicted something;
+#   - by default the device has exactly B bytes: simcuda never evicted or faulted managed memory
+#     itself and its peak stays within B (DEVICE=large: a 16 GiB device, no such checks);
+#   - the decision log has at most MAX_LOG_LINES lines (default 20000);
+#   - EXPECT_LOG=regex: stderr matches it; NO_FALLBACK=1: no fallback decision.
+# EXTRA_ENV="VAR=value ..." is added to the capuchin run. Environment: LOOP, PRELOAD (ctest).
+set -eu
+out=$1; backend=$2; frac=$3; shift 3
+mkdir -p "$out"
+args="$*"
+P=$("$LOOP" $args --print-peak)
+B=$(awk -v p="$P" -v f="$frac" 'BEGIN { printf "%d", p * f }')
+"$LOOP" $args > "$out/reference.txt"
+rm -f "$out/decisions.jsonl" "$out/stats.json"
+device="SIMCUDA_DEVICE_BYTES=$B"
+[ "${DEVICE:-budget}" = large ] && device="SIMCUDA_DEVICE_BYTES=16GiB"
+status=0
+env $device SIMCUDA_STATS_FILE="$out/stats.json" CAPUCHIN_BUDGET=$B CAPUCHIN_BACKEND=$backend \
+  CAPUCHIN_DECISION_LOG="$out/decisions.jsonl" CAPUCHIN_LOG=info ${EXTRA_ENV:-} LD_PRELOAD="$PRELOAD" \
+  timeout 120 "$LOOP" $args > "$out/capuchin.txt" 2> "$out/capuchin.err" || status=$?
+if [ "$status" -ne 0 ]; then
+  echo "FAIL: sim_loop_train $args under capuchin ($backend, budget $B of peak $P) exited $status"
+  grep -v "info: executor: \(plan\|capuchind\|no plan\)" "$out/capuchin.err" | tail -8 | cut -c1-400; exit 1
+fi
+if ! cmp -s "$out/reference.txt" "$out/capuchin.txt"; then
+  echo "FAIL: results differ under capuchin ($backend, budget $B of peak $P)"
+  diff "$out/reference.txt" "$out/capuchin.txt" | head -10 || true; exit 1
+fi
+python3 - "$out" "$B" "${DEVICE:-budget}" "${MAX_LOG_LINES:-20000}" "${EXPECT_LOG:-}" "${NO_FALLBACK:-0}" <<'PY'
+import json, re, sys
+out, budget, device, max_lines, expect, no_fallback = sys.argv[1], int(sys.argv[2]), sys.argv[3], int(sys.argv[4]), sys.argv[5], sys.argv[6] == "1"
+errors = []
+err = open(f"{out}/capuchin.err").read()
+m = re.search(r"executor summary: .*", err)
+if not m: errors.append("no executor summary")
+elif not re.search(r"evictions=[1-9]", m.group(0)): errors.append("no eviction: the budget put no pressure on the job")
+if device == "budget":
+    st = json.load(open(f"{out}/stats.json"))
+    if st["uvm_evictions"] or st["uvm_faults"]: errors.append(f"simcuda evicted {st['uvm_evictions']} / faulted {st['uvm_faults']} managed blocks itself")
+    if st["peak_device_bytes"] > budget: errors.append(f"simcuda peak {st['peak_device_bytes']} > budget {budget}")
+lines = open(f"{out}/decisions.jsonl").read().splitlines()
+if len(lines) > max_lines: errors.append(f"{len(lines)} decision lines (at most {max_lines})")
+actions = [json.loads(l)["action"] for l in lines]
+if no_fallback and "fallback" in actions: errors.append("fallback decisions: " + "; ".join(l for l in lines if '"fallback"' in l)[:300])
+if expect and not re.search(expect, err): errors.append(f"stderr does not match {expect!r}")
+print((m.group(0) if m else "")[:300])
+if errors:
+    print("FAIL: " + "; ".join(errors)); sys.exit(1)
+PY
+echo "exec_loop: ok ($backend, budget $B = $frac x $P: $args)"
