@@ -66,7 +66,15 @@ void parse_outputs(Executor& e, const char* text) {
   }
 }
 
-void at_fork_child() { g_on.store(false, std::memory_order_relaxed); }
+// A forked child has the parent's memory but none of its threads: the executor's mutex may be
+// held by a thread that does not exist here, its planner thread is gone, and CUDA cannot be
+// used without an exec. The child passes every call through and its exit handler skips the
+// executor (locking the mutex or joining the planner would hang it).
+void at_fork_child() {
+  g_on.store(false, std::memory_order_relaxed);
+  g_start.store(2, std::memory_order_relaxed);
+  t_held = false;
+}
 
 // Creates streams, resolves the budget (a fraction needs the device's memory: a context).
 // Runs under e.mu at the first served call. CUDA_ERROR_INVALID_CONTEXT / NOT_INITIALIZED:

@@ -7,6 +7,7 @@
 // therefore not unwound: they must not own heap objects across simcuda_access calls.
 #include <setjmp.h>
 #include <signal.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -56,7 +57,13 @@ void install_segv_backstop() {
   sigaction(SIGSEGV, &sa, &g_previous_segv);
 }
 
+pid_t g_driver_pid = 0;  // the process whose device the statistics describe
+
+// A forked child shares none of the parent's device work (CUDA cannot be used across fork):
+// its exit writes nothing, so it neither clobbers the parent's statistics nor waits on locks
+// a parent thread held at the fork.
 void dump_stats_at_exit() {
+  if (getpid() != g_driver_pid) return;
   const char* path = std::getenv("SIMCUDA_STATS_FILE");
   if (path != nullptr && *path != '\0') simcuda_write_stats_json(path);
 }
@@ -67,6 +74,7 @@ Driver& driver() {
   static Driver* instance = [] {
     auto* d = new Driver;  // never destroyed: workers may still run during exit
     install_segv_backstop();
+    g_driver_pid = getpid();
     std::atexit(dump_stats_at_exit);
     return d;
   }();
