@@ -34,30 +34,47 @@ std::string self_dir() {
 
 namespace {
 
-Expected<int> connect_to(const std::string& path) {
+using Clock = std::chrono::steady_clock;
+
+// Connects within `timeout`: a daemon whose backlog is full (stopped, or hung without
+// accepting) must not block the CLI in connect(). Replies are awaited up to `timeout` too.
+Expected<int> connect_to(const std::string& path, std::chrono::milliseconds timeout) {
   sockaddr_un a{};
   if (path.size() >= sizeof a.sun_path) return make_error(fmt::format("socket path too long: {}", path));
-  const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   if (fd < 0) return make_error(fmt::format("socket(): {}", std::strerror(errno)));
   a.sun_family = AF_UNIX;
   std::strncpy(a.sun_path, path.c_str(), sizeof a.sun_path - 1);
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+  const auto deadline = Clock::now() + timeout;
+  for (;;) {
+    if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0) break;
     const int e = errno;
+    if ((e == EAGAIN || e == EINTR) && Clock::now() < deadline) {  // backlog full: retry until the deadline
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      continue;
+    }
     ::close(fd);
     if (e == ENOENT || e == ECONNREFUSED)
       return make_error(fmt::format("no capuchind answers on {} (start one with `capuchind --socket {}`, or use "
                                     "`capuchin run`)", path, path));
+    if (e == EAGAIN)
+      return make_error(fmt::format("capuchind on {} does not accept connections (stopped or hung?)", path));
     return make_error(fmt::format("cannot connect to {}: {}", path, std::strerror(e)));
   }
-  timeval tv{10, 0};  // a daemon that hangs must not hang the CLI
+  const int flags = ::fcntl(fd, F_GETFL);
+  if (flags >= 0) ::fcntl(fd, F_SETFL, flags & ~O_NONBLOCK);
+  const auto ms = std::max<long long>(1, std::chrono::duration_cast<std::chrono::milliseconds>(timeout).count());
+  timeval tv{static_cast<time_t>(ms / 1000), static_cast<suseconds_t>(ms % 1000 * 1000)};
   ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
   return fd;
 }
 
 }  // namespace
 
-Expected<nlohmann::json> query_daemon(const std::string& socket, const std::string& method, const nlohmann::json& params) {
-  auto fd = connect_to(socket);
+Expected<nlohmann::json> query_daemon(const std::string& socket, const std::string& method, const nlohmann::json& params,
+                                      std::chrono::milliseconds timeout) {
+  auto fd = connect_to(socket, timeout);
   if (!fd) return Unexpected{fd.error()};
   nlohmann::json req = {{"v", 1}, {"id", 1}, {"method", method}, {"params", params}};
   const std::string line = req.dump() + "\n";
@@ -84,7 +101,9 @@ Expected<nlohmann::json> query_daemon(const std::string& socket, const std::stri
   if (auto nl = resp.find('\n'); nl != std::string::npos) resp.resize(nl);
   if (resp.empty() && send_errno != 0)
     return make_error(fmt::format("cannot send to {}: {}", socket, std::strerror(send_errno)));
-  if (resp.empty()) return make_error(fmt::format("{}: the daemon closed the connection without answering", socket));
+  if (resp.empty())
+    return make_error(fmt::format("{}: the daemon did not answer within {} ms (hung?) or closed the connection", socket,
+                                  timeout.count()));
   const nlohmann::json j = nlohmann::json::parse(resp, nullptr, false);
   if (j.is_discarded() || !j.is_object()) return make_error(fmt::format("{}: the daemon's answer is not JSON", socket));
   if (!j.value("ok", false)) {
@@ -98,9 +117,17 @@ Expected<nlohmann::json> query_daemon(const std::string& socket, const std::stri
   return j.contains("result") ? j["result"] : nlohmann::json(nullptr);
 }
 
-bool daemon_answers(const std::string& socket) { return query_daemon(socket, "status").has_value(); }
+DaemonProbe probe_daemon(const std::string& socket, std::chrono::milliseconds timeout) {
+  struct stat sb{};
+  if (::stat(socket.c_str(), &sb) != 0) return DaemonProbe::Absent;
+  auto r = query_daemon(socket, "status", nlohmann::json::object(), timeout);
+  if (r) return DaemonProbe::Answers;
+  return r.error().message.find("no capuchind answers") != std::string::npos ? DaemonProbe::Absent : DaemonProbe::Unresponsive;
+}
 
-Status start_daemon(const std::string& socket, int idle_exit_s) {
+bool daemon_answers(const std::string& socket) { return probe_daemon(socket, std::chrono::seconds(10)) == DaemonProbe::Answers; }
+
+Status start_daemon(const std::string& socket, int idle_exit_s, std::chrono::milliseconds wait) {
   const std::string exe = self_dir() + "/capuchind";
   if (::access(exe.c_str(), X_OK) != 0) return make_error(fmt::format("no capuchind beside capuchin ({})", exe));
   const std::string log_path = (std::filesystem::path(socket).parent_path() / "capuchind.log").string();
@@ -126,12 +153,16 @@ Status start_daemon(const std::string& socket, int idle_exit_s) {
     ::_exit(127);
   }
   int st = 0;
-  ::waitpid(child, &st, 0);
-  for (int i = 0; i < 100; ++i) {
-    if (daemon_answers(socket)) return {};
+  while (::waitpid(child, &st, 0) < 0 && errno == EINTR) {
+  }
+  // Bounded as a whole: the job starts within `wait` whatever the daemon does.
+  const auto deadline = Clock::now() + wait;
+  while (Clock::now() < deadline) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+    if (probe_daemon(socket, std::max(left, std::chrono::milliseconds(1))) == DaemonProbe::Answers) return {};
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
-  return make_error(fmt::format("capuchind did not come up on {} (see {})", socket, log_path));
+  return make_error(fmt::format("capuchind did not come up on {} within {} ms (see {})", socket, wait.count(), log_path));
 }
 
 }  // namespace capuchin::cli

@@ -5,10 +5,13 @@
 // `--socket PATH` is accepted before or after the subcommand.
 #include <fmt/format.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <memory>
 #include <string>
@@ -145,6 +148,58 @@ void human_decisions(const json& arr) {
 
 // ---- run -----------------------------------------------------------------------------------
 
+// The job capuchin run waits for; the signal handler forwards to it (0: none, or reaped).
+volatile sig_atomic_t g_job_pid = 0;
+constexpr int kForwarded[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT};
+
+// Signals someone sent to capuchin (kill, timeout, a batch scheduler) go on to the job, as
+// nsys and torchrun do; the terminal's own (Ctrl-C, SI_KERNEL) already reached the job, which
+// is in the same process group, so they are not sent twice.
+void forward_signal(int sig, siginfo_t* info, void*) {
+  const int saved = errno;
+  if (g_job_pid > 0 && info != nullptr && info->si_code != SI_KERNEL) ::kill(static_cast<pid_t>(g_job_pid), sig);
+  errno = saved;
+}
+
+// Runs argv as the job: forwarded signals, killed with capuchin if capuchin is killed
+// (PR_SET_PDEATHSIG: a SIGKILL cannot be forwarded), capuchin's exit status is the job's
+// (128 + signal when a signal ended it).
+int run_and_forward_signals(std::vector<char*>& argv) {
+  sigset_t block, old;
+  sigemptyset(&block);
+  for (int sig : kForwarded) sigaddset(&block, sig);
+  ::sigprocmask(SIG_BLOCK, &block, &old);  // no signal may fall between fork and the handlers
+  const pid_t parent = ::getpid();
+  const pid_t pid = ::fork();
+  if (pid < 0) {
+    fmt::print(stderr, "capuchin run: fork: {}\n", std::strerror(errno));
+    ::sigprocmask(SIG_SETMASK, &old, nullptr);
+    return 2;
+  }
+  if (pid == 0) {
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (::getppid() != parent) ::_exit(137);  // capuchin died before the line above
+    ::sigprocmask(SIG_SETMASK, &old, nullptr);
+    ::execvp(argv[0], argv.data());
+    fmt::print(stderr, "capuchin run: cannot run {}: {}\n", argv[0], std::strerror(errno));
+    ::_exit(127);
+  }
+  g_job_pid = pid;
+  struct sigaction sa{};
+  sa.sa_sigaction = forward_signal;
+  sa.sa_flags = SA_SIGINFO | SA_RESTART;
+  sigemptyset(&sa.sa_mask);
+  for (int sig : kForwarded) ::sigaction(sig, &sa, nullptr);
+  ::sigprocmask(SIG_SETMASK, &old, nullptr);
+  int st = 0;
+  while (::waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+  }
+  g_job_pid = 0;
+  if (WIFEXITED(st)) return WEXITSTATUS(st);
+  if (WIFSIGNALED(st)) return 128 + WTERMSIG(st);
+  return 1;
+}
+
 struct RunOptions {
   std::string budget, backend, record;
   std::vector<std::string> cmd;
@@ -171,9 +226,19 @@ int run_command(const RunOptions& o) {
     return 2;
   }
   const std::string socket = resolve_socket(g_socket);
-  if (!daemon_answers(socket)) {
-    if (auto s = start_daemon(socket, o.idle_exit_s); !s)  // the job runs regardless, unmanaged
-      fmt::print(stderr, "capuchin run: warning: {}; running without a daemon\n", s.error().message);
+  // The job starts within a few seconds whatever the daemon does; it attaches later if a
+  // daemon comes to answer. A socket that does not answer is not replaced (its daemon may
+  // be busy or stopped, and a second one would take the socket from under it).
+  switch (probe_daemon(socket, std::chrono::milliseconds(1500))) {
+    case DaemonProbe::Answers: break;
+    case DaemonProbe::Unresponsive:
+      fmt::print(stderr, "capuchin run: warning: capuchind on {} does not answer (stopped or hung?); running without "
+                         "it (the job attaches if it recovers)\n", socket);
+      break;
+    case DaemonProbe::Absent:
+      if (auto s = start_daemon(socket, o.idle_exit_s, std::chrono::seconds(3)); !s)
+        fmt::print(stderr, "capuchin run: warning: {}; running without a daemon\n", s.error().message);
+      break;
   }
   const char* old = std::getenv("LD_PRELOAD");
   // Preloads already there come first (a sanitizer runtime must stay first in the list).
@@ -191,27 +256,8 @@ int run_command(const RunOptions& o) {
   std::vector<char*> argv;
   for (const auto& a : o.cmd) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
-  const pid_t pid = ::fork();
-  if (pid < 0) {
-    fmt::print(stderr, "capuchin run: fork: {}\n", std::strerror(errno));
-    return 2;
-  }
-  if (pid == 0) {
-    ::execvp(argv[0], argv.data());
-    fmt::print(stderr, "capuchin run: cannot run {}: {}\n", o.cmd[0], std::strerror(errno));
-    ::_exit(127);
-  }
-  // The terminal's Ctrl-C reaches the job itself; the wrapper waits for it.
-  ::signal(SIGINT, SIG_IGN);
-  ::signal(SIGQUIT, SIG_IGN);
-  int st = 0;
-  while (::waitpid(pid, &st, 0) < 0 && errno == EINTR) {
-  }
-  if (WIFEXITED(st)) return WEXITSTATUS(st);
-  if (WIFSIGNALED(st)) return 128 + WTERMSIG(st);
-  return 1;
+  return run_and_forward_signals(argv);
 }
-
 }  // namespace
 
 void add_daemon_commands(CLI::App& app, int& exit_code) {

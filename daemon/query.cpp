@@ -233,7 +233,8 @@ std::string Registry::handle_request_unchecked(std::string_view line) {
           if (!parsed) {
             err = {"bad-params", parsed.error().message};
           } else {
-            if (auto st = s->set_budget(*parsed, text); !st) err = {"not-ready", st.error().message};
+            std::string code;
+            if (auto st = s->set_budget(*parsed, text, &code); !st) err = {code, st.error().message};
             else result = s->detail();
           }
         }

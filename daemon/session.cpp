@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <unordered_map>
 
 #include "capuchin/sim.hpp"
 
@@ -480,13 +481,46 @@ std::optional<proto::PlanMessage> Session::take_plan() {
   return p;
 }
 
-Status Session::set_budget(const SizeOrFraction& b, std::string_view as_text) {
+namespace {
+// The most bytes one launch of the segment touches at once: the least budget the job can run
+// under (tensor sizes from the carried set and the segment's allocations).
+std::uint64_t largest_launch_bytes(const plan::SegmentJob& job) {
+  std::unordered_map<std::uint64_t, std::uint64_t> size;
+  for (const auto& [id, bytes] : job.carried) size[id] = bytes;
+  std::uint64_t most = 0;
+  std::vector<std::uint64_t> seen;
+  for (const plan::SegmentEvent& ev : job.events) {
+    if (ev.op == static_cast<std::uint8_t>(trace::Op::Alloc)) size[ev.id] = ev.bytes;
+    if (ev.op != static_cast<std::uint8_t>(trace::Op::Kernel)) continue;
+    const std::size_t n = ev.nreads + ev.nwrites;
+    if (ev.ids_off > job.ids.size() || n > job.ids.size() - ev.ids_off) continue;
+    seen.assign(job.ids.begin() + ev.ids_off, job.ids.begin() + ev.ids_off + n);
+    std::sort(seen.begin(), seen.end());
+    seen.erase(std::unique(seen.begin(), seen.end()), seen.end());
+    std::uint64_t total = 0;
+    for (std::uint64_t id : seen)
+      if (auto it = size.find(id); it != size.end()) total += it->second;
+    most = std::max(most, total);
+  }
+  return most;
+}
+}  // namespace
+
+Status Session::set_budget(const SizeOrFraction& b, std::string_view as_text, std::string* code) {
   std::uint64_t for_job = 0;
   if (executor_) {
     const std::uint64_t peak = natural_peak_ ? natural_peak_ : segment_natural_peak_;
     for_job = b.is_fraction ? b.resolve(peak) : b.bytes;
-    if (for_job == 0)
+    if (for_job == 0) {
+      *code = "not-ready";
       return make_error(fmt::format("{} of the natural peak: no iteration learned yet; give a size (e.g. 2GiB)", as_text));
+    }
+    if (for_job < job_minimum_) {
+      *code = "below-minimum";
+      return make_error(fmt::format("{} ({}) is below what the job needs at once: one of its launches touches {} ({} "
+                                    "bytes); give at least that",
+                                    as_text, format_bytes(for_job), format_bytes(job_minimum_), job_minimum_));
+    }
   }
   budget_ = b;
   has_budget_ = true;
@@ -513,6 +547,7 @@ void Session::prepare_segment_job(plan::SegmentJob& job) {
   // budget it runs with (one sent meanwhile is planned for at the segment after).
   executor_ = true;
   job_budget_ = job.budget;
+  job_minimum_ = std::max(job_minimum_, largest_launch_bytes(job));
   job.dump_dir.clear();  // the job's own directory is not the daemon's to write
   job.want_json = true;
 }

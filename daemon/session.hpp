@@ -92,8 +92,11 @@ class Session {
   proto::ProtoExpected<void> on_decisions(std::string_view lines);
   // A live budget change (bytes or a fraction of the natural peak). For a job with an
   // executor the bytes are sent to it (on_budget_ready; a fraction needs a natural peak
-  // learned first, else an error says so); otherwise the advisory plan is remade.
-  Status set_budget(const SizeOrFraction& b, std::string_view as_text);
+  // learned first, else an error says so); otherwise the advisory plan is remade. Refused (`*code` set: "not-ready" for a fraction before a peak is
+  // known, "below-minimum" under the most one launch of the job needs at once) with a message
+  // naming what would be accepted; the job's executor clamps too, so a job is never killed by it.
+  Status set_budget(const SizeOrFraction& b, std::string_view as_text, std::string* code);
+  std::uint64_t job_minimum() const { return job_minimum_; }
   // set-budget's bytes for the job's executor, once (0: nothing to send).
   std::uint64_t take_budget_for_job();
   std::function<void()> on_budget_ready;  // set by the connection
@@ -194,6 +197,7 @@ class Session {
   proto::ExecStats exec_;
   bool executor_ = false;              // the job runs capuchin's executor (budget in hello, stats, plan requests)
   std::uint64_t job_budget_ = 0;       // the executor's budget as last known (bytes)
+  std::uint64_t job_minimum_ = 0;      // the most one launch of the job touched at once (its segments)
   std::uint64_t budget_for_job_ = 0;   // set-budget bytes waiting to be sent
   std::uint64_t segment_natural_peak_ = 0;  // from the last segment plan
   std::uint64_t segment_plans_ = 0;

@@ -46,6 +46,22 @@ Shared& shared() {
 }
 
 using Clock = std::chrono::steady_clock;
+constexpr int kConnectTimeoutMs = 100;
+
+// connect() on a non-blocking socket, waiting at most timeout_ms for it to complete. A Unix
+// socket whose listener's backlog is full answers EAGAIN at once: not connected.
+bool connect_within(int fd, const sockaddr_un& a, int timeout_ms) {
+  if (::connect(fd, reinterpret_cast<const sockaddr*>(&a), sizeof a) == 0) return true;
+  if (errno != EINPROGRESS && errno != EINTR) return false;
+  pollfd p{fd, POLLOUT, 0};
+  int n = 0;
+  do n = ::poll(&p, 1, timeout_ms);
+  while (n < 0 && errno == EINTR);
+  if (n != 1) return false;
+  int err = 0;
+  socklen_t len = sizeof err;
+  return ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) == 0 && err == 0;
+}
 
 std::string read_cmdline() {
   std::ifstream f("/proc/self/cmdline", std::ios::binary);
@@ -154,18 +170,26 @@ class DaemonSink final : public Sink {
   const char* kind() const override { return "daemon"; }
 
  private:
+  // Non-blocking, bounded by kConnectTimeoutMs: a daemon that is stopped or whose backlog is
+  // full (connect would block forever) is a daemon that is absent, and the drain thread, which
+  // the job's exit joins, never waits on it longer than that.
   void try_connect() {
     const auto now = Clock::now();
     if (now < next_try_) return;
     sockaddr_un a{};
-    const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     if (fd < 0) return backoff();
     a.sun_family = AF_UNIX;
     std::strncpy(a.sun_path, path_.c_str(), sizeof a.sun_path - 1);
-    if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+    if (!connect_within(fd, a, kConnectTimeoutMs)) {
       ::close(fd);
-      if (!warned_) log(LogLevel::Info, "no capuchind on %s yet; the job runs unmanaged, retrying", path_.c_str());
+      if (!warned_) log(LogLevel::Info, "no capuchind answering on %s yet; the job runs unmanaged, retrying", path_.c_str());
       warned_ = true;
+      return backoff();
+    }
+    const int flags = ::fcntl(fd, F_GETFL);
+    if (flags < 0 || ::fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) != 0) {  // sends block, up to SO_SNDTIMEO
+      ::close(fd);
       return backoff();
     }
     timeval tv{0, 200000};

@@ -272,19 +272,30 @@ TEST(Session, PlansTheJobsSegmentsAndSendsSetBudgetToItsExecutor) {
   EXPECT_NE(pj["summary"].get<std::string>().find("the job's iteration 7"), std::string::npos) << pj.dump();
   EXPECT_TRUE(pj["plan"].is_object());
   // set-budget: bytes go to the job; a fraction resolves against the segment's natural peak.
+  std::string code;
   int sent = 0;
   s.on_budget_ready = [&] { ++sent; };
-  ASSERT_TRUE(s.set_budget(*parse_size_or_fraction("6MiB"), "6MiB").has_value());
+  ASSERT_TRUE(s.set_budget(*parse_size_or_fraction("12MiB"), "12MiB", &code).has_value());
   EXPECT_EQ(sent, 1);
-  EXPECT_EQ(s.take_budget_for_job(), 6u << 20);
+  EXPECT_EQ(s.take_budget_for_job(), 12u << 20);
   EXPECT_EQ(s.take_budget_for_job(), 0u);
-  ASSERT_TRUE(s.set_budget(*parse_size_or_fraction("0.5"), "0.5").has_value());
-  EXPECT_EQ(s.take_budget_for_job(), rep.plan.natural_peak / 2);
+  ASSERT_TRUE(s.set_budget(*parse_size_or_fraction("0.95"), "0.95", &code).has_value());
+  EXPECT_EQ(s.take_budget_for_job(), static_cast<std::uint64_t>(0.95 * static_cast<double>(rep.plan.natural_peak)));
   // A job without a learned peak cannot take a fraction.
   daemon::Session fresh(2, h, opt);
-  auto st = fresh.set_budget(*parse_size_or_fraction("0.5"), "0.5");
+  auto st = fresh.set_budget(*parse_size_or_fraction("0.5"), "0.5", &code);
   ASSERT_FALSE(st.has_value());
   EXPECT_NE(st.error().message.find("give a size"), std::string::npos);
+  EXPECT_EQ(code, "not-ready");
+  // Below what one of the job's launches touches at once (4 + 4 + 1 MiB): refused, naming the
+  // minimum; nothing is sent to the job.
+  EXPECT_EQ(s.job_minimum(), 9u << 20);
+  code.clear();
+  auto low = s.set_budget(*parse_size_or_fraction("1KiB"), "1KiB", &code);
+  ASSERT_FALSE(low.has_value());
+  EXPECT_EQ(code, "below-minimum");
+  EXPECT_NE(low.error().message.find(std::to_string(s.job_minimum()) + " bytes"), std::string::npos) << low.error().message;
+  EXPECT_EQ(s.take_budget_for_job(), 0u);
 }
 
 TEST(Session, LearnsIterationsAndPlansUnderABudget) {
@@ -311,7 +322,8 @@ TEST(Session, LearnsIterationsAndPlansUnderABudget) {
   EXPECT_FALSE(plan->json.empty());
   EXPECT_EQ(s.tensors(100).size(), 6u);  // 3 local + 3 carried weights
   // A budget change replans.
-  ASSERT_TRUE(s.set_budget(*parse_size_or_fraction("1GiB"), "1GiB").has_value());
+  std::string code;
+  ASSERT_TRUE(s.set_budget(*parse_size_or_fraction("1GiB"), "1GiB", &code).has_value());
   auto p2 = s.take_plan();
   ASSERT_TRUE(p2.has_value());
   EXPECT_EQ(p2->plan_seq, 2u);

@@ -9,7 +9,9 @@
 #   2. a longer run gets `capuchin set-budget ID <0.5 P bytes>` while it runs: the job records
 #      the new budget (action "budget", reason "capuchind"), capuchind then plans for it, the
 #      output stays bit-identical and simcuda's peak stays within the device (0.6 P);
-#   3. after the job exits, `capuchin tensors ID` still answers from the closed session.
+#   3. set-budget below the most one launch touches is refused with the job's minimum, and the
+#      job completes bit-identically;
+#   4. after the job exits, `capuchin tensors ID` still answers from the closed session.
 # Environment (set by ctest): CAPUCHIN, CAPUCHIND, TRAIN, LD_LIBRARY_PATH (simcuda), PRELOAD_PREFIX.
 set -eu
 out=$1
@@ -93,8 +95,28 @@ if errors:
 print(f"2. set-budget {new} reached the running job; {len(after)} plan(s) made for it; peak {st['peak_device_bytes']} <= {dev}")
 PY
 
-# 3. A closed session still answers tensors.
+# 3. set-budget below what the job needs at once is refused, naming the minimum, and the job
+#    runs on unharmed (it was accepted, and the job died at its next iteration).
+run_job 60 "$out/run60b.txt" "$out/decisions60b.jsonl" & job=$!
+sid3=""
+for i in $(seq 1 500); do
+  sid3=$("$CAPUCHIN" --socket "$sock" sessions --json | python3 -c '
+import json, sys
+s = [x for x in json.load(sys.stdin) if x["state"] == "attached"]
+print(s[0]["id"] if s else "")')
+  [ -n "$sid3" ] && "$CAPUCHIN" --socket "$sock" plan "$sid3" --json 2>/dev/null | grep -q "the job's iteration" && break
+  sleep 0.02
+done
+rc=0
+"$CAPUCHIN" --socket "$sock" set-budget "$sid3" 4096 > "$out/low.txt" 2>&1 || rc=$?
+wait $job || { echo "FAIL: the job failed after a refused set-budget"; tail "$out/run60b.txt.err"; exit 1; }
+[ $rc -ne 0 ] && grep -q "below-minimum.*needs at once" "$out/low.txt" ||
+  { echo "FAIL: set-budget 4096 was not refused with the job's minimum (exit $rc)"; cat "$out/low.txt"; exit 1; }
+cmp -s "$out/reference60.txt" "$out/run60b.txt" || { echo "FAIL: output differs after a refused set-budget"; exit 1; }
+echo "3. set-budget 4096 refused: $(cat "$out/low.txt")"
+
+# 4. A closed session still answers tensors.
 n=$("$CAPUCHIN" --socket "$sock" tensors "$sid" --json | python3 -c 'import json, sys; print(len(json.load(sys.stdin)))')
 [ "$n" -gt 0 ] || { echo "FAIL: tensors of the closed session $sid is empty"; exit 1; }
-echo "3. closed session $sid: tensors still answers ($n rows)"
+echo "4. closed session $sid: tensors still answers ($n rows)"
 echo "remote_plan: ok"
