@@ -40,6 +40,9 @@ inline constexpr std::uint32_t kMaxEventsPerBatch = 65536;
 inline constexpr std::uint32_t kMaxIdsPerBatch = 1u << 20;
 inline constexpr std::uint32_t kMaxNameBytes = 4096;
 inline constexpr std::uint32_t kMaxCmdlineBytes = 16384;
+// No allocation, copy or launch of a real job moves more than 1 PiB: larger sizes in an event
+// are refused (crafted streams must not reach the learner's arithmetic).
+inline constexpr std::uint64_t kMaxEventBytes = std::uint64_t{1} << 50;
 
 enum class MsgType : std::uint16_t {
   Hello = 1,      // interposer -> daemon: who I am (HelloInfo)

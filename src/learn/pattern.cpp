@@ -12,13 +12,21 @@ using trace::Op;
 
 namespace {
 
+// The op owns the top byte; what follows is hashed into the low 56 bits, so no value of an
+// event's fields can make it another op's signature.
 std::uint64_t event_signature(const trace::Trace& t, std::uint32_t ev) {
   const trace::Event& e = t.events[ev];
+  constexpr std::uint64_t kLow = (std::uint64_t{1} << 56) - 1;
   const std::uint64_t op = static_cast<std::uint64_t>(e.op) << 56;
+  auto low = [](std::uint64_t v) {  // splitmix64's finaliser: every input bit reaches the low bits
+    v = (v ^ (v >> 30)) * 0xbf58476d1ce4e5b9ull;
+    v = (v ^ (v >> 27)) * 0x94d049bb133111ebull;
+    return (v ^ (v >> 31)) & kLow;
+  };
   switch (e.op) {
-    case Op::Kernel: return op ^ (kernel_signature(t, ev) >> 8);
-    case Op::Alloc: return op ^ e.bytes;
-    case Op::Copy: return op ^ (static_cast<std::uint64_t>(e.dir) << 48) ^ e.bytes;
+    case Op::Kernel: return op | low(kernel_signature(t, ev));
+    case Op::Alloc: return op | low(e.bytes);
+    case Op::Copy: return op | low(e.bytes ^ (static_cast<std::uint64_t>(e.dir) << 61));
     default: return op;
   }
 }
@@ -49,7 +57,8 @@ bool PatternMatcher::feed(const trace::Trace& t, std::uint32_t event) {
       ++pos_;
     }
   }
-  if (diverged_ || complete() || p_->events[pos_].signature != sig) {
+  if (diverged_ || complete() || p_->events[pos_].signature != sig || p_->events[pos_].op != e.op ||
+      (e.op == Op::Alloc && next_local_ >= map_.size())) {
     diverged_ = true;
     return false;
   }

@@ -131,7 +131,10 @@ ProtoExpected<plan::SegmentJob> decode_plan_request(std::span<const std::uint8_t
   std::vector<std::uint64_t> carried;
   if (h.ncarried > r.left() / 16 || !read_array(r, h.ncarried * 2, carried))
     return fail(ProtoErrc::Truncated, "plan request counts more carried tensors than it carries");
-  for (std::uint32_t i = 0; i < h.ncarried; ++i) job.carried.emplace_back(carried[2 * i], carried[2 * i + 1]);
+  for (std::uint32_t i = 0; i < h.ncarried; ++i) {
+    if (carried[2 * i + 1] > kMaxEventBytes) return fail(ProtoErrc::BadPayload, "plan request: a carried tensor's size is over the limit");
+    job.carried.emplace_back(carried[2 * i], carried[2 * i + 1]);
+  }
   if (!read_array(r, h.nprev, job.prev_locals)) return fail(ProtoErrc::Truncated, "plan request: previous places truncated");
   if (r.left() != 0) return fail(ProtoErrc::BadPayload, "plan request: bytes after the last section");
   job.events.reserve(events.size());
@@ -143,6 +146,7 @@ ProtoExpected<plan::SegmentJob> decode_plan_request(std::span<const std::uint8_t
     if (x.op > static_cast<std::uint8_t>(trace::Op::Sync)) return bad("unknown op");
     if (x.dir > static_cast<std::uint8_t>(trace::CopyDir::D2D)) return bad("unknown copy direction");
     if (x.touch > 1) return bad("bad touch flag");
+    if (x.bytes > kMaxEventBytes) return bad("bytes over the limit");
     if (x.op == static_cast<std::uint8_t>(trace::Op::Kernel)) {
       if (x.name >= job.names.size()) return bad("kernel name index out of range");
       const std::uint64_t end = std::uint64_t{x.ids_off} + x.nreads + x.nwrites;

@@ -211,6 +211,9 @@ ProtoExpected<void> decode_events(std::span<const std::uint8_t> payload, EventBa
       return fail(ProtoErrc::BadPayload, fmt::format("event {} of the batch: malformed copy", i));
     if (op == trace::Op::Alloc && (e.bytes == 0 || e.sub > static_cast<std::uint8_t>(trace::Role::Other)))
       return fail(ProtoErrc::BadPayload, fmt::format("event {} of the batch: malformed alloc", i));
+    if (e.bytes > kMaxEventBytes)
+      return fail(ProtoErrc::BadPayload, fmt::format("event {} of the batch: {} bytes is over the limit of {}", i, e.bytes,
+                                                     kMaxEventBytes));
     used += event_ids(e);
   }
   if (used != nids)

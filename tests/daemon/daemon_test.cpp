@@ -119,6 +119,14 @@ TEST(Protocol, RejectsBadHeadersAndPayloads) {
   std::vector<std::uint8_t> frame;
   proto::encode_events(frame, g.ev, g.ids);
   EXPECT_EQ(proto::decode_events(std::span(frame).subspan(16), b).error().code, proto::ProtoErrc::BadPayload);
+  // An allocation of 2^56 bytes (once a free's signature to the learner): refused.
+  g.ev[0].op = static_cast<std::uint8_t>(trace::Op::Alloc);
+  g.ev[0].bytes = std::uint64_t{1} << 56;
+  frame.clear();
+  proto::encode_events(frame, g.ev, g.ids);
+  auto absurd = proto::decode_events(std::span(frame).subspan(16), b);
+  ASSERT_FALSE(absurd.has_value());
+  EXPECT_NE(absurd.error().message.find("over the limit"), std::string::npos) << absurd.error().message;
 }
 
 TEST(Protocol, BatchEncoderSendsNamesBeforeEvents) {

@@ -118,6 +118,27 @@ TEST(Learn, AChangedPatternIsDetectedNotApplied) {
   EXPECT_TRUE(m.b_of_a.empty());
 }
 
+// An allocation whose size has the op's bits (2^56) once had a free's signature: matched
+// against a free, it wrote past the matcher's map (a crafted event stream killed capuchind).
+TEST(Learn, AnAllocNeverMatchesAFree) {
+  auto t = trace::parse_trace(R"({"format":"capuchin-trace","version":1}
+{"op":"alloc","id":0,"bytes":4096}
+{"op":"kernel","name":"k","touch":[0]}
+{"op":"free","id":0}
+{"op":"sync"}
+{"op":"alloc","id":1,"bytes":4096}
+{"op":"kernel","name":"k","touch":[1]}
+{"op":"alloc","id":2,"bytes":72057594037927936}
+{"op":"free","id":1}
+{"op":"sync"}
+)");
+  ASSERT_TRUE(t) << t.error().message();
+  const trace::Iteration a{0, 0, 4}, b{1, 4, 9};
+  const IdentityMap m = match_iterations(*t, a, b);
+  EXPECT_EQ(m.mismatch_event, 6u);
+  EXPECT_TRUE(m.b_of_a.empty());
+}
+
 TEST(Learn, NoRepetitionIsReported) {
   auto t = trace::parse_trace(R"({"format":"capuchin-trace","version":1}
 {"op":"alloc","id":0,"bytes":8}
