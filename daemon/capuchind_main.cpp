@@ -9,6 +9,7 @@
 #include <boost/asio/steady_timer.hpp>
 #include <spdlog/spdlog.h>
 
+#include <sys/resource.h>
 #include <sys/stat.h>
 
 #include <csignal>
@@ -77,6 +78,11 @@ int main(int argc, char** argv) {
   ::umask(077);  // the socket's directory, decision logs: this user's only
 
   capuchin::daemon::Registry registry(opt);  // outlives the io_context and its connections
+  // Every attached process and query holds a descriptor: take the hard limit, not the soft 1024.
+  if (rlimit nofile{}; ::getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur < nofile.rlim_max) {
+    nofile.rlim_cur = nofile.rlim_max;
+    (void)::setrlimit(RLIMIT_NOFILE, &nofile);
+  }
   boost::asio::io_context io(1);
   capuchin::daemon::Server server(io, registry);
   if (auto s = server.listen(opt.socket_path); !s) {

@@ -158,8 +158,38 @@ std::string Registry::handle_request(std::string_view line) {
   }
 }
 
+namespace {
+// The deepest nesting of arrays and objects in a JSON text (strings skipped), stopping once
+// past `limit`: nlohmann's copies and destructors recurse, and a request nested 100,000 deep
+// overflowed the daemon's stack.
+std::size_t json_depth(std::string_view text, std::size_t limit) {
+  std::size_t depth = 0, deepest = 0;
+  bool in_string = false, escaped = false;
+  for (char c : text) {
+    if (in_string) {
+      if (escaped) escaped = false;
+      else if (c == '\\') escaped = true;
+      else if (c == '"') in_string = false;
+      continue;
+    }
+    if (c == '"') in_string = true;
+    else if (c == '[' || c == '{') {
+      deepest = std::max(deepest, ++depth);
+      if (deepest > limit) return deepest;
+    } else if ((c == ']' || c == '}') && depth > 0) {
+      --depth;
+    }
+  }
+  return deepest;
+}
+}  // namespace
+
 std::string Registry::handle_request_unchecked(std::string_view line) {
   ++counters_.queries;
+  if (json_depth(line, kMaxRequestDepth) > kMaxRequestDepth) {
+    ++counters_.bad_queries;
+    return error_response(nullptr, "bad-request", fmt::format("the request nests deeper than {} levels", kMaxRequestDepth));
+  }
   const json req = json::parse(line, nullptr, /*allow_exceptions=*/false);
   if (req.is_discarded() || !req.is_object()) {
     ++counters_.bad_queries;

@@ -40,6 +40,8 @@ class Registry {
 
   // One request line (without the newline) -> one response line (without the newline).
   std::string handle_request(std::string_view line);
+  // Requests nested deeper are refused before they are parsed.
+  static constexpr std::size_t kMaxRequestDepth = 64;
 
  private:
   std::string handle_request_unchecked(std::string_view line);

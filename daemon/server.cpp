@@ -11,6 +11,7 @@
 
 #include <array>
 #include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/write.hpp>
 #include <cerrno>
 #include <csignal>
@@ -28,15 +29,56 @@ namespace {
 constexpr std::size_t kReadChunk = 256 * 1024;
 constexpr std::size_t kMaxJsonLine = 1u << 20;
 constexpr std::size_t kMaxWriteQueue = 64u << 20;
+constexpr std::size_t kMaxConnections = 1024;  // more are answered "too-many-connections" and closed
+
+// One read buffer for every connection: connections wait for readability (no buffer while
+// idle) and read into it on the io thread, the only thread that runs their handlers, which
+// consume the bytes before returning. An idle connection costs a few hundred bytes, not 256 KiB.
+std::vector<std::uint8_t>& read_buffer() {
+  static std::vector<std::uint8_t>* buf = new std::vector<std::uint8_t>(kReadChunk);
+  return *buf;
+}
+
+std::size_t g_open_connections = 0;  // io thread only
+
+// Warnings a peer can provoke at will are logged at most a few times a minute, with a count.
+class RateLimitedWarning {
+ public:
+  explicit RateLimitedWarning(const char* what) : what_(what) {}
+  void operator()() {
+    ++suppressed_;
+    const auto now = std::chrono::steady_clock::now();
+    if (now - last_ < std::chrono::seconds(20)) return;
+    spdlog::warn("{} ({} time{} since the last such warning)", what_, suppressed_, suppressed_ == 1 ? "" : "s");
+    suppressed_ = 0;
+    last_ = now;
+  }
+
+ private:
+  const char* what_;
+  std::uint64_t suppressed_ = 0;
+  std::chrono::steady_clock::time_point last_{};
+};
+RateLimitedWarning g_not_reading{"closed a connection whose peer does not read its replies"};
+RateLimitedWarning g_too_many{"refused a connection: too many open"};
 
 class Connection : public std::enable_shared_from_this<Connection> {
  public:
-  Connection(local::socket s, Registry& reg, asio::thread_pool& workers)
-      : sock_(std::move(s)), reg_(reg), workers_(workers), rbuf_(kReadChunk) {}
-  ~Connection() { detach("connection dropped"); }
+  Connection(local::socket s, Registry& reg, asio::thread_pool& workers) : sock_(std::move(s)), reg_(reg), workers_(workers) {
+    ++g_open_connections;
+  }
+  ~Connection() {
+    --g_open_connections;
+    detach("connection dropped");
+  }
 
   void start() {
     ++reg_.counters().connections;
+    if (g_open_connections > kMaxConnections) {
+      g_too_many();
+      json_error_and_close("too-many-connections", fmt::format("the daemon serves at most {} connections", kMaxConnections));
+      return;
+    }
     ucred cred{};
     socklen_t len = sizeof cred;
     if (getsockopt(sock_.native_handle(), SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) {
@@ -65,14 +107,17 @@ class Connection : public std::enable_shared_from_this<Connection> {
   }
 
   void read() {
-    if (closing_) return;
+    if (closing_ || dead_) return;
     auto self = shared_from_this();
-    sock_.async_read_some(asio::buffer(rbuf_), [this, self](const boost::system::error_code& ec, std::size_t n) {
-      if (ec) {
-        on_eof(ec);
-        return;
-      }
-      on_bytes(std::span<const std::uint8_t>(rbuf_.data(), n));
+    sock_.async_wait(local::socket::wait_read, [this, self](const boost::system::error_code& wait_ec) {
+      if (wait_ec) return on_eof(wait_ec);
+      std::vector<std::uint8_t>& buf = read_buffer();
+      boost::system::error_code ec;
+      sock_.non_blocking(true, ec);
+      const std::size_t n = ec ? 0 : sock_.read_some(asio::buffer(buf), ec);
+      if (ec == asio::error::would_block || ec == asio::error::try_again) return read();
+      if (ec) return on_eof(ec);
+      on_bytes(std::span<const std::uint8_t>(buf.data(), n));
       read();
     });
   }
@@ -129,7 +174,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
         std::string resp = reg_.handle_request(l);
         resp.push_back('\n');
         send(std::vector<std::uint8_t>(resp.begin(), resp.end()));
-        if (closing_) return;
+        if (closing_ || dead_) return;
       }
       line_.clear();
     }
@@ -151,6 +196,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     frames_.feed(bytes);
     proto::FrameReader::Frame f;
     for (;;) {
+      if (dead_) return;
       auto more = frames_.next(f);
       if (!more) {
         protocol_error(more.error());
@@ -293,9 +339,12 @@ class Connection : public std::enable_shared_from_this<Connection> {
 
   // ---- writing ----
   void send(std::vector<std::uint8_t> bytes) {
+    if (dead_) return;
     queued_ += bytes.size();
-    if (queued_ > kMaxWriteQueue) {  // a peer that never reads its answers
-      spdlog::warn("closing a connection whose peer does not read its replies");
+    if (queued_ > kMaxWriteQueue) {  // a peer that never reads its answers: closed, said once
+      dead_ = true;
+      g_not_reading();
+      detach("does not read its replies");
       boost::system::error_code ignored;
       sock_.close(ignored);
       return;
@@ -332,7 +381,6 @@ class Connection : public std::enable_shared_from_this<Connection> {
   local::socket sock_;
   Registry& reg_;
   asio::thread_pool& workers_;
-  std::vector<std::uint8_t> rbuf_;
   Mode mode_ = Mode::Unknown;
   std::string line_;
   proto::FrameReader frames_;
@@ -341,6 +389,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   pid_t peer_pid_ = 0;
   bool bye_ = false;
   bool closing_ = false;
+  bool dead_ = false;  // closed for not reading: nothing more is sent or read
   bool writing_ = false;
   std::deque<std::vector<std::uint8_t>> wq_;
   std::size_t queued_ = 0;
@@ -395,8 +444,19 @@ Status Server::listen(const std::string& path) {
 void Server::accept() {
   acceptor_.async_accept([this](const boost::system::error_code& ec, local::socket s) {
     if (ec == asio::error::operation_aborted || !acceptor_.is_open()) return;
-    if (!ec) std::make_shared<Connection>(std::move(s), registry_, workers_)->start();
-    accept();
+    if (!ec) {
+      std::make_shared<Connection>(std::move(s), registry_, workers_)->start();
+      accept();
+      return;
+    }
+    // Out of descriptors (a flood of connections) or another transient failure: retrying at
+    // once would spin the io thread; wait a little, said at most a few times a minute.
+    static RateLimitedWarning failed{"accepting a connection failed (out of file descriptors?); retrying in 100 ms"};
+    failed();
+    accept_retry_.expires_after(std::chrono::milliseconds(100));
+    accept_retry_.async_wait([this](const boost::system::error_code& wait_ec) {
+      if (!wait_ec) accept();
+    });
   });
 }
 

@@ -13,6 +13,7 @@
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/local/stream_protocol.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/thread_pool.hpp>
 #include <memory>
 #include <string>
@@ -26,7 +27,7 @@ class Server {
  public:
   // `planners`: worker threads that plan jobs' segments (off the io thread).
   Server(boost::asio::io_context& io, Registry& registry, unsigned planners = 2)
-      : io_(io), registry_(registry), acceptor_(io), workers_(planners) {}
+      : io_(io), registry_(registry), acceptor_(io), accept_retry_(io), workers_(planners) {}
   ~Server() { workers_.join(); }
   // Creates the socket's directory (0700) if needed, refuses a path another daemon serves,
   // replaces a stale socket, binds (0600) and starts accepting.
@@ -38,6 +39,7 @@ class Server {
   boost::asio::io_context& io_;
   Registry& registry_;
   boost::asio::local::stream_protocol::acceptor acceptor_;
+  boost::asio::steady_timer accept_retry_;
   boost::asio::thread_pool workers_;
   std::string path_;
   unsigned long inode_ = 0;

@@ -393,3 +393,19 @@ TEST(Query, ErrorsAreJsonObjectsWithCodes) {
   auto m = nlohmann::json::parse(reg.handle_request("{\"method\":\"metrics\"}"));
   EXPECT_NE(m["result"].get<std::string>().find("capuchin_session_budget_bytes{session=\"1\""), std::string::npos);
 }
+
+// A 200 KB request nested 100,000 deep in params or id overflowed the daemon's stack (the
+// handler's JSON copies recurse): refused before parsing; 64 levels still answer.
+TEST(Query, DeepNestingIsRefusedNotRecursedInto) {
+  daemon::Registry reg(daemon::DaemonOptions{});
+  auto code = [&](const std::string& req) {
+    auto j = nlohmann::json::parse(reg.handle_request(req));
+    return j["ok"].get<bool>() ? std::string("ok") : j["error"]["code"].get<std::string>();
+  };
+  const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  EXPECT_EQ(code("{\"method\":\"status\",\"params\":{\"x\":" + deep + "}}"), "bad-request");
+  EXPECT_EQ(code("{\"method\":\"status\",\"id\":" + deep + "}"), "bad-request");
+  EXPECT_EQ(code("{\"method\":\"status\",\"id\":\"" + std::string(100000, '[') + "\"}"), "ok");  // inside a string
+  const std::string ok_depth = std::string(62, '[') + std::string(62, ']');  // + the request and params objects
+  EXPECT_EQ(code("{\"method\":\"status\",\"params\":{\"x\":" + ok_depth + "}}"), "ok");
+}
