@@ -74,6 +74,7 @@ Expected<int> connect_to(const std::string& path, std::chrono::milliseconds time
 
 Expected<nlohmann::json> query_daemon(const std::string& socket, const std::string& method, const nlohmann::json& params,
                                       std::chrono::milliseconds timeout) {
+  const auto deadline = Clock::now() + timeout;  // for the whole query, not each call
   auto fd = connect_to(socket, timeout);
   if (!fd) return Unexpected{fd.error()};
   nlohmann::json req = {{"v", 1}, {"id", 1}, {"method", method}, {"params", params}};
@@ -91,6 +92,10 @@ Expected<nlohmann::json> query_daemon(const std::string& socket, const std::stri
   std::string resp;
   char buf[65536];
   while (resp.find('\n') == std::string::npos) {
+    const auto left = std::chrono::duration_cast<std::chrono::microseconds>(deadline - Clock::now()).count();
+    if (left <= 0) break;
+    timeval tv{static_cast<time_t>(left / 1000000), static_cast<suseconds_t>(left % 1000000)};
+    ::setsockopt(*fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
     const ssize_t n = ::recv(*fd, buf, sizeof buf, 0);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) break;

@@ -5,7 +5,6 @@
 // `--socket PATH` is accepted before or after the subcommand.
 #include <fmt/format.h>
 #include <signal.h>
-#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -20,6 +19,7 @@
 #include "capuchin/units.hpp"
 #include "client.hpp"
 #include "commands.hpp"
+#include "job.hpp"
 
 namespace capuchin::cli {
 namespace {
@@ -148,58 +148,6 @@ void human_decisions(const json& arr) {
 
 // ---- run -----------------------------------------------------------------------------------
 
-// The job capuchin run waits for; the signal handler forwards to it (0: none, or reaped).
-volatile sig_atomic_t g_job_pid = 0;
-constexpr int kForwarded[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT};
-
-// Signals someone sent to capuchin (kill, timeout, a batch scheduler) go on to the job, as
-// nsys and torchrun do; the terminal's own (Ctrl-C, SI_KERNEL) already reached the job, which
-// is in the same process group, so they are not sent twice.
-void forward_signal(int sig, siginfo_t* info, void*) {
-  const int saved = errno;
-  if (g_job_pid > 0 && info != nullptr && info->si_code != SI_KERNEL) ::kill(static_cast<pid_t>(g_job_pid), sig);
-  errno = saved;
-}
-
-// Runs argv as the job: forwarded signals, killed with capuchin if capuchin is killed
-// (PR_SET_PDEATHSIG: a SIGKILL cannot be forwarded), capuchin's exit status is the job's
-// (128 + signal when a signal ended it).
-int run_and_forward_signals(std::vector<char*>& argv) {
-  sigset_t block, old;
-  sigemptyset(&block);
-  for (int sig : kForwarded) sigaddset(&block, sig);
-  ::sigprocmask(SIG_BLOCK, &block, &old);  // no signal may fall between fork and the handlers
-  const pid_t parent = ::getpid();
-  const pid_t pid = ::fork();
-  if (pid < 0) {
-    fmt::print(stderr, "capuchin run: fork: {}\n", std::strerror(errno));
-    ::sigprocmask(SIG_SETMASK, &old, nullptr);
-    return 2;
-  }
-  if (pid == 0) {
-    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (::getppid() != parent) ::_exit(137);  // capuchin died before the line above
-    ::sigprocmask(SIG_SETMASK, &old, nullptr);
-    ::execvp(argv[0], argv.data());
-    fmt::print(stderr, "capuchin run: cannot run {}: {}\n", argv[0], std::strerror(errno));
-    ::_exit(127);
-  }
-  g_job_pid = pid;
-  struct sigaction sa{};
-  sa.sa_sigaction = forward_signal;
-  sa.sa_flags = SA_SIGINFO | SA_RESTART;
-  sigemptyset(&sa.sa_mask);
-  for (int sig : kForwarded) ::sigaction(sig, &sa, nullptr);
-  ::sigprocmask(SIG_SETMASK, &old, nullptr);
-  int st = 0;
-  while (::waitpid(pid, &st, 0) < 0 && errno == EINTR) {
-  }
-  g_job_pid = 0;
-  if (WIFEXITED(st)) return WEXITSTATUS(st);
-  if (WIFSIGNALED(st)) return 128 + WTERMSIG(st);
-  return 1;
-}
-
 struct RunOptions {
   std::string budget, backend, record;
   std::vector<std::string> cmd;
@@ -256,7 +204,7 @@ int run_command(const RunOptions& o) {
   std::vector<char*> argv;
   for (const auto& a : o.cmd) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
-  return run_and_forward_signals(argv);
+  return run_job(argv);
 }
 }  // namespace
 

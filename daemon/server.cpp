@@ -69,7 +69,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   }
   ~Connection() {
     --g_open_connections;
-    detach("connection dropped");
+    detach(dead_ ? "does not read its replies" : "connection dropped");
   }
 
   void start() {
@@ -292,7 +292,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
 
   void send_plans() {
     if (session_ == nullptr || closing_) return;
-    while (auto p = session_->take_plan()) {
+    while (session_ != nullptr && !dead_) {
+      auto p = session_->take_plan();
+      if (!p) break;
       std::vector<std::uint8_t> out;
       proto::encode_plan(out, *p);
       send(std::move(out));
@@ -307,7 +309,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     asio::post(workers_, [self, work] {
       auto made = plan::plan_segment(*work);
       asio::post(self->sock_.get_executor(), [self, work, made = std::move(made)]() mutable {
-        if (self->session_ == nullptr || self->closing_) return;
+        if (self->session_ == nullptr || self->closing_ || self->dead_) return;
         const proto::PlanReply rep = self->session_->segment_planned(*work, std::move(made));
         std::vector<std::uint8_t> out;
         proto::encode_plan_reply(out, rep);
@@ -317,7 +319,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   }
 
   void send_budget() {
-    if (session_ == nullptr || closing_) return;
+    if (session_ == nullptr || closing_ || dead_) return;
     if (const std::uint64_t b = session_->take_budget_for_job()) {
       std::vector<std::uint8_t> out;
       proto::encode_set_budget(out, b);
@@ -338,13 +340,15 @@ class Connection : public std::enable_shared_from_this<Connection> {
   }
 
   // ---- writing ----
+  // Never detaches here: send runs inside session callbacks (set_budget, an advisory plan),
+  // whose session must outlive them. A dead connection is detached when its pending read
+  // fails (the socket is closed) or when it is destroyed.
   void send(std::vector<std::uint8_t> bytes) {
     if (dead_) return;
     queued_ += bytes.size();
     if (queued_ > kMaxWriteQueue) {  // a peer that never reads its answers: closed, said once
       dead_ = true;
       g_not_reading();
-      detach("does not read its replies");
       boost::system::error_code ignored;
       sock_.close(ignored);
       return;

@@ -473,6 +473,10 @@ CUresult body_GraphLaunch(const Variant& v, CUgraphExec exec, CUstream s) {
     if (const CUresult e = exec::before_unknown_work(s, thread_flag(v) != 0); e != CUDA_SUCCESS) return e;
   }
   const CUresult r = REAL(GraphLaunch)(exec, s);
+  if (executor_on(scope)) {
+    ErrnoKeeper keep;
+    exec::after_unknown_work(s, thread_flag(v) != 0, r == CUDA_SUCCESS);
+  }
   if (r == CUDA_SUCCESS && scope.record()) {
     ErrnoKeeper keep;
     record_graph_launch(u64(exec), u64(s), thread_flag(v));

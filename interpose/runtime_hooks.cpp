@@ -510,6 +510,10 @@ cudaError_t rt_cudaGraphLaunch(F real, bool pt, cudaGraphExec_t exec, cudaStream
     if (const CUresult e = exec::before_unknown_work(reinterpret_cast<CUstream>(s), pt); e != CUDA_SUCCESS) return rt_error(e);
   }
   const cudaError_t r = real(exec, s);
+  if (executor_on(scope)) {
+    ErrnoKeeper keep;
+    exec::after_unknown_work(reinterpret_cast<CUstream>(s), pt, r == cudaSuccess);
+  }
   CAPUCHIN_AFTER(r == cudaSuccess, record_graph_launch(u64(exec), u64(s), pt_flag(pt)))
   return r;
 }

@@ -71,12 +71,33 @@ CUresult map_pieces(const Api& api, CUdeviceptr at, const std::vector<HostPiece>
   return CUDA_SUCCESS;
 }
 
-void unmap_pieces(const Api& api, CUdeviceptr at, const std::vector<HostPiece>& pieces, std::uint64_t id) {
+// false: some piece is still mapped (logged).
+bool unmap_pieces(const Api& api, CUdeviceptr at, const std::vector<HostPiece>& pieces, std::uint64_t id) {
   std::size_t off = 0;
-  for (const HostPiece& p : pieces) unmap_logged(api, at + off, p.bytes, id), off += p.bytes;
+  bool all = true;
+  for (const HostPiece& p : pieces) {
+    if (CUresult r = api.mem_unmap(at + off, p.bytes); r != CUDA_SUCCESS) {
+      log(LogLevel::Error, "executor: unmapping a host piece of tensor %" PRIu64 " failed (CUresult %d)", id, static_cast<int>(r));
+      all = false;
+    }
+    off += p.bytes;
+  }
+  return all;
 }
 
 }  // namespace
+
+// Unmaps pieces mapped at `at` and gives them back to the pool; a piece that may still be
+// mapped is never given (the next take would map it under another tensor too): it is leaked.
+void Executor::return_pieces(CUdeviceptr at, std::vector<HostPiece>& pieces, std::uint64_t id) {
+  if (pieces.empty()) return;
+  if (unmap_pieces(api, at, pieces, id)) {
+    pool.give(pieces);
+    return;
+  }
+  log(LogLevel::Error, "executor: the host copy of tensor %" PRIu64 " is not returned to the pool (still mapped)", id);
+  pieces.clear();
+}
 
 // Vmm when rounding to the granularity wastes at most 1/16 of the span (and the tensor is not
 // under CAPUCHIN_PINNED_MIN): a 1 MiB tensor is Managed (charged 1 MiB, not a 2 MiB granule),
@@ -92,17 +113,10 @@ std::size_t Executor::span_for(Kind k, std::size_t bytes) const {
   return (bytes + g - 1) / g * g;
 }
 
-// Waits for every recorded use and the free of b (before its memory is unmapped or reused).
-void Executor::wait_quiet(Block* b) {
-  if (b->many_streams) (void)api.ctx_synchronize();
-  for (std::uint8_t i = 0; i < b->nuses; ++i)
-    if (b->uses[i].event >= 0) (void)api.event_synchronize(events[static_cast<std::size_t>(b->uses[i].event)]);
-  for (std::uint8_t i = 0; i < b->nfree; ++i)
-    if (b->free_events[i] >= 0) (void)api.event_synchronize(events[static_cast<std::size_t>(b->free_events[i])]);
-}
-
 // A Vmm block with nothing mapped at base (new, or dropped) gets device memory if the budget
-// has room, else host pieces (contents undefined: dead_seq lets the first access skip the copy).
+// has room, else host pieces. Contents are undefined either way; a block on the host is copied
+// in at its first access like an evicted one (an unhooked writer, e.g. a batch copy, may have
+// filled it: skipping that copy could lose data).
 // Device memory for a Vmm chunk is taken at cuMemCreate, on the host's clock, while managed
 // blocks this executor moved out leave the device only when the evict stream gets there: wait
 // for those moves first, or the device would be over the budget (and evict on its own).
@@ -135,7 +149,6 @@ CUresult Executor::vmm_fill(Block* b, const char* reason) {
     return r;
   }
   b->where = Where::Host;
-  b->dead_seq = work_seq;
   return CUDA_SUCCESS;
 }
 
@@ -171,8 +184,7 @@ CUresult Executor::backend_reuse(Block* b) {
   if (b->where != Where::Host && b->where != Where::Dropped) return CUDA_SUCCESS;
   wait_quiet(b);
   if (!b->host.empty()) {
-    unmap_pieces(api, b->base, b->host, b->id);
-    pool.give(b->host);
+    return_pieces(b->base, b->host, b->id);
   }
   b->where = Where::Dropped;
   return vmm_fill(b, "pressure");
@@ -184,10 +196,7 @@ void Executor::vmm_empty(Block* b) {
     backend_drop(b);
     return;
   }
-  if (!b->host.empty()) {
-    unmap_pieces(api, b->base, b->host, b->id);
-    pool.give(b->host);
-  }
+  return_pieces(b->base, b->host, b->id);
   b->where = Where::Dropped;
 }
 
@@ -203,10 +212,7 @@ void Executor::backend_release(Block* b) {
     (void)api.mem_release(b->dev);
     b->dev = 0;
   }
-  if (!b->host.empty()) {
-    unmap_pieces(api, b->base, b->host, b->id);
-    pool.give(b->host);
-  }
+  return_pieces(b->base, b->host, b->id);
   (void)api.address_free(b->base, b->reserved);
 }
 
@@ -217,8 +223,7 @@ bool Executor::reclaim_cached_host() {
   for (auto& [span, c] : cache) {
     if (c->kind != Kind::Vmm || c->where != Where::Host || c->host.empty()) continue;
     wait_quiet(c);
-    unmap_pieces(api, c->base, c->host, c->id);
-    pool.give(c->host);
+    return_pieces(c->base, c->host, c->id);
     c->where = Where::Dropped;
     any = true;
   }
@@ -259,6 +264,7 @@ bool Executor::backend_evict(Block* b) {
   (void)api.memcpy_async(staging, b->base, b->bytes, evict_stream);
   b->ready_event = event_get();
   if (b->ready_event >= 0) (void)api.event_record(events[static_cast<std::size_t>(b->ready_event)], evict_stream);
+  else (void)api.stream_synchronize(evict_stream);  // no event to wait by: the copy is done now
   b->where = Where::Evicting;
   return true;
 }
@@ -273,8 +279,14 @@ bool Executor::backend_finish_evict(Block* b, bool wait) {
     b->ready_event = -1;
   }
   const CUdeviceptr staging = b->base + b->span;
-  unmap_pieces(api, staging, b->host, b->id);
+  const bool staging_clear = unmap_pieces(api, staging, b->host, b->id);
   b->staging_mapped = false;
+  if (!staging_clear) {  // the copy may stay mapped there: never reused; the tensor stays resident
+    log(LogLevel::Error, "executor: tensor %" PRIu64 " stays resident; its host copy is not returned to the pool", b->id);
+    b->host.clear();
+    b->where = Where::Device;
+    return true;
+  }
   unmap_logged(api, b->base, b->span, b->id);
   if (CUresult r = map_pieces(api, b->base, b->host); r != CUDA_SUCCESS) {
     // The device chunk still holds the data: put it back and stay resident.
@@ -299,9 +311,8 @@ void Executor::backend_cancel_evict(Block* b) {
     event_unref(b->ready_event);
     b->ready_event = -1;
   }
-  unmap_pieces(api, b->base + b->span, b->host, b->id);
+  return_pieces(b->base + b->span, b->host, b->id);
   b->staging_mapped = false;
-  pool.give(b->host);
   b->where = Where::Device;
 }
 
@@ -329,11 +340,15 @@ bool Executor::backend_prefetch(Block* b, bool keep_data) {
     (void)api.memcpy_async(staging, b->base, b->bytes, prefetch_stream);
     b->ready_event = event_get();
     if (b->ready_event >= 0) (void)api.event_record(events[static_cast<std::size_t>(b->ready_event)], prefetch_stream);
+    else (void)api.stream_synchronize(prefetch_stream);
     b->where = Where::Incoming;
     resident += b->span;
     return true;
   }
-  if (!b->host.empty()) unmap_pieces(api, b->base, b->host, b->id);  // an undefined host copy
+  if (!b->host.empty() && !unmap_pieces(api, b->base, b->host, b->id)) {  // stays on the host, mapped
+    (void)api.mem_release(d);
+    return false;
+  }
   if (CUresult r = map_one(api, b->base, b->span, d); r != CUDA_SUCCESS) {
     log(LogLevel::Error, "executor: cannot map device memory for tensor %" PRIu64 " (CUresult %d)", b->id, static_cast<int>(r));
     (void)api.mem_release(d);
@@ -354,9 +369,16 @@ void Executor::backend_finish_prefetch(Block* b) {
     event_unref(b->ready_event);
     b->ready_event = -1;
   }
-  unmap_pieces(api, b->base, b->host, b->id);
+  const bool host_unmapped = unmap_pieces(api, b->base, b->host, b->id);
   unmap_logged(api, b->base + b->span, b->span, b->id);
   b->staging_mapped = false;
+  if (!host_unmapped) {  // the host copy is still at the address, and whole: it stays there
+    (void)api.mem_release(b->dev);
+    b->dev = 0;
+    b->where = Where::Host;
+    resident -= b->span;
+    return;
+  }
   if (CUresult r = map_one(api, b->base, b->span, b->dev); r != CUDA_SUCCESS) {
     // The host copy is still whole: it goes back at the address and the device copy is dropped.
     log(LogLevel::Error, "executor: cannot map tensor %" PRIu64 " back at its address (CUresult %d); it stays on the host",
@@ -410,6 +432,8 @@ void Executor::managed_move_out(Block* b, bool dead) {
     last_evict_event = ev;
     evict_pending = true;
     managed_out_unsettled = true;
+  } else {
+    (void)api.stream_synchronize(evict_stream);  // no event to order the prefetches by
   }
   b->where = Where::Host;
   resident -= b->span;
@@ -425,6 +449,7 @@ void Executor::managed_move_in(Block* b) {
     log(LogLevel::Warn, "executor: prefetching tensor %" PRIu64 " to the device failed (CUresult %d)", b->id, static_cast<int>(r));
   const int ev = event_get();
   if (ev >= 0) (void)api.event_record(events[static_cast<std::size_t>(ev)], prefetch_stream);
+  else (void)api.stream_synchronize(prefetch_stream);
   b->ready_event = ev;
   b->where = Where::Incoming;
   resident += b->span;
@@ -443,8 +468,11 @@ void Executor::trim_cache() {
       continue;
     }
     if (b->where == Where::Device || b->where == Where::Incoming) resident -= b->span;
+    if (b->ready_event >= 0) (void)api.event_synchronize(events[static_cast<std::size_t>(b->ready_event)]);
     backend_release(b);
-    for (std::uint8_t i = 0; i < b->nfree; ++i) event_unref(b->free_events[i]);
+    event_unref(b->ready_event);
+    event_unref(b->exec_event);
+    release_free_events(b);
     it = cache.erase(it);
     delete b;
   }

@@ -63,14 +63,15 @@ bool alloc(CUdeviceptr* out, std::size_t bytes, CUstream s, bool per_thread, boo
   }
   if (b != nullptr) {
     b->bytes = bytes;
-    const CUresult refill = e.backend_reuse(b);  // before its address is handed out: mapped, never a hole
-    for (std::uint8_t i = 0; i < b->nfree; ++i) e.event_unref(b->free_events[i]);
-    b->nfree = 0;
+    // Mapped before its address is handed out, never a hole. Its free events stay until the
+    // new owner's first use: a move before that still waits for the old owner's work.
+    const CUresult refill = e.backend_reuse(b);
     b->free_stream_valid = false;
     if (refill != CUDA_SUCCESS) {
       log(LogLevel::Warn, "executor: a cached block of %zu bytes could not be refilled (CUresult %d); returned to the driver",
           span, static_cast<int>(refill));
       e.backend_release(b);
+      e.release_free_events(b);
       delete b;
       b = nullptr;
     }
@@ -123,10 +124,9 @@ bool free(CUdeviceptr p, CUstream s, bool per_thread, bool stream_ordered, CUres
   e.live_bytes -= b->span;
   if (stream_ordered) {
     const int fe = e.event_get();
-    if (fe >= 0) {
-      e.api.event_record(e.events[static_cast<std::size_t>(fe)], ds);
-      b->free_events[b->nfree++] = fe;
-    }
+    if (fe >= 0) e.api.event_record(e.events[static_cast<std::size_t>(fe)], ds);
+    else (void)e.api.stream_synchronize(ds);
+    e.add_free_event(b, fe);
     b->free_stream = ds;
     b->free_stream_valid = true;
   } else if (b->many_streams) {
@@ -135,9 +135,17 @@ bool free(CUdeviceptr p, CUstream s, bool per_thread, bool stream_ordered, CUres
     for (std::uint8_t i = 0; i < b->nuses; ++i) {
       if (b->uses[i].event < 0) continue;
       e.event_ref(b->uses[i].event);
-      b->free_events[b->nfree++] = b->uses[i].event;
+      e.add_free_event(b, b->uses[i].event);
     }
   }
+  // A replay still running, or one that was reading it, is work before the free too.
+  if (b->where == Where::Incoming && !b->staging_mapped) {
+    e.add_free_event(b, b->ready_event);
+    b->ready_event = -1;
+    b->where = Where::Device;
+  }
+  e.add_free_event(b, b->exec_event);
+  b->exec_event = -1;
   for (std::uint8_t i = 0; i < b->nuses; ++i) e.event_unref(b->uses[i].event);
   b->nuses = 0;
   b->many_streams = false;
@@ -148,7 +156,6 @@ bool free(CUdeviceptr p, CUstream s, bool per_thread, bool stream_ordered, CUres
   if (b->where == Where::Evicting) e.backend_cancel_evict(b);
   if (b->where == Where::Incoming && b->staging_mapped) e.backend_finish_prefetch(b);
   b->freed_segment = e.segment;
-  b->dead_seq = ~std::uint64_t{0};
   e.cache.insert({b->span, b});
   *r = CUDA_SUCCESS;
   return true;
@@ -159,16 +166,14 @@ CUresult before_unknown_work(CUstream s, bool per_thread) {
   Executor& e = *g_ex;
   std::lock_guard<std::mutex> lock(e.mu);
   ++e.tick;
-  ++e.work_seq;
-  const CUstream ds = driver_stream(s, per_thread);
-  std::vector<Block*> all;
-  for (auto& [id, b] : e.by_id) all.push_back(b);
-  for (Block* b : all) {
-    if (b->where == Where::Dropped && !e.recompute(b, "unknown-access", -1)) return CUDA_ERROR_ILLEGAL_STATE;
-    if (b->where == Where::Evicting) e.backend_cancel_evict(b);
-    if (b->where == Where::Incoming) e.ensure_resident(b, ds, true);
-  }
-  return CUDA_SUCCESS;
+  return e.settle_for_unknown_access(driver_stream(s, per_thread));
+}
+
+void after_unknown_work(CUstream s, bool per_thread, bool launched) {
+  if (!launched || g_ex == nullptr || g_start.load(std::memory_order_acquire) != 1) return;
+  Executor& e = *g_ex;
+  std::lock_guard<std::mutex> lock(e.mu);
+  e.mark_unknown_use(driver_stream(s, per_thread));
 }
 
 CUresult before_launch(const Launch& l, const std::uint64_t* ids, unsigned n) {
@@ -181,7 +186,6 @@ CUresult before_launch(const Launch& l, const std::uint64_t* ids, unsigned n) {
   }
   hold(e);  // released in after_launch (or here, on an error)
   ++e.tick;
-  ++e.work_seq;
   e.cur.clear();
   e.cur_output = nullptr;
   e.cur_producer.reset();
@@ -236,10 +240,12 @@ CUresult before_launch(const Launch& l, const std::uint64_t* ids, unsigned n) {
   for (std::size_t i = 0; i < e.cur.size(); ++i) e.cur[i]->last_tick = old_ticks[i];
   for (Block* b : e.cur)
     if (!known_writes || b == e.cur_output) e.materialize_dependents(b);
-  if (e.cur_unknown) {
-    // Accesses unknown: nothing may be missing from its address.
-    for (auto& [id, b] : e.by_id)
-      if (b->where == Where::Dropped) e.recompute(b, "unknown-access", -1);
+  if (e.cur_unknown) {  // accesses unknown: nothing may be missing from its address or moving
+    if (CUresult r = e.settle_for_unknown_access(ds); r != CUDA_SUCCESS) {
+      e.seg.pop_back();
+      release(e);
+      return r;
+    }
   }
   for (Block* b : e.cur)
     if (b->where == Where::Dropped) e.recompute(b, "on-demand", -1);
@@ -299,6 +305,7 @@ void after_launch(const Launch& l, bool launched) {
     }
     if (e.cur_output != nullptr) e.cur_output->producer = std::move(e.cur_producer);
     e.event_unref(ev);
+    if (e.cur_unknown) e.mark_unknown_use(ds);
   } else if (!e.seg.empty()) {
     e.seg.pop_back();
   }
@@ -314,7 +321,6 @@ CUresult before_copy(std::uint64_t dst, std::uint64_t src, std::size_t bytes, CU
   Executor& e = *g_ex;
   hold(e);  // released in after_copy (or here, on an error)
   ++e.tick;
-  ++e.work_seq;
   e.cur.clear();
   e.cur_output = nullptr;
   Block* d = dst != 0 ? e.find_addr(dst) : nullptr;
@@ -351,6 +357,7 @@ CUresult before_copy(std::uint64_t dst, std::uint64_t src, std::size_t bytes, CU
   // uvm: the driver migrates or reads managed pages as the copy needs; pinned: evicted
   // tensors stay addressable (host chunk), but moves in flight and dropped ones are settled.
   for (Block* b : e.cur) {
+    e.wait_exec_work(b, ds);
     if (b->kind == Kind::Managed) {
       if (b->where == Where::Incoming && b->ready_event >= 0)
         e.api.stream_wait_event(ds, e.events[static_cast<std::size_t>(b->ready_event)], 0);

@@ -7,6 +7,7 @@
 #include "executor.hpp"
 
 #include <pthread.h>
+#include <stdio_ext.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -74,6 +75,8 @@ void at_fork_child() {
   g_on.store(false, std::memory_order_relaxed);
   g_start.store(2, std::memory_order_relaxed);
   t_held = false;
+  // The parent's unwritten decision records are the parent's: the child's exit must not write them again.
+  if (g_ex != nullptr && g_ex->log_file != nullptr) __fpurge(g_ex->log_file);
 }
 
 // Creates streams, resolves the budget (a fraction needs the device's memory: a context).
@@ -292,32 +295,6 @@ int Executor::timing_pair() {
   return static_cast<int>(timing_used++);
 }
 
-void Executor::mark_use(Block* b, CUstream s, int ev) {
-  for (std::uint8_t i = 0; i < b->nuses; ++i) {
-    if (b->uses[i].stream == s) {
-      event_ref(ev);
-      event_unref(b->uses[i].event);
-      b->uses[i].event = ev;
-      return;
-    }
-  }
-  if (b->nuses < 4) {
-    event_ref(ev);
-    b->uses[b->nuses++] = UseMark{s, ev};
-  } else {
-    b->many_streams = true;
-  }
-}
-
-void Executor::wait_uses(Block* b, CUstream on) {
-  if (b->many_streams) {
-    api.ctx_synchronize();
-    return;
-  }
-  for (std::uint8_t i = 0; i < b->nuses; ++i)
-    if (b->uses[i].event >= 0) api.stream_wait_event(on, events[static_cast<std::size_t>(b->uses[i].event)], 0);
-}
-
 // Passive victim: not used by the current launch (last_tick == tick), not one whose eviction
 // just failed (stuck_tick == tick); freed blocks still on the device first (their data is
 // dead); else the least h = cost / (bytes x staleness) with a swap round trip as the cost
@@ -382,13 +359,16 @@ bool Executor::make_room(std::uint64_t need, const char* reason) {
 
 bool Executor::evict(Block* b, const char* reason, double expected) {
   if (b->kind == Kind::Vmm) {
-    if (b->where == Where::Incoming && !b->staging_mapped) {
-      // Recomputed in place: on the device already; the copy out waits for the replay (a use).
-      event_unref(b->ready_event);
-      b->ready_event = -1;
-      b->where = Where::Device;
+    // Recomputed in place: on the device already; the copy out waits for the replay (a use).
+    // If the copy cannot start, it stays Incoming: its consumers still wait for the replay.
+    const bool replaying = b->where == Where::Incoming && !b->staging_mapped;
+    const int replay = replaying ? b->ready_event : -1;
+    if (replaying) b->ready_event = -1, b->where = Where::Device;
+    if (!backend_evict(b)) {  // no host pieces left: stays resident
+      if (replaying) b->ready_event = replay, b->where = Where::Incoming;
+      return false;
     }
-    if (!backend_evict(b)) return false;  // no host pieces left: stays resident
+    event_unref(replay);
   } else {
     wait_uses(b, evict_stream);
     managed_move_out(b, false);
@@ -398,21 +378,13 @@ bool Executor::evict(Block* b, const char* reason, double expected) {
   return true;
 }
 
-// Vmm on the host with undefined contents and nothing issued since that could have written
-// them (the work being served now excepted): bringing it in needs no copy.
-bool Executor::contents_undefined(const Block* b) const {
-  if (b->where == Where::Fresh) return true;
-  return b->kind == Kind::Vmm && b->where == Where::Host && b->dead_seq != ~std::uint64_t{0} && work_seq <= b->dead_seq + 1;
-}
-
 bool Executor::prefetch(Block* b, const char* reason, bool on_demand, double expected) {
-  const bool keep = b->where == Where::Host && !contents_undefined(b);
+  const bool keep = b->where == Where::Host;
   if (b->kind == Kind::Vmm) {
     if (!backend_prefetch(b, keep)) return false;
   } else {
     managed_move_in(b);
   }
-  b->dead_seq = ~std::uint64_t{0};
   peak_resident = std::max(peak_resident, resident);
   if (reason == nullptr || !keep) return true;  // first touch: no decision to record
   if (on_demand) {
@@ -432,6 +404,7 @@ bool Executor::prefetch(Block* b, const char* reason, bool on_demand, double exp
 // wrong; only a dropped tensor that cannot be recomputed is an error.
 CUresult Executor::ensure_resident(Block* b, CUstream s, bool for_write) {
   (void)for_write;
+  wait_exec_work(b, s);
   switch (b->where) {
     case Where::Device:
       return CUDA_SUCCESS;
@@ -686,6 +659,7 @@ void Executor::end_segment() {
         ++n_plan_waits_expired;  // the plan came too late for the segment's start
     }
   }
+  flush_repeats();  // counted in the iteration they happened in
   ++segment;
   trim_cache();
   ondemand_per_segment.push_back(0);
@@ -699,7 +673,6 @@ void Executor::end_segment() {
   match_pos = 0;
   next_decision = 0;
   late_since_plan = false;
-  flush_repeats();
   if (log_file != nullptr) std::fflush(log_file);
   if (log_to_daemon && !daemon_lines.empty()) {
     queue_decision_lines(std::move(daemon_lines));
@@ -766,6 +739,7 @@ void shutdown() {
       e.n_recompute, e.n_fallback, e.n_plans, e.n_plan_waits_expired, e.pool.peak_bytes(), per.c_str());
   e.flush_repeats();
   if (e.log_file != nullptr) std::fflush(e.log_file);
+  if (e.log_to_daemon && !e.daemon_lines.empty()) queue_decision_lines(std::move(e.daemon_lines));  // sent as the link closes
 }
 
 }  // namespace capuchin::interpose::exec

@@ -79,5 +79,8 @@ void on_sync();
 // address works (pinned: dropped ones recomputed, moves in flight settled) and the launching
 // stream waits for moves in flight (uvm).
 CUresult before_unknown_work(CUstream s, bool per_thread);
+// After it was issued (launched: the call succeeded): it counts as a use of every tensor, so
+// no later move or unmap overtakes it.
+void after_unknown_work(CUstream s, bool per_thread, bool launched);
 
 }  // namespace capuchin::interpose::exec

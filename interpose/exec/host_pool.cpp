@@ -3,7 +3,7 @@
 
 #include <algorithm>
 
-#include "capture.hpp"
+#include "config.hpp"
 
 namespace capuchin::interpose::exec {
 
@@ -48,6 +48,9 @@ bool HostPool::release_largest_idle() {
 
 std::vector<HostPiece> HostPool::take(std::size_t span) {
   std::vector<HostPiece> out;
+  // What is in use plus this span must fit the limit; then it always can (idle chunks too
+  // large are released, smaller pieces created), and a refusal creates nothing.
+  if (bytes_ - free_ + span > limit_) return out;
   std::size_t left = span;
   while (left >= gran_) {
     const std::size_t ideal = largest_piece(left, gran_);

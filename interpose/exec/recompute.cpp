@@ -121,7 +121,6 @@ bool Executor::recompute(Block* b, const char* reason, double expected) {
     log(LogLevel::Debug, "executor: recompute of %" PRIu64 ": no memory (CUresult %d)", b->id, static_cast<int>(r));
     return false;
   }
-  b->dead_seq = ~std::uint64_t{0};
   std::vector<void*> args(p.param_offset.size());
   std::vector<std::uint8_t> params = p.params;  // the driver reads them at the call
   for (std::size_t i = 0; i < args.size(); ++i) args[i] = params.data() + p.param_offset[i];
@@ -132,12 +131,17 @@ bool Executor::recompute(Block* b, const char* reason, double expected) {
     vmm_empty(b);  // its memory holds no valid data: dropped again
     return false;
   }
+  // The replay is a use of its inputs and its output, and work on any stream that writes an
+  // input or touches the output waits for it (exec_event), not only the first consumer.
   const int ev = event_get();
-  if (ev >= 0) {
+  if (ev < 0) {
+    (void)api.stream_synchronize(p.stream);  // no event to order by: wait for it here
+  } else {
     (void)api.event_record(events[static_cast<std::size_t>(ev)], p.stream);
-    for (Block* in : inputs) mark_use(in, p.stream, ev);
+    for (Block* in : inputs) mark_use(in, p.stream, ev), set_exec_event(in, ev);
     mark_use(b, p.stream, ev);
-    if (b->where == Where::Device) {  // consumers on other streams wait for the replay
+    set_exec_event(b, ev);
+    if (b->where == Where::Device) {
       event_ref(ev);
       b->ready_event = ev;
       b->where = Where::Incoming;

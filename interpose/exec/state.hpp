@@ -78,13 +78,11 @@ struct Block {
   std::uint8_t nuses = 0;
   bool many_streams = false;  // used on more streams than `uses` holds: evictions synchronise
   int ready_event = -1;       // Incoming / Evicting: completion of the move
+  int exec_event = -1;        // the latest replay reading or writing it (ordering.cpp)
   std::uint32_t version = 0;  // bumped by every event that may write it
   std::shared_ptr<Producer> producer;
   std::vector<std::uint64_t> dependents;  // dropped blocks whose producer reads this one
   std::uint32_t local = ~0u;              // k-th allocation of the current segment
-  // Vmm on the host with undefined contents (new or reused under pressure) as of this
-  // Executor::work_seq: if no work was issued since, its first access needs no copy in.
-  std::uint64_t dead_seq = ~std::uint64_t{0};
   // cache bookkeeping (after free): the events the reuse must wait for
   int free_events[4] = {-1, -1, -1, -1};
   std::uint8_t nfree = 0;
@@ -145,7 +143,6 @@ class Executor {
   std::uint64_t need_reported = 0;  // the minimum last reported (report_need)
   bool need_warned = false;         // a launch over this budget was reported
   std::uint64_t tick = 0;
-  std::uint64_t work_seq = 0;    // launches, copies, memsets and unknown work issued (any may write any block)
 
   std::unordered_map<std::uint64_t, Block*> by_id;
   std::map<CUdeviceptr, Block*> by_base;            // live blocks, for address lookups
@@ -232,12 +229,19 @@ class Executor {
   int event_get();
   void event_ref(int e) { if (e >= 0) ++event_refs[static_cast<std::size_t>(e)]; }
   void event_unref(int e);
+  // --- ordering.cpp: events that order the job's work and the executor's around a block
   void mark_use(Block* b, CUstream s, int ev);
-  void wait_uses(Block* b, CUstream on);
+  void wait_uses(Block* b, CUstream on);  // `on` waits for b's uses, free events and replay
+  void wait_quiet(Block* b);              // the host waits for them
+  void add_free_event(Block* b, int ev);
+  void release_free_events(Block* b);
+  void set_exec_event(Block* b, int ev);
+  void wait_exec_work(Block* b, CUstream s);  // s waits for a replay of or from b still running
+  void mark_unknown_use(CUstream s);
+  CUresult settle_for_unknown_access(CUstream s);
   bool make_room(std::uint64_t need, const char* reason);
   Block* pick_victim();
   bool evict(Block* b, const char* reason, double expected = -1);  // false: b cannot move now
-  bool contents_undefined(const Block* b) const;
   bool prefetch(Block* b, const char* reason, bool on_demand, double expected = -1);  // false: b stays
   CUresult ensure_resident(Block* b, CUstream s, bool for_write);
   void apply_decisions();
@@ -265,8 +269,8 @@ class Executor {
   void managed_move_out(Block* b, bool dead);  // to the host on evict_stream (after b's swap-in in flight)
   void managed_move_in(Block* b);              // to the device on prefetch_stream (after evictions issued)
   void trim_cache();
-  void wait_quiet(Block* b);
   CUresult vmm_fill(Block* b, const char* reason);
+  void return_pieces(CUdeviceptr at, std::vector<HostPiece>& pieces, std::uint64_t id);
   void settle_managed_evictions();
   bool reclaim_cached_host();
   std::vector<HostPiece> take_host(std::size_t span);
