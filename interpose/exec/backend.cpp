@@ -155,8 +155,9 @@ CUresult Executor::vmm_fill(Block* b, const char* reason) {
 CUresult Executor::backend_alloc(Block* b) {
   b->span = span_for(b->kind, b->bytes);
   if (b->kind == Kind::Managed) {
+    // The whole span: a later reuse may ask for more bytes than this request (same span).
     CUdeviceptr p = 0;
-    if (CUresult r = api.mem_alloc_managed(&p, b->bytes, CU_MEM_ATTACH_GLOBAL); r != CUDA_SUCCESS) return r;
+    if (CUresult r = api.mem_alloc_managed(&p, b->span, CU_MEM_ATTACH_GLOBAL); r != CUDA_SUCCESS) return r;
     b->base = p;
     b->where = Where::Fresh;
     return CUDA_SUCCESS;

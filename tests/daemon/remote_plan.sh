@@ -55,15 +55,19 @@ expired=$(sed -n 's/.*plan_waits_expired=\([0-9]*\).*/\1/p' "$out/run6.txt.err")
 [ -n "$expired" ] && [ "$expired" -eq 0 ] || { echo "FAIL: plan waits expired: '$expired'"; grep summary "$out/run6.txt.err"; exit 1; }
 echo "1. daemon-made plans applied: $(grep -c '"reason":"capuchind"' "$out/decisions6.jsonl") plan(s), none late; output identical"
 
+attached_session() {  # the id of the session attached now, or nothing
+  "$CAPUCHIN" --socket "$sock" sessions --json | python3 -c '
+import json, sys
+s = [x for x in json.load(sys.stdin) if x["state"] == "attached"]
+print(s[0]["id"] if s else "")'
+}
+
 # 2. set-budget on a running job.
 "$TRAIN" $args --iters 60 > "$out/reference60.txt"
 run_job 60 "$out/run60.txt" "$out/decisions60.jsonl" & job=$!
 sid=""
 for i in $(seq 1 500); do
-  sid=$("$CAPUCHIN" --socket "$sock" sessions --json | python3 -c '
-import json, sys
-s = [x for x in json.load(sys.stdin) if x["state"] == "attached"]
-print(s[0]["id"] if s else "")')
+  sid=$(attached_session)
   [ -n "$sid" ] && break
   sleep 0.02
 done
@@ -100,10 +104,7 @@ PY
 run_job 60 "$out/run60b.txt" "$out/decisions60b.jsonl" & job=$!
 sid3=""
 for i in $(seq 1 500); do
-  sid3=$("$CAPUCHIN" --socket "$sock" sessions --json | python3 -c '
-import json, sys
-s = [x for x in json.load(sys.stdin) if x["state"] == "attached"]
-print(s[0]["id"] if s else "")')
+  sid3=$(attached_session)
   [ -n "$sid3" ] && "$CAPUCHIN" --socket "$sock" plan "$sid3" --json 2>/dev/null | grep -q "the job's iteration" && break
   sleep 0.02
 done
