@@ -101,7 +101,8 @@ PY
 
 # 3. set-budget below what the job needs at once is refused, naming the minimum, and the job
 #    runs on unharmed (it was accepted, and the job died at its next iteration).
-run_job 60 "$out/run60b.txt" "$out/decisions60b.jsonl" & job=$!
+"$TRAIN" $args --iters 25 > "$out/reference25.txt"
+run_job 25 "$out/run25.txt" "$out/decisions25.jsonl" & job=$!
 sid3=""
 for i in $(seq 1 500); do
   sid3=$(attached_session)
@@ -110,10 +111,10 @@ for i in $(seq 1 500); do
 done
 rc=0
 "$CAPUCHIN" --socket "$sock" set-budget "$sid3" 4096 > "$out/low.txt" 2>&1 || rc=$?
-wait $job || { echo "FAIL: the job failed after a refused set-budget"; tail "$out/run60b.txt.err"; exit 1; }
+wait $job || { echo "FAIL: the job failed after a refused set-budget"; tail "$out/run25.txt.err"; exit 1; }
 [ $rc -ne 0 ] && grep -q "below-minimum.*needs at once" "$out/low.txt" ||
   { echo "FAIL: set-budget 4096 was not refused with the job's minimum (exit $rc)"; cat "$out/low.txt"; exit 1; }
-cmp -s "$out/reference60.txt" "$out/run60b.txt" || { echo "FAIL: output differs after a refused set-budget"; exit 1; }
+cmp -s "$out/reference25.txt" "$out/run25.txt" || { echo "FAIL: output differs after a refused set-budget"; exit 1; }
 echo "3. set-budget 4096 refused: $(cat "$out/low.txt")"
 
 # 4. A closed session still answers tensors.

@@ -92,7 +92,7 @@ def on(*_):
     sys.exit(42)
 signal.signal(signal.SIG$sig, on)
 while True: time.sleep(0.1)" "$out/got" > /dev/null 2>&1 & cpid=$!
-  sleep 1.5
+  sleep 0.8
   kill -$sig "$cpid"
   rc=0; wait "$cpid" || rc=$?
   [ "$rc" -eq 42 ] && [ "$(cat "$out/got" 2>/dev/null)" = "$sig" ] ||
