@@ -1,7 +1,8 @@
 #!/bin/sh
-# exec_loop.sh OUTDIR BACKEND FRACTION [sim_loop_train options...]: the executor on a loop with
-# PyTorch's habits (uploads into reused blocks, memsets, frees under pressure, dynamic shapes,
-# forks). With P = the loop's natural peak and B = FRACTION x P:
+# exec_loop.sh OUTDIR BACKEND FRACTION [program options...]: the executor on a loop with
+# PyTorch's habits: LOOP is sim_loop_train (uploads into reused blocks, memsets, frees under
+# pressure, dynamic shapes, forks) or sim_trace_replay (a real model's trace; both print their
+# natural peak with --print-peak). With P = that peak and B = FRACTION x P:
 #   - under CAPUCHIN_BUDGET=B (CAPUCHIN_BACKEND=BACKEND) it completes, within 120 s, with output
 #     bit-identical to a run without capuchin, and the executor evicted something;
 #   - by default the device has exactly B bytes: simcuda never evicted or faulted managed memory
@@ -24,7 +25,7 @@ env $device SIMCUDA_STATS_FILE="$out/stats.json" CAPUCHIN_BUDGET=$B CAPUCHIN_BAC
   CAPUCHIN_DECISION_LOG="$out/decisions.jsonl" CAPUCHIN_LOG=info ${EXTRA_ENV:-} LD_PRELOAD="$PRELOAD" \
   timeout 120 "$LOOP" $args > "$out/capuchin.txt" 2> "$out/capuchin.err" || status=$?
 if [ "$status" -ne 0 ]; then
-  echo "FAIL: sim_loop_train $args under capuchin ($backend, budget $B of peak $P) exited $status"
+  echo "FAIL: $(basename "$LOOP") $args under capuchin ($backend, budget $B of peak $P) exited $status"
   grep -v "info: executor: \(plan\|capuchind\|no plan\)" "$out/capuchin.err" | tail -8 | cut -c1-400; exit 1
 fi
 if ! cmp -s "$out/reference.txt" "$out/capuchin.txt"; then
