@@ -5,7 +5,10 @@
 #     kept pre-activations: recomputation), or sim_loop_train, a loop with PyTorch's habits
 #     (batches uploaded by copies into reused blocks, memsets, frees under pressure, 1-3 host
 #     syncs per iteration, shapes that change every iteration, children forked while another
-#     thread launches); sizes are drawn freely, granule-aligned or not, for both backends;
+#     thread launches); or sim_trace_replay, a real model's trace (tests/data: the transformer
+#     and resnet18, and mobilenet_v2 in runs of more than 20) with a drawn allocator (async,
+#     sync, caching), sync option and iteration count; sizes are drawn freely, granule-aligned
+#     or not, for both backends;
 #   - a backend (uvm | pinned), worker timing jitter (SIMCUDA_JITTER_US);
 #   - a budget between the minimum the job needs (the most one launch touches, as the backend
 #     charges it: deterministic, read from a run without pressure) and the natural peak P
@@ -21,10 +24,11 @@ set -eu
 RUNS=${1:-200}
 SEED=${2:-1}
 BUILD=${3:-build/release}
-exec python3 - "$RUNS" "$SEED" "$BUILD" <<'PY'
+exec python3 - "$RUNS" "$SEED" "$BUILD" "$(dirname "$0")/../tests/data" <<'PY'
 import json, os, random, re, subprocess, sys, tempfile, time
-runs, seed, build = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
-bins = {"mlp": os.path.join(build, "bin", "sim_mlp_train"), "loop": os.path.join(build, "bin", "sim_loop_train")}
+runs, seed, build, data = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4]
+bins = {"mlp": os.path.join(build, "bin", "sim_mlp_train"), "loop": os.path.join(build, "bin", "sim_loop_train"),
+        "replay": os.path.join(build, "bin", "sim_trace_replay")}
 lib = os.path.abspath(os.path.join(build, "lib", "libcapuchin.so"))
 prefix = os.environ.get("CAPUCHIN_PRELOAD_PREFIX", "")
 env0 = dict(os.environ, LD_LIBRARY_PATH=os.path.abspath(os.path.join(build, "lib", "simcuda")))
@@ -57,10 +61,15 @@ def loop_args():
     if rng.random() < 0.15: a.append("--fork")
     return a
 
+def replay_args():
+    models = ["tiny_transformer-b8", "resnet18-b16"] + (["mobilenet_v2-b16"] if runs > 20 else [])
+    return ["--trace", os.path.join(data, rng.choice(models) + ".jsonl.gz"), "--iters", str(rng.randint(2, 5)),
+            "--alloc", rng.choice(["async", "sync", "caching"]), "--syncs", rng.choice(["loss", "loss,batch", "loss,batch,device"])]
+
 for i in range(runs):
-    prog = rng.choice(["mlp", "loop"])
+    prog = rng.choice(["mlp", "loop", "replay"])
     backend = rng.choice(["uvm", "pinned"])
-    args = mlp_args() if prog == "mlp" else loop_args()
+    args = {"mlp": mlp_args, "loop": loop_args, "replay": replay_args}[prog]()
     jitter = rng.choice(["0", "0", "50"])
     under_min = rng.random() < 0.1
     u = rng.uniform(0.0, 1.0)

@@ -8,9 +8,9 @@
 // (2 on out of memory, 1 on another CUDA error, the error named on stderr); release() takes a
 // pointer allocate() returned (nullptr is ignored). Caching mode, as PyTorch's allocator
 // (c10/cuda/CUDACachingAllocator.cpp): sizes round up to 512 bytes; requests up to 1 MiB come
-// from 2 MiB segments, up to 10 MiB from 20 MiB segments, larger ones get a segment of their
-// own rounded up to 2 MiB; best fit among free blocks of the pool, the rest split off and
-// merged back on free; when cudaMalloc fails, every wholly free segment is released and the
+// from 2 MiB segments, those under 10 MiB from 20 MiB segments, larger ones get a segment of
+// their own rounded up to 2 MiB; best fit among free blocks of the pool, the rest split off
+// (in the large pool only when more than 1 MiB remains) and merged back on free; when cudaMalloc fails, every wholly free segment is released and the
 // request retried once. Not thread-safe: the replay is single-threaded. Header-only.
 #pragma once
 
@@ -24,6 +24,14 @@
 #include <utility>
 
 #include <cuda_runtime_api.h>
+
+// Exits on a CUDA error, naming it: 2 for out of memory (what the tests look for), else 1.
+inline void check(cudaError_t e, const char* what) {
+  if (e != cudaSuccess) {
+    std::fprintf(stderr, "sim_trace_replay: %s failed: %s (%s)\n", what, cudaGetErrorString(e), cudaGetErrorName(e));
+    std::exit(e == cudaErrorMemoryAllocation ? 2 : 1);
+  }
+}
 
 enum class AllocMode { Async, Sync, Caching };
 
@@ -63,13 +71,6 @@ class ReplayAllocator {
     bool free, small;
   };
 
-  static void check(cudaError_t e, const char* what) {
-    if (e != cudaSuccess) {
-      std::fprintf(stderr, "sim_trace_replay: %s failed: %s (%s)\n", what, cudaGetErrorString(e), cudaGetErrorName(e));
-      std::exit(e == cudaErrorMemoryAllocation ? 2 : 1);
-    }
-  }
-
   void* cached(std::uint64_t bytes) {
     const std::uint64_t size = (bytes + kRound - 1) / kRound * kRound;
     const bool small = size <= kSmallRequest;
@@ -82,7 +83,8 @@ class ReplayAllocator {
     const std::uintptr_t at = it->second;
     pool.erase(it);
     Block& b = blocks_.at(at);
-    if (b.bytes - size >= kRound) {  // split the rest off as a free block
+    const std::uint64_t rest = b.bytes - size;
+    if (small ? rest >= kRound : rest > kSmallRequest) {  // split the rest off as a free block
       blocks_[at + size] = Block{b.bytes - size, b.segment, true, b.small};
       pool.insert({b.bytes - size, at + size});
       b.bytes = size;

@@ -140,13 +140,6 @@ void replay_list_body(void** args, const simcuda_launch_info*) {
   run_list(list);
 }
 
-void check(cudaError_t e, const char* what) {
-  if (e != cudaSuccess) {
-    std::fprintf(stderr, "sim_trace_replay: %s failed: %s (%s)\n", what, cudaGetErrorString(e), cudaGetErrorName(e));
-    std::exit(e == cudaErrorMemoryAllocation ? 2 : 1);
-  }
-}
-
 // ---- the replay ------------------------------------------------------------------------------
 struct Options {
   std::string trace, alloc = "async", syncs = "loss,batch", gpu = "h100";
@@ -171,16 +164,16 @@ class Replay {
   void run(int iters, bool quiet) {
     const tr::Iteration& steady = t_.iterations.back();
     for (std::uint32_t e = 0; e < t_.setup_end; ++e) execute(e, 0);
-    materialize_inherited(steady);
+    prepare_steady_state(steady);
     for (int it = 1; it <= iters; ++it) {
       iteration_ = it;
       for (std::uint32_t e = steady.begin; e < steady.end; ++e) execute(e, static_cast<std::uint64_t>(it));
       if (!quiet) std::printf("iter %d loss %016" PRIx64 "\n", it, loss_);
-      for (std::uint32_t x : made_this_iteration_)  // a tensor the iteration made and kept: not the next one's
-        if (ptr_[x] != nullptr) release(x);
-      made_this_iteration_.clear();
+      hand_over_kept();
+      if (it < iters) release_made_this_iteration();
     }
-    const std::uint64_t w = hash_alive();
+    const std::uint64_t w = hash_alive();  // the last iteration's own kept tensors included
+    release_made_this_iteration();
     if (!quiet) std::printf("weights %016" PRIx64 "\n", w);
     check(cudaDeviceSynchronize(), "final synchronize");
   }
@@ -220,28 +213,64 @@ class Replay {
     ptr_[x] = nullptr;
   }
 
-  // Tensors alive at the steady iteration's start that set-up did not make (optimizer state
-  // made in iteration 1): allocated and written once, as their first iteration would have.
-  void materialize_inherited(const tr::Iteration& steady) {
-    std::vector<bool> alive(t_.tensors.size(), false);
+  // Before the first repetition: set-up tensors an earlier iteration freed are freed; those
+  // alive that nothing wrote yet are written once (parameters the trace only reads, such as
+  // batch-norm statistics, then count in every hash); tensors alive at the steady iteration's
+  // start that set-up did not make (optimizer state made in iteration 1) are made and written
+  // once, as their first iteration would have. An inherited tensor the steady iteration frees
+  // (gradients freed by the next iteration's zero_grad) is paired with a tensor of the same
+  // size the iteration makes and keeps, which takes its place in the next repetition.
+  void prepare_steady_state(const tr::Iteration& steady) {
+    std::vector<std::uint32_t> freed_inherited, kept;
     for (std::uint32_t x = 0; x < t_.tensors.size(); ++x) {
       const tr::Tensor& ten = t_.tensors[x];
-      alive[x] = ten.alloc_event < steady.begin && (ten.free_event == tr::kNone || ten.free_event >= steady.begin);
-      if (alive[x] && ten.alloc_event >= t_.setup_end) {
-        allocate(x);
-        std::vector<Access> acc{{x, false, true}};
-        launch_accesses(acc, mix(0x1a17, x), SIMCUDA_KERNEL_LAUNCH_NS);
+      const bool made_before = ten.alloc_event < steady.begin;
+      const bool freed_before = ten.free_event != tr::kNone && ten.free_event < steady.begin;
+      const bool freed_within = ten.free_event != tr::kNone && ten.free_event < steady.end;
+      if (made_before && freed_before) {
+        if (ptr_[x] != nullptr) release(x);
+        continue;
+      }
+      if (made_before) {
+        if (ptr_[x] == nullptr) allocate(x);
+        if (!written_[x]) write_once(x);
+        if (freed_within) freed_inherited.push_back(x);
+      } else if (ten.alloc_event < steady.end && !freed_within) {
+        kept.push_back(x);
       }
     }
-    for (std::uint32_t x = 0; x < t_.tensors.size(); ++x) {  // the steady iteration may free only its own
-      const tr::Tensor& ten = t_.tensors[x];
-      if (alive[x] && ten.free_event != tr::kNone && ten.free_event < steady.end) {
-        std::fprintf(stderr, "sim_trace_replay: %s: the last iteration frees tensor %" PRIu64
-                     " (line %u), which an earlier iteration made; a repeated iteration cannot\n",
-                     t_.name.c_str(), ten.id, ten.free_event + 2);
-        std::exit(1);
-      }
+    std::sort(freed_inherited.begin(), freed_inherited.end(),
+              [&](std::uint32_t a, std::uint32_t b) { return t_.tensors[a].free_event < t_.tensors[b].free_event; });
+    bool paired = freed_inherited.size() <= kept.size();
+    for (std::size_t i = 0; paired && i < freed_inherited.size(); ++i)
+      paired = t_.tensors[freed_inherited[i]].bytes == t_.tensors[kept[i]].bytes;
+    if (!paired) {
+      std::fprintf(stderr, "sim_trace_replay: %s: the last iteration frees %zu tensors an earlier iteration made, "
+                   "and does not make and keep one of the same size for each (in order): it cannot be repeated\n",
+                   t_.name.c_str(), freed_inherited.size());
+      std::exit(1);
     }
+    for (std::size_t i = 0; i < freed_inherited.size(); ++i) hand_over_.push_back({kept[i], freed_inherited[i]});
+  }
+
+  void write_once(std::uint32_t x) {
+    std::vector<Access> acc{{x, false, true}};
+    launch_accesses(acc, mix(0x1a17, x), SIMCUDA_KERNEL_LAUNCH_NS);
+  }
+
+  // After a repetition: each kept tensor paired with an inherited one becomes that one.
+  void hand_over_kept() {
+    for (const auto& [kept, inherited] : hand_over_) {
+      ptr_[inherited] = ptr_[kept];
+      written_[inherited] = written_[kept];
+      ptr_[kept] = nullptr;
+    }
+  }
+
+  void release_made_this_iteration() {  // what the iteration made and kept is not the next one's
+    for (std::uint32_t x : made_this_iteration_)
+      if (ptr_[x] != nullptr) release(x);
+    made_this_iteration_.clear();
   }
 
   void launch_kernel(std::uint32_t e, std::uint64_t seed) {
@@ -261,13 +290,18 @@ class Replay {
 
   // Splits a kernel's tensors into launches of at most kListTensors, each with a share of the
   // writes and of the reads (so every read reaches some output), and launches them.
-  void launch_accesses(const std::vector<Access>& acc, std::uint64_t seed, double target_ns) {
+  void launch_accesses(std::vector<Access> acc, std::uint64_t seed, double target_ns) {
     std::vector<std::uint32_t> reads, writes;
     for (std::uint32_t i = 0; i < acc.size(); ++i) (acc[i].write ? writes : reads).push_back(i);
     const std::size_t n = acc.size();
-    // n / launches <= kListTensors - 2, so the rounded slices of both lists fit in one.
-    const std::size_t per = kListTensors - 2;
+    // n / launches <= kListTensors - 3, so the rounded slices of both lists fit in one, with
+    // room for the written tensor a launch with none borrows.
+    const std::size_t per = kListTensors - 3;
     const std::size_t launches = std::max<std::size_t>(1, (n + per - 1) / per);
+    // Fewer writes than launches: launches borrow written tensors, so every launch updates
+    // them in place (else a later launch would overwrite what an earlier one derived).
+    if (!writes.empty() && writes.size() < launches)
+      for (std::uint32_t w : writes) acc[w].read = true;
     for (std::size_t k = 0; k < launches; ++k) {
       TensorList l{};
       l.seed = mix(seed, k);
@@ -282,11 +316,19 @@ class Replay {
       for (std::size_t i = w0; i < w1; ++i) put(l, slot++, acc[writes[i]]);
       l.reads = static_cast<std::uint32_t>(r1 - r0);
       l.writes = static_cast<std::uint32_t>(w1 - w0);
+      std::vector<std::uint32_t> wrote;
+      for (std::size_t i = w0; i < w1; ++i) wrote.push_back(acc[writes[i]].tensor);
+      if (wrote.empty() && !writes.empty()) {  // fewer writes than launches: these reads must reach an output
+        const Access& borrowed = acc[writes[std::min(w0, writes.size() - 1)]];
+        put(l, slot++, borrowed);
+        l.writes = 1;
+        wrote.push_back(borrowed.tensor);
+      }
       launch_one(l);
-      for (std::size_t i = w0; i < w1; ++i) {
-        written_[acc[writes[i]].tensor] = true;
-        last_written_ = acc[writes[i]].tensor;
-        after_write(acc[writes[i]].tensor);
+      for (std::uint32_t x : wrote) {
+        written_[x] = true;
+        last_written_ = x;
+        after_write(x);
       }
     }
   }
@@ -335,8 +377,12 @@ class Replay {
       case CopyDir::D2D: {
         if (!has_src || !has_dst || ptr_[ev.tensor] == nullptr || ptr_[ev.tensor2] == nullptr) return;
         const std::uint64_t bytes = std::min({ev.bytes, t_.tensors[ev.tensor].bytes, t_.tensors[ev.tensor2].bytes});
+        // Both sides hold defined bytes first, so a partial copy leaves none undefined.
+        if (!written_[ev.tensor]) write_once(ev.tensor);
+        if (!written_[ev.tensor2] && bytes < t_.tensors[ev.tensor2].bytes) write_once(ev.tensor2);
         check(cudaMemcpyAsync(ptr_[ev.tensor2], ptr_[ev.tensor], bytes, cudaMemcpyDeviceToDevice, nullptr), "d2d copy");
-        written_[ev.tensor2] = written_[ev.tensor2] || written_[ev.tensor];
+        written_[ev.tensor2] = true;
+        after_write(ev.tensor2);
         break;
       }
     }
@@ -403,6 +449,7 @@ class Replay {
   std::vector<void*> ptr_;
   std::vector<bool> written_;
   std::vector<std::uint32_t> made_this_iteration_;
+  std::vector<std::pair<std::uint32_t, std::uint32_t>> hand_over_;  // (kept, inherited)
   std::uint32_t last_written_ = tr::kNone;
   std::uint64_t loss_ = 0;
   std::map<std::uint64_t, unsigned char*> host_buffers_;

@@ -5,8 +5,12 @@
 #      `iter N loss <hex>` line per iteration and a final `weights <hex>` line, nothing else;
 #   2. the output is the same on a second run and with every allocator mode (async, sync,
 #      caching) and sync option: nothing in it depends on addresses or timing;
-#   3. one changed byte (a stale or lost page) changes the output: in a batch upload, in an
-#      activation, and in the optimizer's last write;
+#   3. one changed byte (a stale or lost page) changes the output: after the first write of an
+#      iteration (the batch upload) and after the 40th (an activation); in small traces, also
+#      in a read of a kernel split over several launches with a single output, and in a
+#      tensor the last iteration makes and keeps; a partial d2d copy, a trace that frees the
+#      previous iteration's gradients, and touch lists give the same output with every
+#      allocator;
 #   4. bad input gets a clear error and exit 1: a missing file, a broken line (named), a trace
 #      without an `iter`.
 # Environment: LD_LIBRARY_PATH reaches simcuda.
@@ -37,6 +41,48 @@ for model in resnet18-b16 tiny_transformer-b8 mobilenet_v2-b16; do
   done
   echo "$model: deterministic over allocator and sync modes; one changed byte shows"
 done
+# Small traces for the edge cases (3.). split: 30 tensors read by one kernel writing one.
+python3 - "$out" <<'PY'
+import json, sys
+out = sys.argv[1]
+def write(name, events):
+    with open(f"{out}/{name}.jsonl", "w") as f:
+        f.write(json.dumps({"format": "capuchin-trace", "version": 1}) + "\n")
+        for e in events: f.write(json.dumps(e) + "\n")
+ev = [{"op": "alloc", "id": 0, "bytes": 8192}, {"op": "iter", "n": 1}]
+for i in range(1, 31): ev += [{"op": "alloc", "id": i, "bytes": 8192}, {"op": "kernel", "name": "w", "reads": [], "writes": [i]}]
+ev += [{"op": "kernel", "name": "sum", "reads": list(range(1, 31)), "writes": [0]}] + [{"op": "free", "id": i} for i in range(1, 31)]
+write("split", ev)
+write("keep", [{"op": "alloc", "id": 0, "bytes": 8192}, {"op": "alloc", "id": 5, "bytes": 8192}, {"op": "iter", "n": 1},
+               {"op": "kernel", "name": "t", "touch": [0]}, {"op": "free", "id": 5}, {"op": "iter", "n": 2},
+               {"op": "alloc", "id": 2, "bytes": 8192}, {"op": "kernel", "name": "t", "touch": [0, 2]}])
+write("d2d", [{"op": "alloc", "id": 0, "bytes": 16384}, {"op": "iter", "n": 1},
+              {"op": "alloc", "id": 9, "bytes": 16384}, {"op": "kernel", "name": "w", "reads": [], "writes": [9]}, {"op": "free", "id": 9},
+              {"op": "alloc", "id": 1, "bytes": 16384}, {"op": "kernel", "name": "w", "reads": [], "writes": [1]},
+              {"op": "alloc", "id": 2, "bytes": 16384}, {"op": "copy", "dir": "d2d", "bytes": 4096, "src": 1, "dst": 2},
+              {"op": "kernel", "name": "r", "reads": [2], "writes": [0]}, {"op": "copy", "dir": "d2h", "bytes": 4, "src": 0},
+              {"op": "free", "id": 1}, {"op": "free", "id": 2}])
+write("gradfree", [{"op": "alloc", "id": 0, "bytes": 8192}, {"op": "iter", "n": 1}, {"op": "alloc", "id": 1, "bytes": 8192},
+                   {"op": "kernel", "name": "bwd", "reads": [0], "writes": [1]}, {"op": "kernel", "name": "opt", "reads": [1], "writes": [0]},
+                   {"op": "iter", "n": 2}, {"op": "free", "id": 1}, {"op": "alloc", "id": 2, "bytes": 8192},
+                   {"op": "kernel", "name": "bwd", "reads": [0], "writes": [2]}, {"op": "kernel", "name": "opt", "reads": [2], "writes": [0]}])
+PY
+for small in split keep d2d gradfree; do
+  "$replay" --trace "$out/$small.jsonl" --iters 3 > "$out/$small.ref" || fail "$small: exit $?"
+  for a in sync caching; do
+    "$replay" --trace "$out/$small.jsonl" --iters 3 --alloc $a > "$out/$small.run" || fail "$small --alloc $a: exit $?"
+    cmp -s "$out/$small.ref" "$out/$small.run" || fail "$small: --alloc $a gives another output"
+  done
+done
+# keep: write 2 is the kept tensor's; with one iteration it is alive at the end (later ones
+# replace it), so only the weights line can show it.
+for case in "split 5 3" "split 20 3" "keep 2 1"; do
+  set -- $case
+  "$replay" --trace "$out/$1.jsonl" --iters $3 > "$out/$1.ref1" || fail "$1: exit $?"
+  "$replay" --trace "$out/$1.jsonl" --iters $3 --perturb-write $2 > "$out/$1.bad" 2> /dev/null || fail "$1: perturbed run exit $?"
+  cmp -s "$out/$1.ref1" "$out/$1.bad" && fail "$1: one changed byte after write $2 left the output unchanged"
+done
+echo "small traces: split kernels, kept tensors, partial copies, freed gradients ok"
 rc=0; "$replay" --trace /nonexistent.jsonl > /dev/null 2> "$out/err1" || rc=$?
 [ $rc -eq 1 ] && grep -q "nonexistent" "$out/err1" || fail "missing file: exit $rc, $(cat "$out/err1")"
 printf '{"format":"capuchin-trace","version":1}\n{"op":"alloc","id":0,"bytes":64}\n{"op":"iter","n":1}\n{"op":"kernel","name":"k","reads":[7]}\n' > "$out/bad.jsonl"
