@@ -366,11 +366,16 @@ class Replay {
         break;
       }
       case CopyDir::D2H: {
+        // The copy moves what the trace says; the loss takes its first word only, the one
+        // word every written tensor defines at the start of a range.
         const std::uint32_t src = has_src ? ev.tensor : last_written_;
         if (src == tr::kNone || ptr_[src] == nullptr || !written_[src]) return;
-        const std::uint64_t bytes = std::min<std::uint64_t>(std::max<std::uint64_t>(ev.bytes, 8), t_.tensors[src].bytes);
+        const std::uint64_t bytes = std::clamp<std::uint64_t>(ev.bytes, 1, t_.tensors[src].bytes);
+        download_.resize(std::max<std::uint64_t>(bytes, 8));
+        std::fill_n(download_.begin(), 8, 0);
+        check(cudaMemcpy(download_.data(), ptr_[src], bytes, cudaMemcpyDeviceToHost), "loss read (d2h)");
         std::uint64_t v = 0;
-        check(cudaMemcpy(&v, ptr_[src], std::min<std::uint64_t>(bytes, 8), cudaMemcpyDeviceToHost), "loss read (d2h)");
+        std::memcpy(&v, download_.data(), 8);
         loss_ = mix(loss_, v);
         break;
       }
@@ -389,13 +394,18 @@ class Replay {
   }
 
   // The batch: pageable memory and a blocking copy (--syncs batch), or pinned memory and an
-  // asynchronous one (whose source stays untouched until the next sync).
+  // asynchronous one; a pinned buffer is reused once the event recorded after its last copy
+  // completed (as PyTorch's pinned-memory allocator does), not after a device-wide sync.
   void upload(std::uint32_t x, std::uint64_t seed) {
     const std::uint64_t bytes = t_.tensors[x].bytes;
-    unsigned char* host = host_buffer(bytes);
-    write_samples(host, bytes, seed);
-    if (batch_sync_) check(cudaMemcpy(ptr_[x], host, bytes, cudaMemcpyHostToDevice), "batch upload (blocking)");
-    else check(cudaMemcpyAsync(ptr_[x], host, bytes, cudaMemcpyHostToDevice, nullptr), "batch upload (async)");
+    HostBuffer& buf = host_buffer(bytes);
+    write_samples(buf.data, bytes, seed);
+    if (batch_sync_) {
+      check(cudaMemcpy(ptr_[x], buf.data, bytes, cudaMemcpyHostToDevice), "batch upload (blocking)");
+    } else {
+      check(cudaMemcpyAsync(ptr_[x], buf.data, bytes, cudaMemcpyHostToDevice, nullptr), "batch upload (async)");
+      check(cudaEventRecord(buf.copied, nullptr), "cudaEventRecord after the batch upload");
+    }
     written_[x] = true;
     after_write(x);
   }
@@ -410,22 +420,28 @@ class Replay {
     std::fprintf(stderr, "sim_trace_replay: perturbed tensor %" PRIu64 " at byte %" PRIu64 "\n", t_.tensors[x].id, at);
   }
 
-  unsigned char* host_buffer(std::uint64_t bytes) {
-    auto& slot = host_buffers_[bytes];
-    if (slot == nullptr) {
+  struct HostBuffer {
+    unsigned char* data = nullptr;
+    cudaEvent_t copied = nullptr;  // pinned only: recorded after the buffer's last copy
+  };
+
+  HostBuffer& host_buffer(std::uint64_t bytes) {
+    HostBuffer& buf = host_buffers_[bytes];
+    if (buf.data == nullptr) {
       if (batch_sync_) {
         pageable_.emplace_back(bytes, 0);
-        slot = pageable_.back().data();
+        buf.data = pageable_.back().data();
       } else {
         void* p = nullptr;
         check(cudaMallocHost(&p, bytes), "cudaMallocHost");
         std::memset(p, 0, bytes);
-        slot = static_cast<unsigned char*>(p);
+        buf.data = static_cast<unsigned char*>(p);
+        check(cudaEventCreateWithFlags(&buf.copied, cudaEventDisableTiming), "cudaEventCreate");
       }
     } else if (!batch_sync_) {
-      check(cudaDeviceSynchronize(), "synchronize before reusing a pinned batch buffer");
+      check(cudaEventSynchronize(buf.copied), "waiting for a pinned batch buffer's last copy");
     }
-    return slot;
+    return buf;
   }
 
   std::uint64_t hash_alive() {
@@ -452,8 +468,9 @@ class Replay {
   std::vector<std::pair<std::uint32_t, std::uint32_t>> hand_over_;  // (kept, inherited)
   std::uint32_t last_written_ = tr::kNone;
   std::uint64_t loss_ = 0;
-  std::map<std::uint64_t, unsigned char*> host_buffers_;
+  std::map<std::uint64_t, HostBuffer> host_buffers_;
   std::vector<std::vector<unsigned char>> pageable_;
+  std::vector<unsigned char> download_;  // d2h copies land here
 };
 
 }  // namespace
