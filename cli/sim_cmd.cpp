@@ -217,7 +217,9 @@ void add_sim_command(CLI::App& app, int& exit_code) {
   simc->add_option("--gpu", so->gpu, "GPU profile (see --list-gpus)")->capture_default_str();
   simc->add_option("--budget", so->budget, "device memory budget: a fraction of the natural peak (0 < x <= 1) or a size (12GiB)")
       ->capture_default_str();
-  simc->add_option("--policy", so->policy, "ideal, none, lru-uvm, vdnn, dtr, checkpoint-sqrt")->capture_default_str();
+  std::string names;
+  for (const auto& n : sim::policy_names()) names += (names.empty() ? "" : ", ") + n;
+  simc->add_option("--policy", so->policy, names)->capture_default_str();
   simc->add_flag("--json", so->json, "print one JSON object");
   simc->add_option("--timeline", so->timeline, "write the simulated timeline (CSV) to this file");
   simc->add_flag("--list-gpus", so->list, "list the GPU profiles, their sources and the efficiency factors");

@@ -17,6 +17,9 @@ namespace capuchin::learn {
 
 // A kernel's launch signature: its name and the sizes of what it reads and writes.
 std::uint64_t kernel_signature(const trace::Trace& t, std::uint32_t event);
+// Any event's signature: the op in the top byte, the rest (kernel signature, allocation
+// size, copy size and direction) hashed into the low 56 bits.
+std::uint64_t event_signature(const trace::Trace& t, std::uint32_t event);
 
 struct IterationSplit {
   bool found = false;
@@ -29,6 +32,18 @@ struct IterationSplit {
 
 // Finds iteration boundaries in t.events (ignoring `iter` events).
 IterationSplit detect_iterations(const trace::Trace& t);
+
+// The period of an event-signature sequence as it stands so far (for learning online, one
+// event at a time): the shift P whose repeat, counted back from the sequence's end, is
+// longest, provided the last P signatures repeat the P before them in full (repeat >= P) and
+// P >= min_period. Ties go to the smaller P. O(n) time and memory. found = false when the
+// sequence does not (yet) end in two full periods.
+struct Period {
+  bool found = false;
+  std::uint32_t period = 0;  // signatures per iteration
+  std::uint32_t repeat = 0;  // how far back the sequence matches itself shifted by `period`
+};
+Period find_period(const std::vector<std::uint64_t>& sigs, std::uint32_t min_period);
 
 // One iteration as a template the next iterations are matched against.
 struct PatternEvent {

@@ -77,9 +77,11 @@ struct Plan {
 Plan make_plan(const sim::PreparedTrace& p, const learn::Pattern& pattern, const PlanOptions& opt);
 std::string plan_to_json(const Plan& plan, const learn::Pattern& pattern, const trace::Trace& t);
 
-// The `capuchin` policy for the simulator: passive first iteration (least recently used
-// tensors swapped out on demand), then per iteration a plan learned from the previous one,
-// applied while the iteration matches it, with feedback for late swap-ins.
-std::unique_ptr<sim::Policy> make_capuchin_policy();
+// The `capuchin` policy for the simulator: the executor's own policy (policy::Controller:
+// the iteration learned from the event-signature period, passive until a plan for it is
+// ready, then the plan followed from the next iteration boundary, with feedback for late
+// swap-ins) driven by simulated events. allow_recompute = false is `capuchin-swap`: swaps
+// only, as the executor does without declared kernel outputs.
+std::unique_ptr<sim::Policy> make_capuchin_policy(bool allow_recompute = true);
 
 }  // namespace capuchin::plan

@@ -34,7 +34,7 @@ namespace capuchin::proto {
 static_assert(std::endian::native == std::endian::little, "the wire format is little-endian");
 
 inline constexpr std::uint32_t kMagic = 0x4e435043u;  // "CPCN" in memory order
-inline constexpr std::uint16_t kProtocolVersion = 1;
+inline constexpr std::uint16_t kProtocolVersion = 2;  // 2: plan requests carry late arrivals
 inline constexpr std::uint32_t kMaxFrameBytes = 8u << 20;  // payload limit
 inline constexpr std::uint32_t kMaxEventsPerBatch = 65536;
 inline constexpr std::uint32_t kMaxIdsPerBatch = 1u << 20;

@@ -18,6 +18,7 @@
 
 #include "capuchin/expected.hpp"
 #include "capuchin/plan.hpp"
+#include "capuchin/sim.hpp"
 
 namespace capuchin::plan {
 
@@ -44,7 +45,7 @@ struct SegmentDecision {
   std::uint32_t k = 0;       // local: the k-th allocation
   std::uint64_t id = 0;      // not local: the allocation id
   std::uint64_t bytes = 0;
-  std::uint32_t access = 0;
+  std::uint32_t access = 0;  // prefetch / recompute: the segment position of the access it serves
   Reason reason = Reason::FreeTime;
   double cost_s = 0;
 };
@@ -63,6 +64,18 @@ struct SegmentPlan {
   bool from_daemon = false;            // set by the executor: capuchind made it
 };
 
+// A planned swap-in that had not landed at its access in an iteration like this one: the
+// next plan starts it earlier by about late_s. The tensor is named as SegmentDecision names
+// it; access is the segment position of the access it was to serve.
+struct LateArrival {
+  bool local = true;
+  bool prev = false;
+  std::uint32_t k = 0;
+  std::uint64_t id = 0;
+  std::uint32_t access = 0;
+  double late_s = 0;
+};
+
 struct SegmentJob {
   std::uint64_t segment = 0;
   std::vector<SegmentEvent> events;
@@ -77,8 +90,16 @@ struct SegmentJob {
   bool want_json = false;
   std::string gpu = "h100";    // GPU profile when not simcuda (capuchin sim --list-gpus)
   std::string dump_dir;        // if set: the segment trace and the plan are written there
+  std::vector<LateArrival> late;  // feedback from iterations like this one
 };
 
-Expected<SegmentPlan, std::string> plan_segment(const SegmentJob& job);
+// The cost model a plan is made on when the caller has its own (the simulator: its profile
+// and efficiencies); otherwise job.simcuda / job.gpu name one.
+struct PlanModel {
+  sim::GpuProfile gpu;
+  sim::Efficiency eff;
+};
+
+Expected<SegmentPlan, std::string> plan_segment(const SegmentJob& job, const PlanModel* model = nullptr);
 
 }  // namespace capuchin::plan

@@ -40,6 +40,17 @@ std::vector<std::uint32_t> z_function(const std::vector<std::uint64_t>& s) {
 
 }  // namespace
 
+Period find_period(const std::vector<std::uint64_t>& sigs, std::uint32_t min_period) {
+  Period r;
+  const std::size_t n = sigs.size();
+  if (n < 2 * static_cast<std::size_t>(std::max<std::uint32_t>(min_period, 1))) return r;
+  const std::vector<std::uint64_t> rev(sigs.rbegin(), sigs.rend());
+  const auto z = z_function(rev);
+  for (std::uint32_t p = std::max<std::uint32_t>(min_period, 1); p <= n / 2; ++p)
+    if (z[p] >= p && z[p] > r.repeat) r.found = true, r.period = p, r.repeat = z[p];
+  return r;
+}
+
 std::uint64_t kernel_signature(const trace::Trace& t, std::uint32_t event) {
   const trace::Event& e = t.events[event];
   std::uint64_t h = std::hash<std::string>{}(t.names[e.name]);

@@ -10,8 +10,6 @@ namespace capuchin::learn {
 using trace::kNone;
 using trace::Op;
 
-namespace {
-
 // The op owns the top byte; what follows is hashed into the low 56 bits, so no value of an
 // event's fields can make it another op's signature.
 std::uint64_t event_signature(const trace::Trace& t, std::uint32_t ev) {
@@ -30,8 +28,6 @@ std::uint64_t event_signature(const trace::Trace& t, std::uint32_t ev) {
     default: return op;
   }
 }
-
-}  // namespace
 
 Pattern make_pattern(const trace::Trace& t, const trace::Iteration& it) {
   Pattern p;

@@ -1,22 +1,32 @@
-// The `capuchin` policy in the simulator: what the runtime does, event by event.
-//   - Iterations are delimited by host syncs (the loss read); the first one runs in passive
-//     mode: when memory runs out, tensors are swapped out or dropped on demand, and brought
-//     back (swap-in or recomputation) when accessed (Capuchin section 4.2; victims by DTR's
-//     heuristic rather than the paper's LRU, see on_memory_pressure).
-//   - At each boundary the iteration just seen becomes the pattern, and plans are made for
-//     the next one (make_plan) from the memory live at that moment; the best of several
-//     candidates, replayed in the simulator on the iteration just seen, is applied.
-//   - The next iteration is matched against the pattern event by event; while it matches,
-//     the plan's decisions are issued at their positions. A mismatch drops the plan (passive
-//     until the next boundary, then relearn): a stale plan is never applied.
-//   - Feedback: a swap-in that arrives late at its access gets its in-trigger moved earlier
-//     by the lateness in the next plan (while the pattern is unchanged).
-// Contract: uses only what the runtime would know: events already issued, the learned
-// pattern, and kernel durations (measured on a GPU; the profile's in the simulator).
+// The `capuchin` policies in the simulator: the executor's policy (policy::Controller and
+// policy::order_victims, the code libcapuchin.so runs) driven by simulated events, so that
+// `capuchin sim` predicts what the executor does.
+//   - Each trace event (but `iter` markers, which a job does not have) is fed to the
+//     controller as the executor would feed it: it learns the iteration from the
+//     event-signature period and asks for a plan at an iteration boundary.
+//   - A request is planned at once with plan::plan_segment on the simulation's own profile
+//     and efficiencies, and offered to the controller at the next event: as in the job, where
+//     a planner thread answers while the next iteration runs, a plan is followed from the
+//     first boundary after it arrived.
+//   - Commands are issued as actions where they apply (an eviction of a resident tensor, a
+//     prefetch of one on the host, ...), as the executor skips commands that do not apply.
+//   - Memory pressure (passive mode, and what a plan leaves over budget): victims in
+//     policy::order_victims' order; a tensor is dropped instead of swapped when recomputing
+//     it is allowed, its inputs are resident and it is cheaper than the swap round trip.
+//   - Feedback: a planned swap-in still in flight (or skipped) when its access begins is
+//     reported to the controller with its lateness.
+// `capuchin` plans and recomputes what the trace says can be recomputed; `capuchin-swap`
+// swaps only, as the executor does without declared kernel outputs.
+// Contract: uses only what the runtime would know (events issued so far, the profile's
+// durations, which the executor measures).
 #include <algorithm>
 #include <optional>
 
+#include "capuchin/controller.hpp"
+#include "capuchin/learn.hpp"
 #include "capuchin/plan.hpp"
+#include "capuchin/segment_plan.hpp"
+#include "capuchin/victims.hpp"
 
 namespace capuchin::plan {
 namespace {
@@ -27,206 +37,137 @@ using sim::Residence;
 using trace::kNone;
 using trace::Op;
 
-// A pattern and plan fixed in advance: the policy then only replays it (used to evaluate
-// candidate plans on the iteration just observed).
-struct Fixed {
-  const learn::Pattern* pattern;
-  const Plan* plan;
-  bool prefer_drops = false;  // under pressure, recompute whatever can be (as DTR does)
-};
-
 class CapuchinPolicy final : public sim::Policy {
  public:
-  explicit CapuchinPolicy(std::optional<Fixed> fixed = std::nullopt)
-      : fixed_(fixed), prefer_drops_(fixed && fixed->prefer_drops) {}
-  std::string_view name() const override { return "capuchin"; }
+  explicit CapuchinPolicy(bool allow_recompute) : allow_recompute_(allow_recompute) {}
+  std::string_view name() const override { return allow_recompute_ ? "capuchin" : "capuchin-swap"; }
 
   void start(const sim::SimState& s) override {
-    const std::size_t n = s.residence.size();
-    last_touch_.assign(n, 0);
-    live_bytes_ = 0;
-    segment_begin_ = 0;
-    boundary_ = false;
-    owned_pattern_.reset();
-    owned_plan_.reset();
-    pattern_ = nullptr;
-    plan_ = nullptr;
-    matcher_.reset();
-    feedback_.clear();
-    late_since_plan_ = false;
-    next_ = 0;
-    if (fixed_) {
-      pattern_ = fixed_->pattern;
-      plan_ = fixed_->plan;
-      matcher_ = std::make_unique<learn::PatternMatcher>(*pattern_, true);
-    }
+    controller_ = policy::Controller{};
+    last_tick_.assign(s.residence.size(), 0);
+    held_.reset();
+    model_.gpu = s.prep->gpu;
+    model_.eff = s.prep->eff;
   }
 
   void before_event(const sim::SimState& s, std::vector<Action>& out) override {
     const trace::Trace& t = *s.prep->trace;
     const std::uint32_t i = s.event;
-    if (boundary_ && !fixed_) begin_iteration(s, i, out);
     const trace::Event& e = t.events[i];
-
-    if (matcher_ && !matcher_->diverged()) {
-      if (matcher_->feed(t, i) && e.op != Op::Iter) {
-        const std::uint32_t pos = matcher_->position() - 1;
-        check_late(s, pos);
-        while (next_ < plan_->decisions.size() && plan_->decisions[next_].at <= pos) {
-          const Decision& d = plan_->decisions[next_++];
-          if (d.at < pos) continue;  // positions skipped by alignment
-          const std::uint32_t tn = resolve(d.tensor);
-          if (tn == kNone) continue;
-          switch (d.act) {
-            case Act::Evict: out.push_back({tn, ActionKind::Evict}); break;
-            case Act::Drop: out.push_back({tn, ActionKind::Drop}); break;
-            case Act::Recompute:
-              if (s.residence[tn] == Residence::Dropped) out.push_back({tn, ActionKind::Recompute});
-              break;
-            case Act::Prefetch:
-              if (s.residence[tn] == Residence::Host || s.residence[tn] == Residence::Evicting) {
-                out.push_back({tn, ActionKind::Prefetch});
-                awaited_[d.access].push_back({d.tensor, tn});
-              }
-              break;
-          }
-        }
-      }
+    if (e.op == Op::Iter) return;
+    if (held_) {  // planned during the previous event: it arrives now
+      controller_.offer(held_->first, std::move(held_->second));
+      held_.reset();
     }
-
-    if (e.op == Op::Alloc) live_bytes_ += t.tensors[e.tensor].bytes;
-    if (e.op == Op::Free) live_bytes_ -= t.tensors[e.tensor].bytes;
-    for (std::uint32_t a = e.access_begin; a < e.access_end; ++a) last_touch_[t.accesses[a].tensor] = i + 1;
-    if (e.op == Op::Sync) boundary_ = true;  // the next event starts an iteration
+    for (std::uint32_t a = e.access_begin; a < e.access_end; ++a) check_late(s, t.accesses[a].tensor);
+    const policy::Event ev = to_event(s, i, ids_);
+    cmds_.clear();
+    controller_.on_event(ev, ids_, cmds_);
+    for (const policy::Command& c : cmds_) issue(s, c, out);
+    if (auto r = controller_.take_request()) {
+      r->job.names = t.names;
+      r->job.budget = s.budget_bytes;
+      r->job.allow_recompute = allow_recompute_;
+      auto made = plan_segment(r->job, &model_);
+      std::shared_ptr<const SegmentPlan> p;
+      if (made) p = std::make_shared<const SegmentPlan>(std::move(*made));
+      held_.emplace(r->serial, std::move(p));
+    }
+    for (std::uint32_t a = e.access_begin; a < e.access_end; ++a) last_tick_[t.accesses[a].tensor] = controller_.tick();
+    if (e.op == Op::Alloc) last_tick_[e.tensor] = controller_.tick();
   }
 
   void on_memory_pressure(const sim::SimState& s, std::uint64_t bytes_short, std::vector<Action>& out) override {
-    // Whatever is least costly to restore per byte and longest unused goes first (DTR's
-    // h = cost / (bytes x staleness), with a swap round trip as the cost where recomputing
-    // is dearer or impossible). This replaces the paper's plain LRU, which stalls far more
-    // in simulation. Keys trusting the pattern's next uses (a swap counted free when it
-    // hides before the next use) were tried and stalled more: they ignore link contention.
-    order_.clear();
+    cands_.clear();
     for (std::uint32_t tn : s.resident) {
       if (s.pinned(tn)) continue;
-      const double swap_cost = 2 * copy_time(s, s.bytes(tn));
-      // prefer_drops: DTR's own choice (any recomputable tensor, chains allowed); else
-      // recompute only from resident inputs and only when cheaper than the swap.
-      const bool drop = s.can_recompute(tn) &&
-                        (prefer_drops_ || (inputs_resident(s, tn) && s.recompute_cost_s(tn) < swap_cost));
-      const double cost = drop ? s.recompute_cost_s(tn) : swap_cost;
-      const double staleness = std::max(s.now_s - s.last_use_end_s[tn], 1e-9);
-      order_.push_back({cost / (static_cast<double>(s.bytes(tn)) * staleness), tn, drop});
+      const double swap = policy::swap_round_trip_s(s.bytes(tn), s.prep->gpu.link_bytes_per_s * s.prep->eff.link,
+                                                    s.prep->gpu.link_latency_s);
+      const bool drop = allow_recompute_ && s.can_recompute(tn) && inputs_resident(s, tn) && s.recompute_cost_s(tn) < swap;
+      const std::uint64_t idle = controller_.tick() - std::min(controller_.tick(), last_tick_[tn]) + 1;
+      cands_.push_back({tn, s.bytes(tn), idle, drop ? s.recompute_cost_s(tn) : swap, drop});
     }
-    std::sort(order_.begin(), order_.end(), [](const Victim& a, const Victim& b) { return a.key < b.key; });
+    policy::order_victims(cands_);
     std::uint64_t freed = 0;
-    for (const Victim& v : order_) {
+    for (const policy::VictimCandidate& v : cands_) {
       if (freed >= bytes_short) break;
-      out.push_back({v.tensor, v.drop ? ActionKind::Drop : ActionKind::Evict});
-      freed += s.bytes(v.tensor);
+      out.push_back({static_cast<std::uint32_t>(v.handle), v.drop ? ActionKind::Drop : ActionKind::Evict});
+      freed += v.bytes;
     }
   }
 
  private:
-  std::uint32_t resolve(const TensorRef& r) const {
-    if (!r.local) return r.index;
-    return r.index < pattern_->local_tensors.size() ? matcher_->local(r.index) : kNone;
-  }
-
-  // A swap-in that has not landed when its access starts: remember by how much.
-  void check_late(const sim::SimState& s, std::uint32_t pos) {
-    auto it = awaited_.find(pos);
-    if (it == awaited_.end()) return;
-    for (const auto& [ref, tn] : it->second) {
-      double late = 0;
-      if (s.residence[tn] == Residence::Resident) late = s.last_use_end_s[tn] - s.now_s;
-      else late = 2 * s.prep->gpu.link_latency_s + static_cast<double>(s.bytes(tn)) / (s.prep->gpu.link_bytes_per_s * s.prep->eff.link);
-      if (late > 1e-9) {
-        feedback_[{ref, pos}] += late;
-        late_since_plan_ = true;
+  // The trace event as the executor would feed it; tensors are named by their trace index.
+  static policy::Event to_event(const sim::SimState& s, std::uint32_t i, std::vector<std::uint64_t>& ids) {
+    const trace::Trace& t = *s.prep->trace;
+    const trace::Event& e = t.events[i];
+    policy::Event ev;
+    ev.op = static_cast<std::uint8_t>(e.op);
+    ev.sig = learn::event_signature(t, i);
+    ids.clear();
+    switch (e.op) {
+      case Op::Alloc:
+        ev.id = e.tensor;
+        ev.bytes = t.tensors[e.tensor].bytes;
+        break;
+      case Op::Free:
+        ev.id = e.tensor;
+        break;
+      case Op::Kernel: {
+        const bool touch = e.writes_end < e.access_end;
+        for (std::uint32_t a = e.access_begin; a < e.access_end; ++a) ids.push_back(t.accesses[a].tensor);
+        ev.touch = touch;
+        ev.nreads = touch ? e.access_end - e.access_begin : e.reads_end - e.access_begin;
+        ev.nwrites = touch ? 0 : e.writes_end - e.reads_end;
+        if (touch) ids.resize(ev.nreads);
+        ev.name = e.name;
+        ev.bytes = e.bytes;
+        ev.dur_ns = std::max<std::uint64_t>(1, static_cast<std::uint64_t>(s.prep->duration_s[i] * 1e9 + 0.5));
+        break;
       }
+      case Op::Copy:
+        ev.dir = static_cast<std::uint8_t>(e.dir);
+        ev.bytes = e.bytes;
+        ev.id = (e.flags & trace::kHasSrc) != 0 ? e.tensor : kNoSegmentId;
+        ev.id2 = (e.flags & trace::kHasDst) != 0 ? e.tensor2 : kNoSegmentId;
+        break;
+      default:
+        break;
     }
-    awaited_.erase(it);
+    return ev;
   }
 
-  void begin_iteration(const sim::SimState& s, std::uint32_t first, std::vector<Action>& out) {
-    boundary_ = false;
-    const trace::Trace& t = *s.prep->trace;
-    const bool same_shape = pattern_ && matcher_ && matcher_->complete() && !matcher_->diverged();
-    if (!same_shape) feedback_.clear();  // positions of a changed pattern mean nothing
-    if (same_shape && !late_since_plan_ && plan_) {
-      // The iteration repeated the pattern and every swap-in landed: keep pattern and plan
-      // (planning again would find the same), only follow the next iteration.
-      segment_begin_ = first;
-      matcher_ = std::make_unique<learn::PatternMatcher>(*pattern_, true);
-      next_ = 0;
-      awaited_.clear();
-      return;
+  void issue(const sim::SimState& s, const policy::Command& c, std::vector<Action>& out) const {
+    if (c.id >= s.residence.size()) return;
+    const auto tn = static_cast<std::uint32_t>(c.id);
+    const Residence r = s.residence[tn];
+    switch (c.act) {
+      case Act::Drop:
+      case Act::Evict:
+        if (r != Residence::Resident || s.pinned(tn)) return;
+        if (c.act == Act::Drop && allow_recompute_ && s.can_recompute(tn)) out.push_back({tn, ActionKind::Drop});
+        else out.push_back({tn, ActionKind::Evict});
+        return;
+      case Act::Recompute:
+        if (r == Residence::Dropped) {
+          out.push_back({tn, ActionKind::Recompute});
+          return;
+        }
+        [[fallthrough]];
+      case Act::Prefetch:
+        if (r == Residence::Host || r == Residence::Evicting) out.push_back({tn, ActionKind::Prefetch});
+        return;
     }
-    late_since_plan_ = false;
-    owned_pattern_ = std::make_unique<learn::Pattern>(learn::make_pattern(t, trace::Iteration{0, segment_begin_, first}));
-    pattern_ = owned_pattern_.get();
-    PlanOptions opt;
-    opt.budget_bytes = s.budget_bytes;
-    opt.baseline_bytes = live_bytes_;
-    opt.extra_lead_s = feedback_;
-    owned_plan_ = std::make_unique<Plan>(choose_plan(s, segment_begin_, first, opt));
-    plan_ = owned_plan_.get();
-    segment_begin_ = first;
-    matcher_ = std::make_unique<learn::PatternMatcher>(*pattern_, true);
-    next_ = 0;
-    awaited_.clear();
-    // Persistent tensors left on the host by passive mode come back before first use unless
-    // the plan itself brings them (prefetches are dropped when there is no room).
-    std::vector<std::uint8_t> planned(s.residence.size(), 0);
-    for (const Decision& d : plan_->decisions)
-      if (!d.tensor.local) planned[d.tensor.index] = 1;
-    for (std::uint32_t tn = 0; tn < s.residence.size(); ++tn)
-      if (s.residence[tn] == Residence::Host && !planned[tn]) out.push_back({tn, ActionKind::Prefetch});
   }
 
-  // Improvement over the paper: several candidates (no plan with on-demand handling by
-  // cost, no plan with DTR-style recomputation first, the hybrid plan with two margins,
-  // swap-only, recompute-only) are replayed in the simulator on the iteration just observed
-  // [begin, end), and the fastest feasible one is kept (with its on-demand mode). The
-  // runtime can do the same: it holds that iteration and its kernel times.
-  Plan choose_plan(const sim::SimState& s, std::uint32_t begin, std::uint32_t end, const PlanOptions& base) {
-    std::vector<Plan> cands(2);  // empty plans first: ties keep the job untouched
-    cands.push_back(make_plan(*s.prep, *pattern_, base));
-    PlanOptions o = base;
-    o.margin = 0.10;
-    cands.push_back(make_plan(*s.prep, *pattern_, o));
-    o = base;
-    o.allow_recompute = false;
-    cands.push_back(make_plan(*s.prep, *pattern_, o));
-    o = base;
-    o.allow_swap = false;
-    cands.push_back(make_plan(*s.prep, *pattern_, o));
-    // Tensors the observed iteration created and kept (optimizer state made in step 1) are
-    // there from the start of the next one: the replay holds their bytes until it reaches
-    // their allocation.
-    const trace::Trace& t = *s.prep->trace;
-    std::vector<std::pair<std::uint32_t, std::uint64_t>> kept;
-    for (std::uint32_t e = begin; e < end; ++e) {
-      const trace::Event& ev = t.events[e];
-      if (ev.op == Op::Alloc && (t.tensors[ev.tensor].free_event == kNone || t.tensors[ev.tensor].free_event >= end))
-        kept.push_back({e, t.tensors[ev.tensor].bytes});  // still live: not freed before `end`
-    }
-    std::size_t best = 0;
-    double best_s = 0;
-    bool found = false;
-    for (std::size_t k = 0; k < cands.size(); ++k) {
-      CapuchinPolicy replay(Fixed{pattern_, &cands[k], k == 1});
-      sim::SimOptions so;
-      so.budget_bytes = s.budget_bytes;
-      so.first_event = begin;
-      so.end_event = end;
-      so.held_until = kept;
-      const sim::SimResult r = sim::simulate(*s.prep, replay, so);
-      if (r.feasible && (!found || r.total_time_s < best_s)) best = k, best_s = r.total_time_s, found = true;
-    }
-    prefer_drops_ = best == 1;
-    return std::move(cands[best]);
+  // A planned swap-in whose access begins now: late by what is left of its copy, or by a
+  // whole copy when it never started (no room).
+  void check_late(const sim::SimState& s, std::uint32_t tn) {
+    if (!controller_.awaits(tn)) return;
+    double late = 0;
+    if (s.residence[tn] == Residence::Resident) late = s.last_use_end_s[tn] - s.now_s;
+    else late = 2 * s.prep->gpu.link_latency_s + static_cast<double>(s.bytes(tn)) / (s.prep->gpu.link_bytes_per_s * s.prep->eff.link);
+    if (late > 1e-9) controller_.note_late(tn, late);
   }
 
   // Whether every input of t's writers is on the device now: then recomputing t is one
@@ -246,35 +187,20 @@ class CapuchinPolicy final : public sim::Policy {
     return true;
   }
 
-  static double copy_time(const sim::SimState& s, std::uint64_t bytes) {
-    return s.prep->gpu.link_latency_s + static_cast<double>(bytes) / (s.prep->gpu.link_bytes_per_s * s.prep->eff.link);
-  }
-
-  struct Victim {
-    double key;
-    std::uint32_t tensor;
-    bool drop;
-  };
-  std::vector<Victim> order_;
-  std::vector<std::uint32_t> last_touch_;  // event + 1 of the last access
-  std::uint64_t live_bytes_ = 0;
-  std::uint32_t segment_begin_ = 0;
-  bool boundary_ = false;
-  std::optional<Fixed> fixed_;
-  bool late_since_plan_ = false;         // a swap-in arrived late since the last planning
-  bool prefer_drops_ = false;           // on-demand handling recomputes first (DTR-style)
-  std::unique_ptr<learn::Pattern> owned_pattern_;
-  std::unique_ptr<Plan> owned_plan_;
-  const learn::Pattern* pattern_ = nullptr;
-  const Plan* plan_ = nullptr;
-  std::unique_ptr<learn::PatternMatcher> matcher_;
-  std::size_t next_ = 0;
-  std::map<std::uint32_t, std::vector<std::pair<TensorRef, std::uint32_t>>> awaited_;
-  std::map<std::pair<TensorRef, std::uint32_t>, double> feedback_;
+  const bool allow_recompute_;
+  policy::Controller controller_;
+  PlanModel model_;
+  std::vector<std::uint64_t> last_tick_;  // controller tick of each tensor's last use
+  std::vector<std::uint64_t> ids_;
+  std::vector<policy::Command> cmds_;
+  std::vector<policy::VictimCandidate> cands_;
+  std::optional<std::pair<std::uint64_t, std::shared_ptr<const SegmentPlan>>> held_;  // (serial, plan)
 };
 
 }  // namespace
 
-std::unique_ptr<sim::Policy> make_capuchin_policy() { return std::make_unique<CapuchinPolicy>(); }
+std::unique_ptr<sim::Policy> make_capuchin_policy(bool allow_recompute) {
+  return std::make_unique<CapuchinPolicy>(allow_recompute);
+}
 
 }  // namespace capuchin::plan

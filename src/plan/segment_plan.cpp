@@ -33,7 +33,7 @@ sim::GpuProfile simcuda_profile(std::uint64_t memory) {
 
 }  // namespace
 
-Expected<SegmentPlan, std::string> plan_segment(const SegmentJob& job) {
+Expected<SegmentPlan, std::string> plan_segment(const SegmentJob& job, const PlanModel* model) {
   using trace::Op;
   const std::uint32_t n = static_cast<std::uint32_t>(job.events.size());
   if (n == 0) return Unexpected{std::string("empty iteration")};
@@ -195,7 +195,10 @@ Expected<SegmentPlan, std::string> plan_segment(const SegmentJob& job) {
   const trace::Trace& t = *parsed;
   sim::GpuProfile gpu;
   sim::Efficiency eff;
-  if (job.simcuda) {
+  if (model != nullptr) {
+    gpu = model->gpu;
+    eff = model->eff;
+  } else if (job.simcuda) {
     gpu = simcuda_profile(job.budget);
     eff.compute = eff.memory = eff.link = 1.0;
     eff.launch_latency_s = 2e-6;
@@ -213,6 +216,29 @@ Expected<SegmentPlan, std::string> plan_segment(const SegmentJob& job) {
   opt.budget_bytes = job.budget;
   opt.baseline_bytes = baseline;
   opt.allow_recompute = job.allow_recompute;
+  // Feedback: a swap-in that was late at a segment position gets an earlier in-trigger. The
+  // tensor is found as the event at that position names it after the rotation (map_b).
+  if (!job.late.empty()) {
+    std::unordered_map<std::uint64_t, std::uint32_t> tensor_of, local_of;
+    for (std::uint32_t x = 0; x < t.tensors.size(); ++x) tensor_of[t.tensors[x].id] = x;
+    for (std::uint32_t k = 0; k < pattern.local_tensors.size(); ++k) local_of[pattern.local_tensors[k]] = k;
+    for (const LateArrival& a : job.late) {
+      if (a.access >= n) continue;
+      std::uint64_t id = a.id;
+      if (a.local) {
+        const std::vector<std::uint64_t>& places = a.prev ? job.prev_locals : local_by_place;
+        if (a.k >= places.size()) continue;
+        id = places[a.k];
+      }
+      if (a.access < cut) id = map_b(id);
+      auto tn = tensor_of.find(id);
+      if (tn == tensor_of.end()) continue;
+      auto lk = local_of.find(tn->second);
+      const TensorRef ref = lk != local_of.end() ? TensorRef{true, lk->second} : TensorRef{false, tn->second};
+      const std::uint32_t pos = m + (a.access + n - cut) % n;
+      opt.extra_lead_s[{ref, pos}] += a.late_s;
+    }
+  }
   Plan p = make_plan(*prep, pattern, opt);
   if (!p.fits) {
     opt.margin = 0.10;
@@ -252,7 +278,7 @@ Expected<SegmentPlan, std::string> plan_segment(const SegmentJob& job) {
     x.at = (cut + q) % n;
     x.act = d.act;
     x.bytes = d.bytes;
-    x.access = d.access;
+    x.access = d.access < m || d.access - m >= n ? 0 : (cut + d.access - m) % n;
     x.reason = d.reason;
     x.cost_s = d.cost_s;
     const std::uint32_t tn = d.tensor.local ? pattern.local_tensors[d.tensor.index] : d.tensor.index;

@@ -5,6 +5,8 @@
 // safe to plan whatever the peer sent.
 #include <fmt/format.h>
 
+#include <cmath>
+
 #include "capuchin/protocol.hpp"
 #include "codec.hpp"
 
@@ -33,6 +35,16 @@ struct WireSegDecision {
   double cost_s;
 };
 static_assert(sizeof(WireSegDecision) == 40 && std::is_trivially_copyable_v<WireSegDecision>);
+
+struct WireLate {
+  std::uint8_t local, prev, reserved[2];
+  std::uint32_t k;
+  std::uint64_t id;
+  std::uint32_t access, reserved2;
+  double late_s;
+};
+static_assert(sizeof(WireLate) == 32 && std::is_trivially_copyable_v<WireLate>);
+constexpr std::uint32_t kMaxLate = 1u << 16;
 
 struct WireJobHead {
   std::uint64_t segment, budget, baseline;
@@ -64,10 +76,11 @@ bool read_array(Reader& r, std::uint32_t n, std::vector<T>& out) {
 
 bool encode_plan_request(std::vector<std::uint8_t>& out, const plan::SegmentJob& job) {
   const std::size_t size = sizeof(WireJobHead) + 4 + job.gpu.size() + job.events.size() * sizeof(WireSegEvent) +
-                           job.ids.size() * 8 + job.carried.size() * 16 + job.prev_locals.size() * 8;
+                           job.ids.size() * 8 + job.carried.size() * 16 + job.prev_locals.size() * 8 + 4 +
+                           job.late.size() * sizeof(WireLate);
   std::size_t names = 0;
   for (const auto& n : job.names) names += 4 + std::min<std::size_t>(n.size(), kMaxNameBytes);
-  if (size + names > kMaxFrameBytes || job.gpu.size() > kMaxGpuName) return false;
+  if (size + names > kMaxFrameBytes || job.gpu.size() > kMaxGpuName || job.late.size() > kMaxLate) return false;
   const std::size_t at = begin_frame(out, MsgType::PlanRequest);
   Writer w{out};
   WireJobHead h{};
@@ -102,6 +115,17 @@ bool encode_plan_request(std::vector<std::uint8_t>& out, const plan::SegmentJob&
   for (const auto& n : job.names) w.str(std::string_view(n).substr(0, kMaxNameBytes));
   for (const auto& [id, span] : job.carried) w.put(id), w.put(span);
   w.bytes(job.prev_locals.data(), job.prev_locals.size() * 8);
+  w.put(static_cast<std::uint32_t>(job.late.size()));
+  for (const plan::LateArrival& a : job.late) {
+    WireLate x{};
+    x.local = a.local ? 1 : 0;
+    x.prev = a.prev ? 1 : 0;
+    x.k = a.k;
+    x.id = a.id;
+    x.access = a.access;
+    x.late_s = a.late_s;
+    w.put(x);
+  }
   end_frame(out, at);
   return true;
 }
@@ -136,6 +160,15 @@ ProtoExpected<plan::SegmentJob> decode_plan_request(std::span<const std::uint8_t
     job.carried.emplace_back(carried[2 * i], carried[2 * i + 1]);
   }
   if (!read_array(r, h.nprev, job.prev_locals)) return fail(ProtoErrc::Truncated, "plan request: previous places truncated");
+  const auto nlate = r.get<std::uint32_t>();
+  std::vector<WireLate> late;
+  if (!r.ok || nlate > kMaxLate || !read_array(r, nlate, late))
+    return fail(ProtoErrc::Truncated, "plan request: late arrivals truncated or too many");
+  for (const WireLate& x : late) {
+    if (x.local > 1 || x.prev > 1 || !std::isfinite(x.late_s) || x.late_s < 0 || x.late_s > 3600)
+      return fail(ProtoErrc::BadPayload, "plan request: a bad late arrival");
+    job.late.push_back(plan::LateArrival{x.local != 0, x.prev != 0, x.k, x.id, x.access, x.late_s});
+  }
   if (r.left() != 0) return fail(ProtoErrc::BadPayload, "plan request: bytes after the last section");
   job.events.reserve(events.size());
   for (std::uint32_t i = 0; i < events.size(); ++i) {

@@ -98,7 +98,7 @@ TEST(Protocol, RejectsBadHeadersAndPayloads) {
   bad[0] = 'X';
   EXPECT_EQ(proto::decode_header(bad).error().code, proto::ProtoErrc::BadMagic);
   bad = out;
-  bad[4] = 2;
+  bad[4] = static_cast<std::uint8_t>(proto::kProtocolVersion + 1);
   EXPECT_EQ(proto::decode_header(bad).error().code, proto::ProtoErrc::BadVersion);
   bad = out;
   const std::uint32_t huge = proto::kMaxFrameBytes + 1;
@@ -198,7 +198,9 @@ plan::SegmentJob segment_job() {
 }
 
 TEST(Protocol, PlanRequestAndReplyRoundTripAndRejectBadInput) {
-  const plan::SegmentJob job = segment_job();
+  plan::SegmentJob job = segment_job();
+  job.late.push_back(plan::LateArrival{true, true, 1, 0, 3, 0.0025});
+  job.late.push_back(plan::LateArrival{false, false, 0, 2, 4, 0.001});
   std::vector<std::uint8_t> out;
   ASSERT_TRUE(proto::encode_plan_request(out, job));
   const auto payload = std::span<const std::uint8_t>(out).subspan(sizeof(proto::FrameHeader));
@@ -209,6 +211,13 @@ TEST(Protocol, PlanRequestAndReplyRoundTripAndRejectBadInput) {
   EXPECT_EQ(back->ids, job.ids);
   EXPECT_EQ(back->names, job.names);
   EXPECT_EQ(back->carried, job.carried);
+  ASSERT_EQ(back->late.size(), 2u);
+  EXPECT_TRUE(back->late[0].local && back->late[0].prev);
+  EXPECT_EQ(back->late[0].k, 1u);
+  EXPECT_EQ(back->late[0].access, 3u);
+  EXPECT_DOUBLE_EQ(back->late[0].late_s, 0.0025);
+  EXPECT_FALSE(back->late[1].local);
+  EXPECT_EQ(back->late[1].id, 2u);
   EXPECT_TRUE(back->simcuda);
   EXPECT_EQ(back->events[1].nwrites, 1u);
   EXPECT_EQ(back->events[1].dur_ns, 50000u);

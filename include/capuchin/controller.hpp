@@ -1,0 +1,152 @@
+// controller.hpp: the capuchin policy as one state machine, shared by the executor in
+// libcapuchin.so (driven by a job's real events) and the simulator's `capuchin` policy
+// (driven by simulated ones), so that `capuchin sim` predicts what the executor does.
+//
+// Event by event:
+//   - Learning: the iteration is the period of the event-signature sequence
+//     (learn::find_period), tried at every host sync and whenever the history has grown by a
+//     eighth since the last try. The boundary inside the period goes where the fewest bytes
+//     are live (ties: right after a sync, then right before an allocation), a function of the
+//     iteration's content only. A sync is an event like any
+//     other: iterations do not end at host syncs, so a loop with several syncs per iteration
+//     (PyTorch's .item(), blocking copies) is learned like one with none.
+//   - Locked: every event is matched against the learned iteration; a mismatch returns to
+//     Learning (a stale plan is never followed). At a boundary, the iteration just seen
+//     becomes a plan request when there is no plan for it yet, when a planned swap-in arrived
+//     late, or when the owner invalidated the plan (a new budget). A plan offered for a
+//     request is adopted at the first boundary after it arrived, never mid-iteration, and is
+//     followed while the iteration matches: its decisions come back as commands with their
+//     tensors resolved (by place, the k-th allocation of this iteration or of the one before;
+//     tensors live across iterations by id).
+//   - Feedback: a planned swap-in that had not landed at its access (note_late) makes the
+//     next request carry the lateness, and the next plan starts that swap-in earlier.
+//
+// Contract: pure computation: no CUDA, no clock, no threads, not thread-safe (the owner
+// serialises calls); deterministic: the same events and offers in the same order give the
+// same commands. Planning is the owner's (plan::plan_segment, at once or on another thread):
+// the controller never waits for it. Steady state (Locked, following) does not allocate
+// except to keep the last two iterations' events, whose storage is reused.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "capuchin/segment_plan.hpp"
+
+namespace capuchin::policy {
+
+using Event = plan::SegmentEvent;
+
+struct ControllerOptions {
+  std::uint32_t min_period = 8;              // fewer events than this are not an iteration
+  std::uint32_t max_history = 1u << 19;      // events kept while learning (older ones dropped)
+};
+
+// A plan decision for the running iteration, its tensor resolved.
+struct Command {
+  plan::Act act = plan::Act::Evict;
+  std::uint64_t id = 0;      // the tensor (the owner's allocation id)
+  plan::Reason reason = plan::Reason::FreeTime;
+  double cost_s = 0;         // the plan's expected cost of it
+  std::uint32_t at = 0;      // iteration position it is issued at
+  std::uint32_t access = 0;  // prefetch / recompute: the position of the access it serves
+};
+
+// What one event changed, for the owner's bookkeeping and log.
+struct Step {
+  bool boundary = false;   // an iteration ended just before this event
+  bool locked = false;     // the iteration was learned at this event
+  bool relearn = false;    // this event did not match the learned iteration: learning again
+  bool adopted = false;    // a new plan is followed from this event on
+};
+
+// A plan request: the SegmentJob is complete but for what only the owner knows (names,
+// budget, profile, recompute, dump_dir); `serial` identifies it in offer().
+struct PlanRequest {
+  std::uint64_t serial = 0;
+  plan::SegmentJob job;
+};
+
+struct ControllerStats {
+  std::uint64_t events = 0, iterations = 0, locks = 0, relearns = 0, requests = 0, plans_adopted = 0,
+                iterations_followed = 0, late = 0;
+};
+
+class Controller {
+ public:
+  explicit Controller(ControllerOptions o = {});
+
+  // Feeds the next event (ids: a kernel's reads then writes, or its touch list, as the event
+  // says; alloc/free: e.id; copies: e.id / e.id2). The plan's commands to issue at this
+  // position are appended to `out`. The owner feeds an allocation once its id is known and
+  // every other event before it runs.
+  Step on_event(const Event& e, std::span<const std::uint64_t> ids, std::vector<Command>& out);
+
+  // A planned swap-in of `id` had not landed when its access began, by about late_s.
+  void note_late(std::uint64_t id, double late_s);
+  // The owner's circumstances changed (a new budget): the next boundary asks for a new plan.
+  void invalidate_plan() { invalidated_ = true; }
+
+  // The request made at the last boundary, if any (taken once).
+  std::optional<PlanRequest> take_request();
+  // The answer to request `serial`: a plan, or null when none could be made. Answers to
+  // requests that are no longer current are dropped.
+  void offer(std::uint64_t serial, std::shared_ptr<const plan::SegmentPlan> p);
+
+  bool locked() const { return locked_; }
+  bool following() const { return plan_ != nullptr; }
+  std::uint32_t period() const { return locked_ ? static_cast<std::uint32_t>(pattern_.size()) : 0; }
+  std::uint32_t position() const { return pos_; }
+  bool at_boundary() const { return locked_ && (pos_ == 0 || pos_ == pattern_.size()); }
+  std::uint64_t tick() const { return stats_.events; }  // events fed: the clock victims age by
+  std::uint64_t iteration() const { return stats_.iterations; }
+  const std::shared_ptr<const plan::SegmentPlan>& plan() const { return plan_; }
+  const ControllerStats& stats() const { return stats_; }
+  bool awaits(std::uint64_t id) const { return awaited_.count(id) != 0; }
+
+ private:
+  struct Stored {
+    Event e;                     // ids_off indexes ids_
+    std::uint64_t live_after;    // bytes live after it
+  };
+
+  void append(const Event& e, std::span<const std::uint64_t> ids);
+  void try_lock(Step& st);
+  void lock_at(std::size_t b, std::size_t p);
+  void boundary(Step& st);
+  void follow(std::vector<Command>& out);
+  void relearn(Step& st);
+  void request_from(std::size_t b);  // history index of the iteration's first event
+  void trim_history(std::size_t keep_from);
+  std::vector<std::uint64_t> allocations_in(std::size_t from, std::size_t to) const;
+
+  ControllerOptions opt_;
+  ControllerStats stats_;
+  // history: events from hist_base_ (a global event index) on
+  std::vector<Stored> hist_;
+  std::vector<std::uint64_t> ids_;
+  std::uint64_t hist_base_ = 0;
+  std::size_t next_try_ = 0;
+  std::unordered_map<std::uint64_t, std::uint64_t> live_;  // id -> bytes
+  std::uint64_t live_bytes_ = 0;
+  // the learned iteration
+  bool locked_ = false;
+  std::vector<std::uint64_t> pattern_;
+  std::uint32_t pos_ = 0;
+  std::vector<std::uint64_t> cur_locals_, prev_locals_;
+  // plans
+  std::shared_ptr<const plan::SegmentPlan> plan_, ready_, last_;
+  std::size_t next_ = 0;
+  std::optional<PlanRequest> request_;
+  std::uint64_t serial_ = 0, pending_ = 0;  // pending: the serial awaiting an answer (0: none)
+  bool late_since_plan_ = false, invalidated_ = false, failed_ = false;
+  std::unordered_map<std::uint64_t, plan::LateArrival> awaited_;  // id -> its place and access (late_s 0)
+  std::vector<plan::LateArrival> feedback_;                       // accumulated while the iteration holds
+};
+
+}  // namespace capuchin::policy

@@ -1,0 +1,34 @@
+// victims.hpp: which resident tensors to move out when memory runs short and no plan says
+// (passive mode), one rule for the executor and the simulator's `capuchin` policy alike:
+// DTR's heuristic h = restore cost / (bytes x idle), least first (Kirisame et al., ICLR 2021;
+// the restore cost is a swap round trip, or a recomputation where the owner allows one).
+// Idle time is counted in events (the policy controller's clock, Controller::tick()), which
+// the executor and the simulator count alike, rather than in seconds, which only the
+// simulator knows.
+//
+// Contract: pure and deterministic (ties go to the smaller handle); no allocation beyond the
+// caller's vector.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace capuchin::policy {
+
+struct VictimCandidate {
+  std::uint64_t handle = 0;     // the owner's: a tensor index or an allocation id
+  std::uint64_t bytes = 0;      // what moving it frees
+  std::uint64_t idle = 1;       // events since its last use (at least 1)
+  double restore_s = 0;         // what bringing it back costs
+  bool drop = false;            // the owner's choice to recompute it rather than swap it
+};
+
+// The seconds a swap out and back in of `bytes` costs on a link.
+inline double swap_round_trip_s(std::uint64_t bytes, double link_bytes_per_s, double latency_s) {
+  return 2 * (latency_s + static_cast<double>(bytes) / link_bytes_per_s);
+}
+
+// Orders candidates best victim first.
+void order_victims(std::vector<VictimCandidate>& c);
+
+}  // namespace capuchin::policy

@@ -1,0 +1,278 @@
+// The capuchin policy's state machine (see include/capuchin/controller.hpp): learning the
+// iteration from the event-signature period, following plans at iteration boundaries,
+// feedback from late swap-ins.
+#include "capuchin/controller.hpp"
+
+#include <algorithm>
+
+#include "capuchin/learn.hpp"
+#include "capuchin/trace.hpp"
+
+namespace capuchin::policy {
+
+using trace::Op;
+
+namespace {
+
+bool is(const Event& e, Op op) { return e.op == static_cast<std::uint8_t>(op); }
+
+std::uint32_t id_count(const Event& e) { return is(e, Op::Kernel) ? e.nreads + e.nwrites : 0; }
+
+bool same_place(const plan::LateArrival& a, const plan::LateArrival& b) {
+  return a.local == b.local && a.prev == b.prev && a.k == b.k && a.id == b.id && a.access == b.access;
+}
+
+}  // namespace
+
+Controller::Controller(ControllerOptions o) : opt_(o) {
+  opt_.min_period = std::max<std::uint32_t>(opt_.min_period, 1);
+  opt_.max_history = std::max<std::uint32_t>(opt_.max_history, 4 * opt_.min_period);
+}
+
+Step Controller::on_event(const Event& e, std::span<const std::uint64_t> ids, std::vector<Command>& out) {
+  Step st;
+  ++stats_.events;
+  if (locked_) {
+    if (pos_ == pattern_.size()) boundary(st);
+    if (pattern_[pos_] != e.sig) relearn(st);
+  }
+  append(e, ids);
+  if (locked_) {
+    if (is(e, Op::Alloc)) cur_locals_.push_back(e.id);
+    ++pos_;
+    follow(out);
+  } else if (is(e, Op::Sync) || hist_.size() >= next_try_) {
+    try_lock(st);
+  }
+  return st;
+}
+
+void Controller::append(const Event& e, std::span<const std::uint64_t> ids) {
+  Stored s{e, 0};
+  s.e.ids_off = static_cast<std::uint32_t>(ids_.size());
+  const std::size_t n = std::min<std::size_t>(id_count(e), ids.size());
+  ids_.insert(ids_.end(), ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(n));
+  if (is(e, Op::Alloc)) {
+    auto [it, fresh] = live_.try_emplace(e.id, e.bytes);
+    if (fresh) live_bytes_ += e.bytes;
+  } else if (is(e, Op::Free)) {
+    if (auto it = live_.find(e.id); it != live_.end()) {
+      s.e.bytes = it->second;  // kept so the live set of an earlier moment can be rebuilt
+      live_bytes_ -= it->second;
+      live_.erase(it);
+    }
+  }
+  s.live_after = live_bytes_;
+  hist_.push_back(s);
+}
+
+// Learning: is the history periodic now? If so, the last complete iteration is planned.
+void Controller::try_lock(Step& st) {
+  const std::size_t n = hist_.size();
+  next_try_ = n + std::max<std::size_t>(n / 8, opt_.min_period);
+  std::vector<std::uint64_t> sigs;
+  sigs.reserve(n);
+  for (const Stored& s : hist_) sigs.push_back(s.e.sig);
+  const learn::Period per = learn::find_period(sigs, opt_.min_period);
+  if (!per.found) {
+    if (n > opt_.max_history) trim_history(n - opt_.max_history / 2);
+    return;
+  }
+  const std::size_t p = per.period;
+  // The boundary depends on the iteration's content only, not on where it was detected:
+  // fewest live bytes, then right after a sync, then right before an allocation, then the
+  // smallest signature of the first event.
+  auto better = [&](std::size_t q, std::size_t best) {
+    const Stored &qa = hist_[q - 1], &ba = hist_[best - 1];
+    if (qa.live_after != ba.live_after) return qa.live_after < ba.live_after;
+    const bool qs = is(qa.e, Op::Sync), bs = is(ba.e, Op::Sync);
+    if (qs != bs) return qs;
+    const bool qa_alloc = is(hist_[q].e, Op::Alloc), ba_alloc = is(hist_[best].e, Op::Alloc);
+    if (qa_alloc != ba_alloc) return qa_alloc;
+    return hist_[q].e.sig < hist_[best].e.sig;
+  };
+  std::size_t best = n - p;
+  for (std::size_t q = n - p + 1; q < n; ++q)
+    if (better(q, best)) best = q;
+  const std::size_t b = best == n - p ? best : best - p;  // the last complete iteration: [b, b + p)
+  lock_at(b, p);
+  st.locked = true;
+}
+
+void Controller::lock_at(std::size_t b, std::size_t p) {
+  const std::size_t n = hist_.size();
+  locked_ = true;
+  ++stats_.locks;
+  pattern_.clear();
+  for (std::size_t i = b; i < b + p; ++i) pattern_.push_back(hist_[i].e.sig);
+  pos_ = static_cast<std::uint32_t>(n - (b + p));
+  prev_locals_ = allocations_in(b, b + p);
+  cur_locals_ = allocations_in(b + p, n);
+  failed_ = false;
+  // A plan for this very iteration (it changed and came back): followed again from the next
+  // boundary; a new one is asked for only when the circumstances changed.
+  if (last_ && last_->sigs == pattern_) ready_ = last_;
+  if (!ready_ || invalidated_) {
+    invalidated_ = false;
+    request_from(b);
+  }
+  trim_history(b);
+}
+
+void Controller::boundary(Step& st) {
+  st.boundary = true;
+  ++stats_.iterations;
+  if (plan_) ++stats_.iterations_followed;
+  const std::size_t p = pattern_.size();
+  const std::size_t b = hist_.size() - p;  // the iteration that just ended
+  if (pending_ == 0) {
+    const bool want = (!plan_ && !ready_ && !failed_) || late_since_plan_ || invalidated_;
+    if (want) {
+      late_since_plan_ = false;
+      invalidated_ = false;
+      failed_ = false;
+      request_from(b);
+    }
+  }
+  if (ready_) {
+    plan_ = std::move(ready_);
+    ready_.reset();
+    st.adopted = true;
+    ++stats_.plans_adopted;
+  }
+  next_ = 0;
+  awaited_.clear();
+  prev_locals_.swap(cur_locals_);
+  cur_locals_.clear();
+  pos_ = 0;
+  trim_history(b >= p ? b - p : 0);
+}
+
+void Controller::follow(std::vector<Command>& out) {
+  if (!plan_) return;
+  const std::uint32_t at = pos_ - 1;
+  const auto& ds = plan_->decisions;
+  while (next_ < ds.size() && ds[next_].at <= at) {
+    const plan::SegmentDecision& d = ds[next_++];
+    if (d.at < at) continue;
+    std::uint64_t id = d.id;
+    if (d.local) {
+      const auto& places = d.prev ? prev_locals_ : cur_locals_;
+      if (d.k >= places.size()) continue;  // not allocated (yet): nothing to act on
+      id = places[d.k];
+    }
+    out.push_back(Command{d.act, id, d.reason, d.cost_s, d.at, d.access});
+    if (d.act == plan::Act::Prefetch) awaited_[id] = plan::LateArrival{d.local, d.prev, d.k, d.id, d.access, 0.0};
+  }
+}
+
+void Controller::relearn(Step& st) {
+  st.relearn = true;
+  ++stats_.relearns;
+  locked_ = false;
+  pattern_.clear();
+  pos_ = 0;
+  plan_.reset();
+  ready_.reset();
+  next_ = 0;
+  awaited_.clear();
+  feedback_.clear();
+  cur_locals_.clear();
+  prev_locals_.clear();
+  request_.reset();
+  pending_ = 0;
+  late_since_plan_ = false;
+  failed_ = false;
+  next_try_ = hist_.size() + opt_.min_period;
+}
+
+void Controller::note_late(std::uint64_t id, double late_s) {
+  auto it = awaited_.find(id);
+  if (it == awaited_.end()) return;
+  plan::LateArrival a = it->second;
+  awaited_.erase(it);
+  ++stats_.late;
+  late_since_plan_ = true;
+  for (plan::LateArrival& f : feedback_)
+    if (same_place(f, a)) {
+      f.late_s += late_s;
+      return;
+    }
+  a.late_s = late_s;
+  feedback_.push_back(a);
+}
+
+std::optional<PlanRequest> Controller::take_request() {
+  std::optional<PlanRequest> r = std::move(request_);
+  request_.reset();
+  return r;
+}
+
+void Controller::offer(std::uint64_t serial, std::shared_ptr<const plan::SegmentPlan> p) {
+  if (p) last_ = p;
+  if (serial == 0 || serial != pending_) return;
+  pending_ = 0;
+  if (!p) {
+    failed_ = true;  // asked again only when something changes (lateness, budget, a new iteration)
+    return;
+  }
+  if (locked_ && p->sigs == pattern_) ready_ = std::move(p);
+}
+
+std::vector<std::uint64_t> Controller::allocations_in(std::size_t from, std::size_t to) const {
+  std::vector<std::uint64_t> out;
+  for (std::size_t i = from; i < to && i < hist_.size(); ++i)
+    if (is(hist_[i].e, Op::Alloc)) out.push_back(hist_[i].e.id);
+  return out;
+}
+
+// The iteration [b, b + p) of the history as a SegmentJob: its events, the tensors live at its
+// start, the previous iteration's allocations (when that one was the same iteration too).
+void Controller::request_from(std::size_t b) {
+  const std::size_t p = pattern_.size(), n = hist_.size();
+  PlanRequest r;
+  r.serial = ++serial_;
+  pending_ = r.serial;
+  ++stats_.requests;
+  plan::SegmentJob& j = r.job;
+  j.segment = stats_.iterations;
+  j.events.reserve(p);
+  for (std::size_t i = b; i < b + p; ++i) {
+    Event e = hist_[i].e;
+    const std::uint32_t k = id_count(e);
+    const std::uint32_t off = e.ids_off;
+    e.ids_off = static_cast<std::uint32_t>(j.ids.size());
+    j.ids.insert(j.ids.end(), ids_.begin() + off, ids_.begin() + off + k);
+    if (is(e, Op::Free)) e.bytes = 0;
+    j.events.push_back(e);
+  }
+  // Live at b: today's live set with the events since b undone.
+  std::unordered_map<std::uint64_t, std::uint64_t> at = live_;
+  for (std::size_t i = n; i-- > b;) {
+    const Event& e = hist_[i].e;
+    if (is(e, Op::Alloc)) at.erase(e.id);
+    else if (is(e, Op::Free) && e.bytes > 0) at[e.id] = e.bytes;
+  }
+  j.carried.assign(at.begin(), at.end());
+  std::sort(j.carried.begin(), j.carried.end());
+  // The previous iteration is the same iteration only when it matched the pattern too.
+  bool prev_same = b >= p;
+  for (std::size_t i = 0; prev_same && i < p; ++i) prev_same = hist_[b - p + i].e.sig == pattern_[i];
+  if (prev_same) j.prev_locals = allocations_in(b - p, b);
+  j.baseline = hist_[b + p - 1].live_after;
+  j.late = feedback_;
+  request_ = std::move(r);
+}
+
+void Controller::trim_history(std::size_t keep_from) {
+  keep_from = std::min(keep_from, hist_.size());
+  if (keep_from == 0) return;
+  const std::uint32_t drop_ids = keep_from < hist_.size() ? hist_[keep_from].e.ids_off : static_cast<std::uint32_t>(ids_.size());
+  hist_.erase(hist_.begin(), hist_.begin() + static_cast<std::ptrdiff_t>(keep_from));
+  ids_.erase(ids_.begin(), ids_.begin() + drop_ids);
+  for (Stored& s : hist_) s.e.ids_off -= drop_ids;
+  hist_base_ += keep_from;
+  next_try_ = next_try_ > keep_from ? next_try_ - keep_from : 0;
+}
+
+}  // namespace capuchin::policy

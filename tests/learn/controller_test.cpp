@@ -1,0 +1,286 @@
+// The policy controller shared by the executor and the simulator (include/capuchin/controller.hpp):
+// iterations learned from the signature period whatever the syncs, plans adopted only at
+// boundaries, commands resolved to this iteration's tensors, relearning, feedback; and the
+// passive victim order.
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <memory>
+
+#include "capuchin/controller.hpp"
+#include "capuchin/learn.hpp"
+#include "capuchin/trace.hpp"
+#include "capuchin/victims.hpp"
+
+namespace capuchin::policy {
+namespace {
+
+using trace::Op;
+
+// A job's event stream: set-up, then iterations of a small training step. Each iteration:
+// upload (alloc + h2d copy), a sync after it (blocking copy), forward kernels making two
+// activations, a loss read (sync), backward freeing them, an optimizer kernel on the weights.
+class Stream {
+ public:
+  explicit Stream(Controller& c) : c_(c) {}
+
+  void setup() {
+    alloc(kWeights, 1 << 20);
+    kernel(0xa0, {kWeights});
+  }
+  // syncs: 0 none, 1 a sync after the upload (a blocking copy), 2 also the loss read.
+  // Feeds at most `limit` events of the iteration (the rest with later calls of resume()).
+  void iteration(int syncs, std::uint64_t act_bytes = 4 << 20, int limit = 1 << 30) {
+    const std::uint64_t in = next_++, a = next_++, b = next_++;
+    todo_.clear();
+    todo_.push_back([=, this] { alloc(in, 1 << 16); });
+    todo_.push_back([=, this] { copy_h2d(in); });
+    if (syncs >= 1) todo_.push_back([=, this] { sync(); });
+    todo_.push_back([=, this] { alloc(a, act_bytes); });
+    todo_.push_back([=, this] { kernel(0xb0, {kWeights, in, a}); });
+    todo_.push_back([=, this] { alloc(b, act_bytes); });
+    todo_.push_back([=, this] { kernel(0xb1, {a, b}); });
+    if (syncs >= 2) todo_.push_back([=, this] { sync(); });
+    todo_.push_back([=, this] { kernel(0xc1, {b, a}); });
+    todo_.push_back([=, this] { free(b); });
+    todo_.push_back([=, this] { kernel(0xc0, {a, in, kWeights}); });
+    todo_.push_back([=, this] { free(a); });
+    todo_.push_back([=, this] { free(in); });
+    todo_.push_back([=, this] { kernel(0xd0, {kWeights}); });
+    done_ = 0;
+    resume(limit);
+  }
+  void resume(int limit = 1 << 30) {
+    for (int k = 0; k < limit && done_ < todo_.size(); ++k) todo_[done_++]();
+  }
+  // The rest of the iteration in progress: the controller's iteration starts with the
+  // upload too (the fewest bytes are live before it), so this ends at its boundary.
+  void to_boundary() {
+    resume();
+    ASSERT_TRUE(c_.at_boundary());
+  }
+
+  Step alloc(std::uint64_t id, std::uint64_t bytes) {
+    Event e;
+    e.op = static_cast<std::uint8_t>(Op::Alloc);
+    e.sig = std::uint64_t{static_cast<std::uint8_t>(Op::Alloc)} << 56 | bytes;
+    e.id = id;
+    e.bytes = bytes;
+    return feed(e, {});
+  }
+  Step free(std::uint64_t id) {
+    Event e;
+    e.op = static_cast<std::uint8_t>(Op::Free);
+    e.sig = std::uint64_t{static_cast<std::uint8_t>(Op::Free)} << 56;
+    e.id = id;
+    return feed(e, {});
+  }
+  Step kernel(std::uint64_t fn, std::vector<std::uint64_t> ids) {
+    Event e;
+    e.op = static_cast<std::uint8_t>(Op::Kernel);
+    e.sig = std::uint64_t{static_cast<std::uint8_t>(Op::Kernel)} << 56 | fn;
+    e.touch = true;
+    e.nreads = static_cast<std::uint32_t>(ids.size());
+    return feed(e, ids);
+  }
+  Step copy_h2d(std::uint64_t dst) {
+    Event e;
+    e.op = static_cast<std::uint8_t>(Op::Copy);
+    e.dir = static_cast<std::uint8_t>(trace::CopyDir::H2D);
+    e.sig = std::uint64_t{static_cast<std::uint8_t>(Op::Copy)} << 56 | 1;
+    e.id2 = dst;
+    return feed(e, {});
+  }
+  Step sync() {
+    Event e;
+    e.op = static_cast<std::uint8_t>(Op::Sync);
+    e.sig = std::uint64_t{static_cast<std::uint8_t>(Op::Sync)} << 56;
+    return feed(e, {});
+  }
+
+  Step feed(const Event& e, const std::vector<std::uint64_t>& ids) {
+    const Step s = c_.on_event(e, ids, out);
+    if (s.boundary) ++boundaries;
+    if (s.adopted) ++adoptions;
+    if (s.relearn) ++relearns;
+    return s;
+  }
+
+  static constexpr std::uint64_t kWeights = 1;
+  std::vector<Command> out;
+  int boundaries = 0, adoptions = 0, relearns = 0;
+  std::uint64_t next_ = 100;
+
+ private:
+  Controller& c_;
+  std::vector<std::function<void()>> todo_;
+  std::size_t done_ = 0;
+};
+
+constexpr std::uint32_t kEventsPerIteration = 12;  // Stream::iteration(0)
+
+TEST(FindPeriod, NeedsTwoFullRepeatsAndPrefersTheLongestRepeat) {
+  std::vector<std::uint64_t> s{9, 9, 9};  // set-up
+  const std::vector<std::uint64_t> it{1, 2, 3, 4, 5, 5, 5, 6};
+  s.insert(s.end(), it.begin(), it.end());
+  s.insert(s.end(), it.begin(), it.begin() + 5);  // one and a half iterations
+  // 5 5 5 inside the iteration repeat with period 1, but not for long enough (min_period 2 below).
+  EXPECT_FALSE(learn::find_period(s, 2).found);
+  s.insert(s.end(), it.begin() + 5, it.end());
+  const learn::Period p = learn::find_period(s, 2);
+  ASSERT_TRUE(p.found);
+  EXPECT_EQ(p.period, 8u);
+  EXPECT_GE(p.repeat, 8u);
+}
+
+TEST(Controller, LearnsTheIterationWhateverTheSyncs) {
+  for (int syncs : {0, 1, 2}) {
+    SCOPED_TRACE(syncs);
+    Controller c;
+    Stream s(c);
+    s.setup();
+    for (int i = 0; i < 4 && !c.locked(); ++i) s.iteration(syncs);
+    ASSERT_TRUE(c.locked());
+    EXPECT_EQ(c.period(), kEventsPerIteration + static_cast<std::uint32_t>(syncs));
+    auto r = c.take_request();
+    ASSERT_TRUE(r.has_value());
+    EXPECT_EQ(r->job.events.size(), c.period());
+    // The iteration starts where the fewest bytes are live: with only the weights, before the upload.
+    EXPECT_EQ(r->job.events.front().op, static_cast<std::uint8_t>(Op::Alloc));
+    EXPECT_EQ(r->job.events.front().bytes, 1u << 16);
+    ASSERT_EQ(r->job.carried.size(), 1u);
+    EXPECT_EQ(r->job.carried[0].first, Stream::kWeights);
+    EXPECT_FALSE(c.take_request().has_value());  // taken once
+  }
+}
+
+// A plan that evicts the iteration's first activation (local place 1) after its forward use
+// and brings it back before its backward use.
+std::shared_ptr<plan::SegmentPlan> toy_plan(const plan::SegmentJob& job) {
+  auto p = std::make_shared<plan::SegmentPlan>();
+  for (const Event& e : job.events) p->sigs.push_back(e.sig);
+  plan::SegmentDecision ev;
+  ev.at = 6;  // before the second activation's alloc
+  ev.act = plan::Act::Evict;
+  ev.k = 1;
+  plan::SegmentDecision in = ev;
+  in.at = 8;
+  in.act = plan::Act::Prefetch;
+  in.access = 9;
+  p->decisions = {ev, in};
+  return p;
+}
+
+TEST(Controller, AdoptsAnOfferedPlanOnlyAtTheNextBoundaryAndResolvesThisIterationsTensors) {
+  Controller c;
+  Stream s(c);
+  s.setup();
+  while (!c.locked()) s.iteration(1);
+  auto r = c.take_request();
+  ASSERT_TRUE(r);
+  s.to_boundary();
+  // Offered in the middle of an iteration: followed from the next boundary, not before.
+  s.iteration(1, 4 << 20, 5);
+  c.offer(r->serial, toy_plan(r->job));
+  s.out.clear();
+  s.resume();
+  EXPECT_TRUE(s.out.empty());
+  EXPECT_FALSE(c.following());
+  // The next iteration: adopted at its first event; the commands name its own first
+  // activation (ids in allocation order: input, a, b; place 1 is a).
+  const std::uint64_t in = s.next_;
+  s.iteration(1);
+  EXPECT_TRUE(c.following());
+  EXPECT_EQ(s.adoptions, 1);
+  ASSERT_EQ(s.out.size(), 2u);
+  EXPECT_EQ(s.out[0].act, plan::Act::Evict);
+  EXPECT_EQ(s.out[0].id, in + 1);
+  EXPECT_EQ(s.out[0].at, 6u);
+  EXPECT_EQ(s.out[1].act, plan::Act::Prefetch);
+  EXPECT_EQ(s.out[1].id, in + 1);
+  EXPECT_EQ(s.relearns, 0);
+  EXPECT_FALSE(c.take_request().has_value());  // followed without lateness: no new request
+}
+
+TEST(Controller, AChangedIterationDropsThePlanAndTheSamePlanComesBackWithIt) {
+  Controller c;
+  Stream s(c);
+  s.setup();
+  while (!c.locked()) s.iteration(2);
+  auto r = c.take_request();
+  ASSERT_TRUE(r);
+  c.offer(r->serial, toy_plan(r->job));
+  for (int i = 0; i < 3; ++i) s.iteration(2);
+  ASSERT_TRUE(c.following());
+  s.out.clear();
+  s.iteration(2, 8 << 20);  // larger activations: another iteration
+  EXPECT_GE(s.relearns, 1);
+  EXPECT_FALSE(c.following());
+  EXPECT_TRUE(s.out.empty());  // nothing of the stale plan was issued
+  // The old shape comes back: learned again, and the plan made for it is reused without a request.
+  for (int i = 0; i < 4; ++i) s.iteration(2);
+  EXPECT_TRUE(c.locked());
+  EXPECT_TRUE(c.following());
+  EXPECT_FALSE(c.take_request().has_value());
+}
+
+TEST(Controller, ALateSwapInMakesTheNextBoundaryRequestAPlanCarryingIt) {
+  Controller c;
+  Stream s(c);
+  s.setup();
+  while (!c.locked()) s.iteration(0);
+  auto r = c.take_request();
+  ASSERT_TRUE(r);
+  c.offer(r->serial, toy_plan(r->job));
+  s.to_boundary();
+  s.iteration(0);  // adopted here
+  ASSERT_TRUE(c.following());
+  // Up to the prefetch (issued before position 8), then the access at 9 finds it in flight.
+  const std::uint64_t a = s.next_ + 1;
+  s.iteration(0, 4 << 20, 9);
+  ASSERT_TRUE(c.awaits(a));
+  c.note_late(a, 0.002);
+  EXPECT_FALSE(c.awaits(a));
+  s.resume();
+  EXPECT_FALSE(c.take_request().has_value());  // asked at the boundary, not before
+  s.iteration(0, 4 << 20, 1);
+  auto again = c.take_request();
+  ASSERT_TRUE(again.has_value());
+  ASSERT_EQ(again->job.late.size(), 1u);
+  const plan::LateArrival& l = again->job.late[0];
+  EXPECT_TRUE(l.local);
+  EXPECT_FALSE(l.prev);
+  EXPECT_EQ(l.k, 1u);
+  EXPECT_EQ(l.access, 9u);
+  EXPECT_DOUBLE_EQ(l.late_s, 0.002);
+  EXPECT_TRUE(c.following());  // the old plan is followed until the new one is adopted
+}
+
+TEST(Controller, AnAnswerToAnOldRequestIsDropped) {
+  Controller c;
+  Stream s(c);
+  s.setup();
+  while (!c.locked()) s.iteration(1);
+  auto r = c.take_request();
+  ASSERT_TRUE(r);
+  c.offer(r->serial + 7, toy_plan(r->job));  // not the pending request
+  for (int i = 0; i < 3; ++i) s.iteration(1);
+  EXPECT_FALSE(c.following());
+  c.offer(r->serial, nullptr);  // no plan could be made: not asked again while nothing changes
+  for (int i = 0; i < 3; ++i) s.iteration(1);
+  EXPECT_FALSE(c.take_request().has_value());
+  c.invalidate_plan();  // a new budget
+  s.iteration(1);
+  EXPECT_TRUE(c.take_request().has_value());
+}
+
+TEST(Victims, LeastRestoreCostPerByteAndIdleEventFirst) {
+  std::vector<VictimCandidate> v{{1, 100, 1, 1.0}, {2, 100, 10, 1.0}, {3, 1000, 1, 1.0}, {4, 100, 1, 0.01}, {5, 100, 10, 1.0}};
+  order_victims(v);
+  std::vector<std::uint64_t> order;
+  for (const auto& x : v) order.push_back(x.handle);
+  EXPECT_EQ(order, (std::vector<std::uint64_t>{4, 2, 3, 5, 1}));  // 2, 3 and 5 tie: smaller handle first
+}
+
+}  // namespace
+}  // namespace capuchin::policy
