@@ -14,7 +14,6 @@
 #include "capuchin/version.hpp"
 #include "daemon_sink.hpp"
 #include "drain.hpp"
-#include "exec/executor.hpp"
 #include "kernel_timing.hpp"
 #include "real_api.hpp"
 #include "sink.hpp"
@@ -116,14 +115,12 @@ void at_fork_child() {
   g_capturing.store(s.config.capturing(), std::memory_order_relaxed);
 }
 
-void at_exit() { shutdown_capture(nullptr, 0); }
-
 }  // namespace
 
 const Config& config() { return st().config; }
 
-void init_from_env() {
-  if (g_state != nullptr) return;
+bool init_from_env() {
+  if (g_state != nullptr) return g_capturing.load(std::memory_order_relaxed);
   g_state = new (g_state_mem) State();
   State& s = st();
   s.config = Config::from_env();
@@ -131,22 +128,20 @@ void init_from_env() {
   s.join_mu = new std::mutex;
   if (s.config.disabled) {
     log(LogLevel::Info, "CAPUCHIN_DISABLE set: pure pass-through");
-    return;
+    return false;
   }
   if (!s.config.capturing()) {
     log(LogLevel::Debug, "no CAPUCHIN_RECORD / CAPUCHIN_SINK: pass-through");
-    return;
+    return false;
   }
   if (!s.pool.init(s.config.max_threads, s.config.ring_records) || !s.cache.init()) {
     log(LogLevel::Error, "cannot map the event rings; capture is off");
-    return;
+    return false;
   }
   s.live = new LiveMap(s.pool);
   pthread_atfork(nullptr, nullptr, at_fork_child);
-  if (s.config.budget[0] != '\0') exec::warm_up_planning();  // before std::atexit: see executor.hpp
-  std::atexit(at_exit);
   g_capturing.store(true, std::memory_order_release);
-  exec::init();  // CAPUCHIN_BUDGET: the executor (interpose/exec) acts on memory
+  return true;
 }
 
 void ensure_started_slow() {
@@ -160,7 +155,6 @@ void ensure_started_slow() {
 
 void shutdown_capture(char* summary, std::size_t summary_bytes) {
   if (g_state == nullptr) return;
-  exec::shutdown();
   State& s = st();
   const bool was = g_capturing.exchange(false, std::memory_order_acq_rel);
   if (summary != nullptr && summary_bytes > 0) summary[0] = '\0';

@@ -53,8 +53,9 @@ struct ErrnoKeeper {
   int saved;
 };
 
-// Process-wide init (library constructor), exit and fork handling.
-void init_from_env();
+// Process-wide init (from the library's start, library.cpp), exit and fork handling. Returns
+// whether capture is on. Registers no exit handler: the library's stop calls shutdown_capture.
+bool init_from_env();
 void shutdown_capture(char* summary, std::size_t summary_bytes);
 const Config& config();
 

@@ -17,13 +17,13 @@
 #include <mutex>
 
 #include "capuchin/units.hpp"
-#include "exec/executor.hpp"
 #include "real_api.hpp"
 
 namespace capuchin::interpose {
 namespace {
 
 DaemonLinkStats g_link;
+std::atomic<ExecTotalsSource> g_totals_source{nullptr};
 // Shared with the drain thread, which may still be flushing while the process's static
 // destructors run at exit: these live on the heap and are never destroyed (a destroyed
 // std::string here was a double free at exit, seen 2 runs in 12 under capuchin run).
@@ -233,8 +233,9 @@ class DaemonSink final : public Sink {
   // The executor's totals, when they changed since the last report (the daemon's session
   // view: evicted bytes, stalls, resident bytes).
   void send_exec_stats() {
-    exec::Counters c{};
-    if (fd_ < 0 || !exec::counters(c) || (sent_stats_ && c == last_stats_)) return;
+    ExecTotals c{};
+    const ExecTotalsSource source = g_totals_source.load(std::memory_order_acquire);
+    if (fd_ < 0 || source == nullptr || !source(c) || (sent_stats_ && c == last_stats_)) return;
     proto::ExecStats st;
     st.evicted_bytes = c.evicted_bytes;
     st.prefetched_bytes = c.prefetched_bytes;
@@ -341,7 +342,7 @@ class DaemonSink final : public Sink {
   proto::BatchEncoder enc_;
   proto::FrameReader reader_;
   std::vector<std::uint8_t> out_;
-  exec::Counters last_stats_{};
+  ExecTotals last_stats_{};
   bool sent_stats_ = false;
   int fd_ = -1;
   bool closed_ = false, warned_ = false;
@@ -379,6 +380,8 @@ std::uint64_t daemon_budget(std::uint64_t* generation) {
   *generation = shared().budget_generation.load(std::memory_order_acquire);
   return shared().budget.load(std::memory_order_relaxed);
 }
+
+void set_exec_totals_source(ExecTotalsSource source) { g_totals_source.store(source, std::memory_order_release); }
 
 void queue_decision_lines(std::string lines) {
   std::lock_guard<std::mutex> g(shared().lines_mu);

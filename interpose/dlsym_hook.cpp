@@ -14,6 +14,7 @@
 #include <cstring>
 
 #include "capture.hpp"
+#include "library.hpp"
 #include "capuchin/version.hpp"
 #include "hooks.hpp"
 #include "real_api.hpp"
@@ -179,7 +180,7 @@ CAPUCHIN_EXPORT void capuchin_mark_iteration(void) {
 // Stops capture now (final drain, sink closed) and writes the totals line into `summary`.
 // Later CUDA calls pass straight through. Returns 0.
 CAPUCHIN_EXPORT int capuchin_finish(char* summary, size_t summary_bytes) {
-  cap::shutdown_capture(summary, summary_bytes);
+  cap::stop_library(summary, summary_bytes);
   return 0;
 }
 
@@ -191,4 +192,4 @@ CAPUCHIN_EXPORT void* capuchin_wrap_driver_proc(const char* symbol, void* real, 
   return wrap_proc(symbol, real, cuda_version, flags);
 }
 
-__attribute__((constructor)) static void capuchin_init() { cap::init_from_env(); }
+__attribute__((constructor)) static void capuchin_init() { cap::start_library(); }

@@ -216,16 +216,17 @@ CUresult body_LaunchKernelEx(const Variant& v, const CUlaunchConfig* cfg, CUfunc
 #define CAPUCHIN_COPY_BODY(id, dst_expr, src_expr, hint, stream_expr, call)            \
   HookScope scope;                                                                   \
   const bool ex = executor_on(scope);                                                \
+  exec::CopyToken tok;                                                               \
   if (ex) {                                                                          \
     ErrnoKeeper keep;                                                                \
     const CUresult e = exec::before_copy(dst_expr, src_expr, n, reinterpret_cast<CUstream>(stream_expr), \
-                                         thread_flag(v) != 0, false);               \
+                                         thread_flag(v) != 0, false, tok);          \
     if (e != CUDA_SUCCESS) return e;                                                 \
   }                                                                                  \
   const CUresult r = call;                                                           \
   if (ex) {                                                                          \
     ErrnoKeeper keep;                                                                \
-    exec::after_copy(r == CUDA_SUCCESS);                                             \
+    exec::after_copy(tok, r == CUDA_SUCCESS);                                        \
   }                                                                                  \
   if (r == CUDA_SUCCESS && scope.record()) {                                         \
     ErrnoKeeper keep;                                                                \
@@ -277,16 +278,17 @@ CUresult strided_copy(const Variant& v, const Desc* desc, std::uint64_t stream, 
   HookScope scope;
   const CopyShape sh = shape_of(*desc);
   const bool ex = executor_on(scope);
+  exec::CopyToken tok;
   if (ex) {
     ErrnoKeeper keep;
     const CUresult e = exec::before_copy(sh.dst.start, sh.src.start, sh.bytes, reinterpret_cast<CUstream>(stream),
-                                         thread_flag(v) != 0, false);
+                                         thread_flag(v) != 0, false, tok);
     if (e != CUDA_SUCCESS) return e;
   }
   const CUresult r = call();
   if (ex) {
     ErrnoKeeper keep;
-    exec::after_copy(r == CUDA_SUCCESS);
+    exec::after_copy(tok, r == CUDA_SUCCESS);
   }
   if (r == CUDA_SUCCESS && !sh.host_to_host && scope.record()) {
     ErrnoKeeper keep;
@@ -319,16 +321,17 @@ CUresult body_Memcpy3DPeerAsync(const Variant& v, const CUDA_MEMCPY3D_PEER* p, C
 #define CAPUCHIN_MEMSET_BODY(elem, stream_expr, call)                        \
   HookScope scope;                                                         \
   const bool ex = executor_on(scope);                                      \
+  exec::CopyToken tok;                                                     \
   if (ex) {                                                                \
     ErrnoKeeper keep;                                                      \
     const CUresult e = exec::before_copy(dst, 0, static_cast<std::uint64_t>(n) * (elem), \
-                                         reinterpret_cast<CUstream>(stream_expr), thread_flag(v) != 0, true); \
+                                         reinterpret_cast<CUstream>(stream_expr), thread_flag(v) != 0, true, tok); \
     if (e != CUDA_SUCCESS) return e;                                       \
   }                                                                        \
   const CUresult r = call;                                                 \
   if (ex) {                                                                \
     ErrnoKeeper keep;                                                      \
-    exec::after_copy(r == CUDA_SUCCESS);                                   \
+    exec::after_copy(tok, r == CUDA_SUCCESS);                              \
   }                                                                        \
   if (r == CUDA_SUCCESS && scope.record()) {                               \
     ErrnoKeeper keep;                                                      \

@@ -104,11 +104,12 @@ cudaError_t executor_launch_rt(Real real, const void* f, dim3 g, dim3 b, size_t 
 
 struct ExecCopy {
   bool on = false;
+  exec::CopyToken tok;
   ExecCopy(HookScope& scope, const void* dst, const void* src, size_t n, cudaStream_t s, bool pt, bool memset,
            cudaError_t* err) {
     if (!executor_on(scope)) return;
     ErrnoKeeper keep;
-    const CUresult e = exec::before_copy(u64(dst), u64(src), n, reinterpret_cast<CUstream>(s), pt, memset);
+    const CUresult e = exec::before_copy(u64(dst), u64(src), n, reinterpret_cast<CUstream>(s), pt, memset, tok);
     if (e != CUDA_SUCCESS) {
       *err = rt_error(e);
       return;
@@ -118,7 +119,7 @@ struct ExecCopy {
   void done(cudaError_t r) {
     if (!on) return;
     ErrnoKeeper keep;
-    exec::after_copy(r == cudaSuccess);
+    exec::after_copy(tok, r == cudaSuccess);
   }
 };
 

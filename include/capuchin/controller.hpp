@@ -4,12 +4,15 @@
 //
 // Event by event:
 //   - Learning: the iteration is the period of the event-signature sequence
-//     (learn::find_period), tried at every host sync and whenever the history has grown by a
-//     eighth since the last try. The boundary inside the period goes where the fewest bytes
-//     are live (ties: right after a sync, then right before an allocation), a function of the
-//     iteration's content only. A sync is an event like any
-//     other: iterations do not end at host syncs, so a loop with several syncs per iteration
-//     (PyTorch's .item(), blocking copies) is learned like one with none.
+//     (learn::find_period), tried at every host sync and whenever the history has grown by an
+//     eighth since the last try, and less often while locked: a loop over identical layers
+//     repeats before the iteration does, and the longer repeat replaces it once it shows. An
+//     iteration leaves as many bytes live as it found (within 1%), which such a loop does not.
+//     The boundary inside the period goes where the fewest bytes are live (ties: right after
+//     a sync, then right before an allocation), a function of the iteration's content only. A
+//     sync is an event like any other: iterations do not end at host syncs, so a loop with
+//     several syncs per iteration (PyTorch's .item(), blocking copies) is learned like one
+//     with none.
 //   - Locked: every event is matched against the learned iteration; a mismatch returns to
 //     Learning (a stale plan is never followed). At a boundary, the iteration just seen
 //     becomes a plan request when there is no plan for it yet, when a planned swap-in arrived
@@ -44,7 +47,7 @@ using Event = plan::SegmentEvent;
 
 struct ControllerOptions {
   std::uint32_t min_period = 8;              // fewer events than this are not an iteration
-  std::uint32_t max_history = 1u << 19;      // events kept while learning (older ones dropped)
+  std::uint32_t max_history = 1u << 17;      // events kept (older ones dropped; at least two iterations)
 };
 
 // A plan decision for the running iteration, its tensor resolved.

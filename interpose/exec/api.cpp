@@ -28,12 +28,14 @@ bool resolve(Api& a, const char** missing) {
   ok &= get(a.stream_wait_event, "cuStreamWaitEvent", true, missing);
   ok &= get(a.stream_synchronize, "cuStreamSynchronize", true, missing);
   ok &= get(a.event_create, "cuEventCreate", true, missing);
+  ok &= get(a.event_destroy, "cuEventDestroy_v2", false, missing);
   ok &= get(a.event_record, "cuEventRecord", true, missing);
   ok &= get(a.event_query, "cuEventQuery", true, missing);
   ok &= get(a.event_synchronize, "cuEventSynchronize", true, missing);
   if (!get(a.event_elapsed, "cuEventElapsedTime_v2", false, missing) || a.event_elapsed == nullptr)
     get(a.event_elapsed, "cuEventElapsedTime", false, missing);
   ok &= get(a.ctx_synchronize, "cuCtxSynchronize", true, missing);
+  ok &= get(a.ctx_get_device, "cuCtxGetDevice", false, missing);
   ok &= get(a.launch_kernel, "cuLaunchKernel", true, missing);
   ok &= get(a.func_get_param_info, "cuFuncGetParamInfo", false, missing);
   ok &= get(a.func_get_name, "cuFuncGetName", false, missing);

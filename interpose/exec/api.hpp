@@ -23,11 +23,13 @@ struct Api {
   CUresult (*stream_wait_event)(CUstream, CUevent, unsigned) = nullptr;
   CUresult (*stream_synchronize)(CUstream) = nullptr;
   CUresult (*event_create)(CUevent*, unsigned) = nullptr;
+  CUresult (*event_destroy)(CUevent) = nullptr;  // optional
   CUresult (*event_record)(CUevent, CUstream) = nullptr;
   CUresult (*event_query)(CUevent) = nullptr;
   CUresult (*event_synchronize)(CUevent) = nullptr;
   CUresult (*event_elapsed)(float*, CUevent, CUevent) = nullptr;  // optional: measured kernel times
   CUresult (*ctx_synchronize)() = nullptr;
+  CUresult (*ctx_get_device)(CUdevice*) = nullptr;  // optional: device 0 without it
   CUresult (*launch_kernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
                             CUstream, void**, void**) = nullptr;
   CUresult (*func_get_param_info)(CUfunction, size_t, size_t*, size_t*) = nullptr;

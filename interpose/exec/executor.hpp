@@ -1,16 +1,17 @@
 // executor.hpp: what the hooks call when CAPUCHIN_BUDGET is set: the executor serves the
 // job's device allocations from its own backend (uvm: managed memory; pinned: VMM chunks
 // with host remapping) and keeps their resident bytes within the budget by evicting,
-// prefetching, dropping and recomputing tensors around the job's launches.
+// prefetching, dropping and recomputing tensors around the job's launches, following the
+// capuchin policy's plans (planning.hpp) from the iteration after they are made.
 //
 // Contract: everything here runs only when on() (a budget was given and the driver offers
-// what the backend needs); otherwise hooks keep today's pass-through capture path. Calls
-// are made from the outermost hook scope of the job's threads and serialise on one executor
-// mutex (the cost of a budget: per launch, O(touched allocations) bookkeeping plus, when
-// memory is short, O(live allocations) to choose victims; one event record on the launching
-// stream; see README "executor"). Every function returns CUDA's own codes; when in doubt the
-// executor falls back to pass-through for that allocation and logs `fallback`. A launch is
-// never forwarded before the tensors it touches are resident or on their way in stream order.
+// what the backend needs); otherwise hooks keep the pass-through capture path. A before_*
+// call takes the executor's lock for its bookkeeping and releases it before returning: the
+// job's launch or copy is forwarded without it, the blocks it touches pinned until the
+// matching after_* call, which the hook makes exactly once (with launched = false when the
+// call failed). No hook waits for a plan. Every function returns CUDA's own codes; when in
+// doubt the executor passes that allocation through and logs `fallback`. A launch is never
+// forwarded before the tensors it touches are resident or on their way in stream order.
 #pragma once
 
 #include <cuda.h>
@@ -18,6 +19,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 
 namespace capuchin::interpose {
 struct FuncLayout;
@@ -28,21 +30,21 @@ namespace capuchin::interpose::exec {
 extern std::atomic<bool> g_on;
 inline bool on() { return g_on.load(std::memory_order_relaxed); }
 
-// From the library's init (capture.cpp), once the configuration is read: starts the
-// executor when CAPUCHIN_BUDGET is set. Returns whether it is on.
+// From the library's start (library.cpp), once the configuration is read: sets the executor
+// up when CAPUCHIN_BUDGET is set (it starts at the first served call). Returns whether it is on.
 bool init();
-// At exit: final statistics line, decision log flushed. Hooks stay safe afterwards (pass-through).
+// At exit: the planner stopped, the final statistics line, the decision log flushed. Hooks
+// stay safe afterwards (pass-through).
 void shutdown();
-// Plans a tiny segment once, so every function-local static the planner uses (simdjson's
-// implementation, GPU profiles) is constructed before the exit handler that stops the
-// planner thread is registered: static destructors run in reverse, so they then run after
-// it (a planner still parsing while simdjson's statics were destroyed aborted a job at exit).
+// Plans a tiny iteration once, so every function-local static the planner uses (simdjson's
+// implementation, GPU profiles) is constructed before the exit handler is registered: static
+// destructors run in reverse, so they then run after it (a planner still parsing while
+// simdjson's statics were destroyed aborted a job at exit).
 void warm_up_planning();
 
 // The executor's running totals, for the daemon's session view (taken under the executor's
 // lock if it is free: call from the drain thread, never from a hook). false when the
-// executor is off or busy: the drain must never wait for it (the executor may be waiting
-// for a plan request the drain is to send).
+// executor is off or busy: the drain never waits for it.
 struct Counters {
   std::uint64_t evicted_bytes, prefetched_bytes, recomputed_bytes, stalls, resident_bytes;
   bool operator==(const Counters&) const = default;
@@ -54,6 +56,7 @@ bool counters(Counters& out);
 bool alloc(CUdeviceptr* out, std::size_t bytes, CUstream s, bool per_thread, bool stream_ordered, CUresult* r);
 bool free(CUdeviceptr p, CUstream s, bool per_thread, bool stream_ordered, CUresult* r);
 
+struct Producer;
 struct Launch {
   CUfunction func = nullptr;  // null when unknown (no layout)
   const FuncLayout* layout = nullptr;
@@ -64,16 +67,29 @@ struct Launch {
   void** params = nullptr;
   void** extra = nullptr;
   bool complete_scan = true;  // false: unscanned or truncated (accesses unknown)
+  // set by before_launch for after_launch
+  bool active = false;
+  CUstream driver_stream = nullptr;
+  std::uint64_t output = ~std::uint64_t{0};  // the declared output's id
+  int timing = -1;
+  std::shared_ptr<Producer> producer;
 };
 // Before forwarding a launch that touches `ids` (allocation ids from the live map).
 // CUDA_SUCCESS: forward it; an error (out of memory): return it without launching.
-CUresult before_launch(const Launch& l, const std::uint64_t* ids, unsigned n);
-void after_launch(const Launch& l, bool launched);
+CUresult before_launch(Launch& l, const std::uint64_t* ids, unsigned n);
+// After it (launched: the call succeeded), with the same ids.
+void after_launch(Launch& l, const std::uint64_t* ids, unsigned n, bool launched);
 
 // Copies and memsets (dst/src: addresses; 0 when a side is host memory).
-CUresult before_copy(std::uint64_t dst, std::uint64_t src, std::size_t bytes, CUstream s, bool per_thread, bool memset);
-void after_copy(bool ok);
-// After a host synchronisation returned (the iteration boundary the learner uses).
+struct CopyToken {
+  bool active = false;
+  CUstream driver_stream = nullptr;
+  std::uint64_t dst = ~std::uint64_t{0}, src = ~std::uint64_t{0};  // allocation ids (none: not ours)
+};
+CUresult before_copy(std::uint64_t dst, std::uint64_t src, std::size_t bytes, CUstream s, bool per_thread, bool memset,
+                     CopyToken& t);
+void after_copy(CopyToken& t, bool ok);
+// After a host synchronisation returned: an event of the iteration like any other.
 void on_sync();
 // Before work whose accesses are unknown (a graph launch): every tensor is put back where its
 // address works (pinned: dropped ones recomputed, moves in flight settled) and the launching

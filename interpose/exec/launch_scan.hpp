@@ -36,7 +36,7 @@ struct ScannedLaunch {
   }
   // After the real launch: tells the executor, and records the launch when it happened.
   void finish(bool launched, std::uint64_t func, std::uint64_t stream) {
-    exec::after_launch(launch, launched);
+    exec::after_launch(launch, ids, n, launched);
     const std::uint32_t timed = timer.end(launched);
     if (launched) record_launch_ids(launch.layout, func, ids, n, unknown, stream, flags, timed);
   }

@@ -1,128 +1,84 @@
-// ordering.cpp: stream order between the job's work and the executor's own, per block.
-//
-// Three kinds of events are kept on a block (indices into the executor's event pool, each
-// holding a reference):
-//   - uses: recorded after the job's last launch or copy touching it, one per stream; a move
-//     out (eviction, drop, unmap) waits for them;
-//   - free events: what the work of a freed block's previous owner must pass before its
-//     memory is unmapped; kept across a reuse until the new owner's first use, which the
-//     program orders after the allocation (and so after them);
-//   - the executor's work event: a replay (recomputation) that reads or writes it, issued on
-//     the producer's stream: the job's work on every stream waits for it until it completed.
-// Contract: all of it runs under Executor::mu; no function here blocks the host except
-// wait_quiet and the bounded-array fallbacks, which wait for events already recorded.
-#include "capture.hpp"
-#include "state.hpp"
+// ordering.cpp: events that order the job's work and the executor's around a block (see ordering.hpp).
+#include "ordering.hpp"
+
+#include "config.hpp"
 
 namespace capuchin::interpose::exec {
 
-void Executor::mark_use(Block* b, CUstream s, int ev) {
-  release_free_events(b);  // the new use is ordered after them
-  for (std::uint8_t i = 0; i < b->nuses; ++i) {
-    if (b->uses[i].stream == s) {
-      event_ref(ev);
-      event_unref(b->uses[i].event);
-      b->uses[i].event = ev;
+namespace {
+void waits(const EventPool& ev, CUstream on, Ev e) {
+  if (const CUresult r = ev.order(on, e); r != CUDA_SUCCESS)
+    log(LogLevel::Error, "executor: cuStreamWaitEvent failed (CUresult %d)", static_cast<int>(r));
+}
+}  // namespace
+
+void mark_use(EventPool& ev, Block& b, CUstream s, Ev e) {
+  release_free_events(ev, b);  // the new use is ordered after them
+  for (std::uint8_t i = 0; i < b.nuses; ++i) {
+    if (b.uses[i].stream == s) {
+      ev.unref(b.uses[i].ev);
+      b.uses[i].ev = ev.ref(e);
       return;
     }
   }
-  if (b->nuses < 4) {
-    event_ref(ev);
-    b->uses[b->nuses++] = UseMark{s, ev};
-  } else {
-    b->many_streams = true;
-  }
+  if (b.nuses < 4) b.uses[b.nuses++] = UseMark{s, ev.ref(e)};
+  else b.many_streams = true;
 }
 
-void Executor::wait_uses(Block* b, CUstream on) {
-  if (b->many_streams) {
-    (void)api.ctx_synchronize();
+void order_after_uses(const EventPool& ev, const Block& b, CUstream on) {
+  for (std::uint8_t i = 0; i < b.nuses; ++i) waits(ev, on, b.uses[i].ev);
+  for (Ev e : b.free_events) waits(ev, on, e);
+  waits(ev, on, b.exec);
+}
+
+void quiet_events(const Block& b, std::vector<Ev>& out) {
+  for (std::uint8_t i = 0; i < b.nuses; ++i)
+    if (b.uses[i].ev) out.push_back(b.uses[i].ev);
+  for (Ev e : b.free_events) out.push_back(e);
+  if (b.exec) out.push_back(b.exec);
+  if (b.ready) out.push_back(b.ready);
+  if (b.retire_after) out.push_back(b.retire_after);
+}
+
+bool quiet_now(const EventPool& ev, const Block& b) {
+  if (b.many_streams) return false;
+  for (std::uint8_t i = 0; i < b.nuses; ++i)
+    if (!ev.done(b.uses[i].ev)) return false;
+  for (Ev e : b.free_events)
+    if (!ev.done(e)) return false;
+  return ev.done(b.exec) && ev.done(b.ready) && ev.done(b.retire_after);
+}
+
+void add_free_event(EventPool& ev, Block& b, Ev& e) {
+  if (!e) return;
+  b.free_events.push_back(e);
+  e = Ev{};
+  (void)ev;
+}
+
+void release_free_events(EventPool& ev, Block& b) {
+  for (Ev& e : b.free_events) ev.unref(e);
+  b.free_events.clear();
+}
+
+void release_uses(EventPool& ev, Block& b) {
+  for (std::uint8_t i = 0; i < b.nuses; ++i) ev.unref(b.uses[i].ev);
+  b.nuses = 0;
+  b.many_streams = false;
+}
+
+void set_exec_event(EventPool& ev, Block& b, Ev e) {
+  ev.unref(b.exec);
+  b.exec = ev.ref(e);
+}
+
+void order_after_replay(EventPool& ev, Block& b, CUstream s) {
+  if (!b.exec) return;
+  if (ev.done(b.exec)) {
+    ev.unref(b.exec);
     return;
   }
-  for (std::uint8_t i = 0; i < b->nuses; ++i)
-    if (b->uses[i].event >= 0) (void)api.stream_wait_event(on, events[static_cast<std::size_t>(b->uses[i].event)], 0);
-  for (std::uint8_t i = 0; i < b->nfree; ++i)
-    (void)api.stream_wait_event(on, events[static_cast<std::size_t>(b->free_events[i])], 0);
-  if (b->exec_event >= 0) (void)api.stream_wait_event(on, events[static_cast<std::size_t>(b->exec_event)], 0);
-}
-
-// Waits on the host for every recorded use, free and replay of b (before its memory is
-// unmapped or released).
-void Executor::wait_quiet(Block* b) {
-  if (b->many_streams) (void)api.ctx_synchronize();
-  for (std::uint8_t i = 0; i < b->nuses; ++i)
-    if (b->uses[i].event >= 0) (void)api.event_synchronize(events[static_cast<std::size_t>(b->uses[i].event)]);
-  for (std::uint8_t i = 0; i < b->nfree; ++i)
-    (void)api.event_synchronize(events[static_cast<std::size_t>(b->free_events[i])]);
-  if (b->exec_event >= 0) (void)api.event_synchronize(events[static_cast<std::size_t>(b->exec_event)]);
-}
-
-// Takes over one reference to `ev`. At most four are kept: the oldest is waited for to make room.
-void Executor::add_free_event(Block* b, int ev) {
-  if (ev < 0) return;
-  if (b->nfree == 4) {
-    (void)api.event_synchronize(events[static_cast<std::size_t>(b->free_events[0])]);
-    event_unref(b->free_events[0]);
-    for (int i = 1; i < 4; ++i) b->free_events[i - 1] = b->free_events[i];
-    --b->nfree;
-  }
-  b->free_events[b->nfree++] = ev;
-}
-
-void Executor::release_free_events(Block* b) {
-  for (std::uint8_t i = 0; i < b->nfree; ++i) event_unref(b->free_events[i]);
-  b->nfree = 0;
-}
-
-void Executor::set_exec_event(Block* b, int ev) {
-  event_ref(ev);
-  event_unref(b->exec_event);
-  b->exec_event = ev;
-}
-
-void Executor::wait_exec_work(Block* b, CUstream s) {
-  if (b->exec_event < 0) return;
-  CUevent ev = events[static_cast<std::size_t>(b->exec_event)];
-  if (api.event_query(ev) == CUDA_SUCCESS) {
-    event_unref(b->exec_event);
-    b->exec_event = -1;
-    return;
-  }
-  (void)api.stream_wait_event(s, ev, 0);
-}
-
-// Work whose accesses are unknown (a graph launch, a launch whose parameters could not be
-// scanned) may touch any block: it is a use of every live block.
-void Executor::mark_unknown_use(CUstream s) {
-  const int ev = event_get();
-  if (ev < 0) {
-    (void)api.stream_synchronize(s);
-    return;
-  }
-  (void)api.event_record(events[static_cast<std::size_t>(ev)], s);
-  for (auto& [id, b] : by_id) mark_use(b, s, ev);
-  event_unref(ev);
-}
-
-// Before work whose accesses are unknown: nothing may be missing from its address or moving
-// (dropped tensors recomputed, evictions cancelled, prefetches landed, replays waited for).
-CUresult Executor::settle_for_unknown_access(CUstream s) {
-  std::vector<Block*> all;
-  all.reserve(by_id.size());
-  for (auto& [id, b] : by_id) all.push_back(b);
-  for (Block* b : all) {
-    if (b->where == Where::Dropped && !recompute(b, "unknown-access", -1)) {
-      log(LogLevel::Error, "executor: tensor %llu was dropped and cannot be recomputed before work whose accesses are "
-                           "unknown", static_cast<unsigned long long>(b->id));
-      return CUDA_ERROR_ILLEGAL_STATE;
-    }
-  }
-  for (Block* b : all) {
-    if (b->where == Where::Evicting) backend_cancel_evict(b);
-    if (b->where == Where::Incoming) (void)ensure_resident(b, s, true);
-    wait_exec_work(b, s);
-  }
-  return CUDA_SUCCESS;
+  waits(ev, s, b.exec);
 }
 
 }  // namespace capuchin::interpose::exec

@@ -41,9 +41,10 @@ Step Controller::on_event(const Event& e, std::span<const std::uint64_t> ids, st
     if (is(e, Op::Alloc)) cur_locals_.push_back(e.id);
     ++pos_;
     follow(out);
-  } else if (is(e, Op::Sync) || hist_.size() >= next_try_) {
-    try_lock(st);
   }
+  if (hist_.size() >= next_try_ || (!locked_ && is(e, Op::Sync))) try_lock(st);
+  const std::size_t keep = std::max<std::size_t>(opt_.max_history / 2, 2 * pattern_.size() + pos_);
+  if (hist_.size() > opt_.max_history && hist_.size() > keep) trim_history(hist_.size() - keep);
   return st;
 }
 
@@ -66,7 +67,10 @@ void Controller::append(const Event& e, std::span<const std::uint64_t> ids) {
   hist_.push_back(s);
 }
 
-// Learning: is the history periodic now? If so, the last complete iteration is planned.
+// Is the history periodic now? Learning: lock on the period. Locked: a longer repeat with
+// another period means the lock was on a loop inside the iteration (a model's identical
+// layers repeat before the iteration does): lock on the better one. The last complete
+// iteration is then planned.
 void Controller::try_lock(Step& st) {
   const std::size_t n = hist_.size();
   next_try_ = n + std::max<std::size_t>(n / 8, opt_.min_period);
@@ -74,11 +78,12 @@ void Controller::try_lock(Step& st) {
   sigs.reserve(n);
   for (const Stored& s : hist_) sigs.push_back(s.e.sig);
   const learn::Period per = learn::find_period(sigs, opt_.min_period);
-  if (!per.found) {
-    if (n > opt_.max_history) trim_history(n - opt_.max_history / 2);
+  if (!per.found) return;
+  const std::size_t p = per.period;
+  if (locked_ && p == pattern_.size()) {
+    next_try_ = n + std::max<std::size_t>(n / 2, opt_.min_period);  // confirmed: look less often
     return;
   }
-  const std::size_t p = per.period;
   // The boundary depends on the iteration's content only, not on where it was detected:
   // fewest live bytes, then right after a sync, then right before an allocation, then the
   // smallest signature of the first event.
@@ -95,6 +100,15 @@ void Controller::try_lock(Step& st) {
   for (std::size_t q = n - p + 1; q < n; ++q)
     if (better(q, best)) best = q;
   const std::size_t b = best == n - p ? best : best - p;  // the last complete iteration: [b, b + p)
+  // An iteration leaves as many bytes live as it found (within 1%: a job may keep a few small
+  // tensors per iteration); a loop over layers does not (forward keeps activations, backward
+  // frees them), which tells such a loop from the iteration when their signatures repeat alike.
+  if (b > 0) {
+    const std::uint64_t before = hist_[b - 1].live_after, after = hist_[b + p - 1].live_after;
+    const std::uint64_t diff = before > after ? before - after : after - before;
+    if (diff > std::max<std::uint64_t>(before / 100, 64 * 1024)) return;
+  }
+  if (locked_) relearn(st);
   lock_at(b, p);
   st.locked = true;
 }
@@ -116,7 +130,6 @@ void Controller::lock_at(std::size_t b, std::size_t p) {
     invalidated_ = false;
     request_from(b);
   }
-  trim_history(b);
 }
 
 void Controller::boundary(Step& st) {
@@ -145,7 +158,6 @@ void Controller::boundary(Step& st) {
   prev_locals_.swap(cur_locals_);
   cur_locals_.clear();
   pos_ = 0;
-  trim_history(b >= p ? b - p : 0);
 }
 
 void Controller::follow(std::vector<Command>& out) {

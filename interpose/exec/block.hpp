@@ -1,0 +1,178 @@
+// block.hpp: the executor's blocks (one per device allocation it serves), where their data
+// is, and the table that finds them by allocation id and by address.
+//
+// Contract: blocks are created, changed and deleted only under the executor's lock. A block
+// with pins > 0 is in use by a call in flight (a launch, a copy, a replay being set up, a move
+// waited for outside the lock): it is never chosen to move out, never trimmed, never deleted.
+// `where` changes only through Ledger::move, which keeps the resident bytes equal to the
+// spans of the blocks whose memory is on the device.
+#pragma once
+
+#include <cuda.h>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "event_pool.hpp"
+#include "host_pool.hpp"
+
+namespace capuchin::interpose::exec {
+
+inline constexpr std::uint64_t kNoBlockId = ~std::uint64_t{0};
+
+// How a block is backed (memory.hpp): uvm serves every block as Managed; pinned serves blocks
+// the granularity wastes little of as Vmm, the others as Managed (charged what they use).
+enum class Kind : std::uint8_t {
+  Managed,  // one cuMemAllocManaged allocation; moves are cuMemPrefetchAsync
+  Vmm,      // a VMM reservation: device chunk or host pieces mapped at base; moves are copies
+};
+
+// Where a block's data is. A live block's whole range is mapped and accessible in every
+// state but Dropped, so any access, even one capture missed, reaches it.
+enum class Where : std::uint8_t {
+  Fresh,     // Managed: never touched since its allocation; contents undefined
+  Device,    // resident
+  Incoming,  // a prefetch (or a replay) is in flight; `ready` marks its end
+  Evicting,  // Vmm: being copied out (device memory still held); `ready` marks its end
+  Host,      // on the host only (Managed: pages on the host; Vmm: host pieces mapped at base)
+  Dropped,   // Vmm: nothing mapped; recomputed from its producer when needed
+};
+// Whether a block in this state holds device memory (counts against the budget).
+inline bool charged(Where w) { return w == Where::Device || w == Where::Incoming || w == Where::Evicting; }
+
+struct UseMark {
+  CUstream stream = nullptr;
+  Ev ev;  // recorded on `stream` after the last use there
+};
+
+// The launch that last wrote a block, kept so it can be replayed (recompute).
+struct Producer {
+  CUfunction func = nullptr;
+  unsigned grid[3] = {1, 1, 1}, block[3] = {1, 1, 1}, shmem = 0;
+  CUstream stream = nullptr;
+  std::vector<std::uint8_t> params;         // the parameter buffer
+  std::vector<std::uint32_t> param_offset;  // per parameter
+  std::vector<std::uint64_t> input_ids;     // blocks read (by id) and their versions then
+  std::vector<std::uint32_t> input_versions;
+  std::string name;
+};
+
+struct Block {
+  std::uint64_t id = kNoBlockId;  // live allocation id; kNoBlockId while cached after a free
+  CUdeviceptr base = 0;
+  std::size_t bytes = 0;  // requested
+  std::size_t span = 0;   // charged against the budget (the kind's granularity)
+  Kind kind = Kind::Managed;
+  Where where = Where::Fresh;
+  std::uint32_t pins = 0;
+  std::uint64_t last_tick = 0;                   // the policy clock at its last use
+  std::uint64_t stuck_tick = ~std::uint64_t{0};  // a move out failed at this tick: not a victim again then
+  // ordering (ordering.cpp)
+  UseMark uses[4];
+  std::uint8_t nuses = 0;
+  bool many_streams = false;  // used on more streams than `uses` holds: moves wait for the context
+  Ev ready;                   // Incoming / Evicting: the move's (or replay's) completion
+  std::uint64_t move_seq = 0; // Evicting: the order evictions started in (the out stream runs them in it)
+  Ev exec;                    // the latest replay reading or writing it
+  std::vector<Ev> free_events;  // after a free: the previous owner's work, kept until the next owner's first use
+  CUstream free_stream = nullptr;
+  bool free_stream_valid = false;
+  std::uint64_t freed_iteration = 0;
+  // recomputation
+  std::uint32_t version = 0;  // bumped by every event that may write it
+  std::shared_ptr<Producer> producer;
+  std::vector<std::uint64_t> dependents;  // dropped blocks whose producer reads this one
+  // Vmm
+  std::size_t reserved = 0;  // VA reserved at base: the tensor's span, then a staging span
+  CUmemGenericAllocationHandle dev = 0;
+  std::vector<HostPiece> host;      // the host copy's pieces (at base when Host; at staging while moving)
+  bool staging_mapped = false;      // `host` (evicting) or `dev` (incoming) is mapped at the staging range
+  std::vector<HostPiece> retiring;  // a cancelled eviction's pieces, still at staging until `retire_after`
+  Ev retire_after;
+};
+
+// The bytes held on the device and the budget they are held to.
+class Ledger {
+ public:
+  std::uint64_t budget = 0;
+  std::uint64_t resident() const { return resident_; }
+  std::uint64_t peak() const { return peak_; }
+  bool fits(std::uint64_t more) const { return resident_ + more <= budget; }
+  void move(Block& b, Where to) {
+    if (charged(b.where) && !charged(to)) resident_ -= b.span;
+    if (!charged(b.where) && charged(to)) resident_ += b.span, peak_ = std::max(peak_, resident_);
+    b.where = to;
+  }
+  void forget(Block& b) {  // a block given back to the driver
+    if (charged(b.where)) resident_ -= b.span;
+  }
+
+ private:
+  std::uint64_t resident_ = 0, peak_ = 0;
+};
+
+class BlockTable {
+ public:
+  Block* by_id(std::uint64_t id) const {
+    auto it = by_id_.find(id);
+    return it == by_id_.end() ? nullptr : it->second;
+  }
+  // The live block holding `addr`, or null.
+  Block* by_addr(std::uint64_t addr) const;
+  Block* by_base(CUdeviceptr base) const {
+    auto it = by_base_.find(base);
+    return it == by_base_.end() ? nullptr : it->second;
+  }
+  void add_live(Block* b);
+  void remove_live(Block* b);
+  void cache(Block* b) { cache_.insert({b->span, b}); }
+  // A cached block of `span` and `kind` that `usable` accepts (device-resident ones first),
+  // taken out of the cache; null when none.
+  template <class F>
+  Block* take_cached(std::size_t span, Kind kind, F&& usable) {
+    auto range = cache_.equal_range(span);
+    for (int pass = 0; pass < 2; ++pass)
+      for (auto it = range.first; it != range.second; ++it) {
+        Block* c = it->second;
+        if (c->kind != kind || c->pins != 0 || (pass == 0 && c->where != Where::Device)) continue;
+        if (!usable(*c)) continue;
+        cache_.erase(it);
+        return c;
+      }
+    return nullptr;
+  }
+  template <class F>
+  void for_each_live(F&& f) const {
+    for (const auto& [id, b] : by_id_) f(*b);
+  }
+  template <class F>
+  void for_each_cached(F&& f) const {
+    for (const auto& [span, b] : cache_) f(*b);
+  }
+  // Removes the cached blocks `pick` selects and returns them.
+  template <class F>
+  std::vector<Block*> take_cached_if(F&& pick) {
+    std::vector<Block*> out;
+    for (auto it = cache_.begin(); it != cache_.end();) {
+      if (it->second->pins == 0 && pick(*it->second)) {
+        out.push_back(it->second);
+        it = cache_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    return out;
+  }
+  std::size_t live_count() const { return by_id_.size(); }
+
+ private:
+  std::unordered_map<std::uint64_t, Block*> by_id_;
+  std::map<CUdeviceptr, Block*> by_base_;
+  std::multimap<std::size_t, Block*> cache_;  // freed blocks by span, for reuse
+};
+
+}  // namespace capuchin::interpose::exec

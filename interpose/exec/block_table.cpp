@@ -1,0 +1,24 @@
+// block_table.cpp: finding blocks by address (see block.hpp).
+#include "block.hpp"
+
+namespace capuchin::interpose::exec {
+
+Block* BlockTable::by_addr(std::uint64_t addr) const {
+  auto it = by_base_.upper_bound(addr);
+  if (it == by_base_.begin()) return nullptr;
+  --it;
+  Block* b = it->second;
+  return addr < b->base + b->bytes ? b : nullptr;
+}
+
+void BlockTable::add_live(Block* b) {
+  by_id_[b->id] = b;
+  by_base_[b->base] = b;
+}
+
+void BlockTable::remove_live(Block* b) {
+  by_id_.erase(b->id);
+  by_base_.erase(b->base);
+}
+
+}  // namespace capuchin::interpose::exec

@@ -1,0 +1,47 @@
+// event_pool.cpp: the pooled, reference-counted events (see event_pool.hpp).
+#include "event_pool.hpp"
+
+#include "config.hpp"
+
+namespace capuchin::interpose::exec {
+
+Ev EventPool::record(CUstream s) {
+  if (free_.empty()) {
+    CUevent ev = nullptr;
+    if (const CUresult r = api_->event_create(&ev, CU_EVENT_DISABLE_TIMING); r != CUDA_SUCCESS) {
+      if (!create_failed_logged_) log(LogLevel::Warn, "executor: cuEventCreate failed (CUresult %d): ordering by stream waits", static_cast<int>(r));
+      create_failed_logged_ = true;
+      return Ev{};
+    }
+    events_.push_back(ev);
+    refs_.push_back(0);
+    free_.push_back(static_cast<std::int32_t>(events_.size() - 1));
+  }
+  const std::int32_t i = free_.back();
+  if (const CUresult r = api_->event_record(events_[static_cast<std::size_t>(i)], s); r != CUDA_SUCCESS) {
+    log(LogLevel::Warn, "executor: cuEventRecord failed (CUresult %d)", static_cast<int>(r));
+    return Ev{};  // the slot stays free
+  }
+  free_.pop_back();
+  refs_[static_cast<std::size_t>(i)] = 1;
+  return Ev{i};
+}
+
+void EventPool::unref(Ev& e) {
+  if (!e) return;
+  if (--refs_[static_cast<std::size_t>(e.i)] == 0) free_.push_back(e.i);
+  e = Ev{};
+}
+
+bool EventPool::done(Ev e) const {
+  // NOT_READY means in flight; any other error is a broken context the job's next call reports,
+  // and waiting would not help: treat it as done.
+  return !e || api_->event_query(events_[static_cast<std::size_t>(e.i)]) != CUDA_ERROR_NOT_READY;
+}
+
+CUresult EventPool::order(CUstream s, Ev e) const {
+  if (!e) return CUDA_SUCCESS;
+  return api_->stream_wait_event(s, events_[static_cast<std::size_t>(e.i)], 0);
+}
+
+}  // namespace capuchin::interpose::exec

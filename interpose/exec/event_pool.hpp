@@ -1,0 +1,61 @@
+// event_pool.hpp: the executor's CUDA events, reference-counted and named by a typed handle.
+//
+// An Ev names a pooled event, or none. Blocks, moves and replays hold references to the
+// events that order them (ordering.cpp); an event goes back to the pool when its last
+// reference is dropped, and is re-recorded by its next user.
+//
+// Contract: every call runs under the executor's lock and none waits on the host; to wait for
+// an event, the executor takes a reference and its handle, leaves the lock and synchronises
+// on the handle (Executor::await): handles never move or die before the pool does. A failed
+// cuEventCreate or cuEventRecord gives none (logged once): callers then order by waiting for
+// the stream instead. cuStreamWaitEvent's result is returned; it fails only on a broken
+// context, which the job's own next call reports.
+#pragma once
+
+#include <cuda.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "api.hpp"
+
+namespace capuchin::interpose::exec {
+
+struct Ev {
+  std::int32_t i = -1;
+  explicit operator bool() const { return i >= 0; }
+  bool operator==(const Ev&) const = default;
+};
+
+class EventPool {
+ public:
+  void init(const Api* api) { api_ = api; }
+  // A fresh event recorded on `s`, holding one reference; none when it could not be made.
+  Ev record(CUstream s);
+  // One more reference to e (returned for convenience); none stays none.
+  Ev ref(Ev e) {
+    if (e) ++refs_[static_cast<std::size_t>(e.i)];
+    return e;
+  }
+  // Drops the reference `e` holds and clears it.
+  void unref(Ev& e);
+  // Moves a reference from `from` into `to` (dropping what `to` held).
+  void assign(Ev& to, Ev& from) {
+    unref(to);
+    to = from;
+    from = Ev{};
+  }
+  bool done(Ev e) const;                      // completed, or none (cuEventQuery: never waits)
+  CUresult order(CUstream s, Ev e) const;     // s waits for e in stream order (never waits)
+  CUevent handle(Ev e) const { return e ? events_[static_cast<std::size_t>(e.i)] : nullptr; }
+  std::size_t created() const { return events_.size(); }
+
+ private:
+  const Api* api_ = nullptr;
+  std::vector<CUevent> events_;
+  std::vector<std::int32_t> refs_;
+  std::vector<std::int32_t> free_;
+  bool create_failed_logged_ = false;
+};
+
+}  // namespace capuchin::interpose::exec

@@ -1,0 +1,142 @@
+// executor_impl.hpp: the executor's state, composed of parts that each own theirs: the
+// blocks (block.hpp), their memory per kind (memory.hpp), the events that order them
+// (event_pool.hpp, ordering.hpp), the decision log and counts (decisions.hpp), the policy and
+// its planner thread (planning.hpp) and the kernels it may replay (kernels.hpp). The Executor
+// ties them together: the hook entry points (entry.cpp), residency (residency.cpp),
+// recomputation (recompute.cpp), and start, iteration ends and exit (executor.cpp).
+//
+// Locking: one mutex, `mu`, guards all of it. Entry points hold it through a Held guard for
+// the bookkeeping only: the job's own launch or copy is forwarded after it is released (the
+// blocks it touches stay pinned meanwhile), and a wait on the host (a move that must complete
+// before memory is unmapped, a stream or context sync as a fallback) happens in await*, which
+// leaves the lock and takes it again: callers pin the blocks they hold across it and look at
+// their state again afterwards. Nothing waits for a plan.
+#pragma once
+
+#include <cuda.h>
+
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "api.hpp"
+#include "block.hpp"
+#include "decisions.hpp"
+#include "event_pool.hpp"
+#include "host_pool.hpp"
+#include "kernels.hpp"
+#include "memory.hpp"
+#include "planning.hpp"
+
+namespace capuchin::interpose::exec {
+
+enum class Backend : std::uint8_t { Uvm, Pinned };
+
+struct ExecOptions {
+  std::string budget_text;          // CAPUCHIN_BUDGET as given
+  Backend backend = Backend::Uvm;   // CAPUCHIN_BACKEND
+  bool recompute = true;            // CAPUCHIN_RECOMPUTE
+  std::size_t uvm_page = 64 * 1024; // CAPUCHIN_UVM_PAGE
+  std::size_t pinned_min = 0;       // CAPUCHIN_PINNED_MIN: smaller tensors are Managed
+  std::uint64_t pool_limit = 0;     // CAPUCHIN_PINNED_POOL (0: the default)
+};
+
+// What one launch needs resident at once, the most over the job (its minimum budget).
+struct NeedTracker {
+  std::uint64_t min_needed = 0, min_needed_managed = 0, iteration_need = 0, reported = 0;
+  std::string kernel;
+  bool warned = false;
+};
+
+class Executor;
+
+// The executor's lock for one hook call. Blocks released on the way (trimmed from the cache)
+// whose last driver call may synchronise (cuMemFree of managed memory) are freed after it.
+class Held {
+ public:
+  explicit Held(Executor& e);
+  ~Held();
+  Held(const Held&) = delete;
+  Held& operator=(const Held&) = delete;
+
+ private:
+  Executor& e_;
+  std::unique_lock<std::mutex> lk_;
+};
+
+class Executor {
+ public:
+  ExecOptions opt;
+  std::mutex mu;
+  std::unique_lock<std::mutex>* held = nullptr;  // the holder's lock (await leaves and retakes it)
+  Api api;
+  EventPool events;
+  Ledger ledger;
+  BlockTable blocks;
+  MoveContext moves;
+  HostPool pool;
+  std::unique_ptr<BlockMemory> managed, vmm;  // vmm: pinned backend only
+  std::size_t vmm_gran = 2u << 20;
+  DecisionLog decisions;
+  Planning planning;
+  KernelTable kernels;
+  NeedTracker need;
+  std::string budget_source;            // where the budget came from, for messages
+  std::uint64_t daemon_budget_gen = 0;  // daemon_budget() generation last applied
+  bool simcuda = false;
+  bool pool_full_warned = false;
+  std::uint64_t live_bytes = 0;         // spans of live blocks
+  std::uint64_t evictions_started = 0;
+  std::vector<std::uint32_t> ondemand_per_iteration{0};
+  std::vector<CUdeviceptr> frees_after_unlock;  // managed memory of trimmed blocks
+  double t0 = 0;
+
+  BlockMemory& mem(const Block& b) { return b.kind == Kind::Vmm ? *vmm : *managed; }
+  std::uint64_t tick() const { return planning.controller().tick(); }
+  Kind kind_for(std::size_t bytes) const;
+
+  // --- executor.cpp
+  void await(Ev e);                  // the host waits for e, outside the lock
+  void await_stream(CUstream s);     // ... for a stream (when no event could be recorded)
+  void await_context();              // ... for the whole context
+  void await_quiet(Block& b);        // every event quiet_events(b) lists (pins b meanwhile)
+  void settle_managed_out();         // managed moves out complete (before Vmm memory is created)
+  policy::Step feed(const policy::Event& e, std::span<const std::uint64_t> ids);  // + commands applied
+  void end_iteration();
+  void note_launch_need(std::uint64_t total, std::uint64_t total_managed, const std::string& kernel);
+  void report_need();
+  void adopt_daemon_budget();
+  void trim_cache();
+  std::string budget_desc() const;
+  void warn_pool_full();
+
+  // --- residency.cpp
+  bool make_room(std::uint64_t need, const char* reason);
+  bool evict(Block& b, const char* reason, double expected = -1);
+  bool prefetch(Block& b, const char* reason, bool on_demand, double expected = -1);
+  CUresult ensure_resident(Block& b, CUstream s);
+  void apply(const policy::Command& c);
+  void reclaim_finished_evictions();
+  CUresult settle_for_unknown_access(CUstream s);
+  void mark_unknown_use(CUstream s);
+  CUresult make_ready(Block& b, bool room);  // a new or reused block's memory (memory.hpp create/reuse)
+
+  // --- recompute.cpp
+  bool recompute_valid(const Block& b) const;
+  bool try_drop(Block& b, const char* reason, double expected);
+  bool recompute(Block& b, const char* reason, double expected);
+  void materialize_dependents(Block& b);
+
+ private:
+  bool start_victims(std::uint64_t short_bytes);
+  bool await_eviction_in_flight();
+  bool await_dead_block();
+  bool land_idle_prefetch();
+};
+
+extern Executor* g_ex;
+bool started(Executor& e, CUresult* why);  // under e.mu: started now, or why not
+
+}  // namespace capuchin::interpose::exec

@@ -1,0 +1,57 @@
+// kernels.cpp: kernel names, layouts and declared write sets (see kernels.hpp).
+#include "kernels.hpp"
+
+#include <algorithm>
+#include <cstdlib>
+
+#include "config.hpp"
+#include "func_cache.hpp"
+
+namespace capuchin::interpose::exec {
+
+void KernelTable::declare_outputs(const char* text) {
+  std::string s(text);
+  std::size_t pos = 0;
+  while (pos < s.size()) {
+    std::size_t end = s.find(',', pos);
+    if (end == std::string::npos) end = s.size();
+    const std::string item = s.substr(pos, end - pos);
+    const std::size_t colon = item.rfind(':');
+    if (colon == std::string::npos || colon == 0 || colon + 1 >= item.size()) {
+      log(LogLevel::Warn, "CAPUCHIN_KERNEL_OUTPUTS: '%s' is not name:param; ignored", item.c_str());
+    } else {
+      char* stop = nullptr;
+      const unsigned long idx = std::strtoul(item.c_str() + colon + 1, &stop, 10);
+      if (stop == nullptr || *stop != '\0' || idx > 1023) log(LogLevel::Warn, "CAPUCHIN_KERNEL_OUTPUTS: bad parameter in '%s'", item.c_str());
+      else outputs_by_name_[item.substr(0, colon)] = static_cast<unsigned>(idx);
+    }
+    pos = end + 1;
+  }
+}
+
+KernelInfo& KernelTable::info(const Api& api, CUfunction f, const FuncLayout* layout) {
+  auto [it, fresh] = funcs_.try_emplace(f);
+  KernelInfo& ki = it->second;
+  if (!fresh) return ki;
+  if (layout != nullptr && layout->name != nullptr) {
+    ki.name = layout->name;
+  } else if (api.func_get_name != nullptr) {
+    const char* n = nullptr;
+    if (api.func_get_name(&n, f) == CUDA_SUCCESS && n != nullptr) ki.name = n;
+  }
+  auto out = outputs_by_name_.find(ki.name);
+  if (out == outputs_by_name_.end() || api.func_get_param_info == nullptr) return ki;
+  for (std::size_t i = 0; i < 1024; ++i) {
+    size_t off = 0, size = 0;
+    if (api.func_get_param_info(f, i, &off, &size) != CUDA_SUCCESS) break;  // past the last parameter
+    ki.offset.push_back(static_cast<std::uint32_t>(off));
+    ki.size.push_back(static_cast<std::uint32_t>(size));
+    ki.buffer = std::max<std::uint32_t>(ki.buffer, static_cast<std::uint32_t>(off + size));
+  }
+  if (out->second < ki.offset.size() && ki.size[out->second] == sizeof(void*)) ki.output = static_cast<int>(out->second);
+  else log(LogLevel::Warn, "CAPUCHIN_KERNEL_OUTPUTS: %s has no pointer parameter %u; its write set stays unknown",
+           ki.name.c_str(), out->second);
+  return ki;
+}
+
+}  // namespace capuchin::interpose::exec

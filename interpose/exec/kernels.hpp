@@ -1,0 +1,43 @@
+// kernels.hpp: what the executor knows of each kernel function: its name, its parameter
+// layout and, when declared (CAPUCHIN_KERNEL_OUTPUTS=name:param,...), the one parameter it
+// writes, which makes its launches replayable (recompute.cpp).
+//
+// Contract: info() asks the driver once per function (its name, its parameter layout when a
+// write set is declared) and caches the answer; a declaration naming a parameter that is not
+// a pointer is reported and ignored (the write set stays unknown). Under the executor's lock.
+#pragma once
+
+#include <cuda.h>
+
+#include <cstdint>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "api.hpp"
+
+namespace capuchin::interpose {
+struct FuncLayout;
+}
+
+namespace capuchin::interpose::exec {
+
+struct KernelInfo {
+  std::string name;
+  int output = -1;  // the written parameter; -1: unknown write set
+  std::vector<std::uint32_t> offset, size;
+  std::uint32_t buffer = 0;  // bytes of the parameter buffer
+};
+
+class KernelTable {
+ public:
+  // Parses CAPUCHIN_KERNEL_OUTPUTS ("name:param,name:param"); bad items are reported and skipped.
+  void declare_outputs(const char* text);
+  KernelInfo& info(const Api& api, CUfunction f, const FuncLayout* layout);
+
+ private:
+  std::unordered_map<std::string, unsigned> outputs_by_name_;
+  std::unordered_map<CUfunction, KernelInfo> funcs_;
+};
+
+}  // namespace capuchin::interpose::exec

@@ -1,0 +1,119 @@
+// managed_memory.cpp: Managed blocks (every block under uvm; small and sub-granule ones under
+// pinned): one cuMemAllocManaged allocation of the whole span. Moves are cuMemPrefetchAsync to
+// the host or the device on capuchin's streams, so an access capture missed only page-faults,
+// never reads a wrong byte. A freed block still on the device is discarded where the driver
+// can (cuMemDiscardBatchAsync), else moved to the host. Contract: memory.hpp.
+#include <cinttypes>
+
+#include "config.hpp"
+#include "memory.hpp"
+#include "ordering.hpp"
+
+namespace capuchin::interpose::exec {
+
+namespace {
+
+class ManagedMemory final : public BlockMemory {
+ public:
+  ManagedMemory(MoveContext& ctx, std::size_t page) : c_(ctx), page_(page) {}
+
+  Kind kind() const override { return Kind::Managed; }
+  std::size_t span_for(std::size_t bytes) const override { return (bytes + page_ - 1) / page_ * page_; }
+
+  CUresult create(Block& b, bool) override {
+    b.span = span_for(b.bytes);
+    b.kind = Kind::Managed;
+    // The whole span: a later reuse may ask for more bytes than this request (same span).
+    CUdeviceptr p = 0;
+    if (CUresult r = c_.api->mem_alloc_managed(&p, b.span, CU_MEM_ATTACH_GLOBAL); r != CUDA_SUCCESS) return r;
+    b.base = p;
+    b.where = Where::Fresh;
+    return CUDA_SUCCESS;
+  }
+
+  CUresult reuse(Block& b, bool) override {
+    if (b.where == Where::Host) c_.ledger->move(b, Where::Fresh);  // its pages hold dead data
+    return CUDA_SUCCESS;
+  }
+
+  void release(Block& b) override {
+    c_.ledger->forget(b);
+    if (CUresult r = c_.api->mem_free(b.base); r != CUDA_SUCCESS)
+      log(LogLevel::Warn, "executor: freeing a cached managed block failed (CUresult %d)", static_cast<int>(r));
+  }
+
+  bool evict(Block& b) override {
+    order_after_uses(*c_.events, b, c_.out);
+    move_out(b, false);
+    return true;
+  }
+
+  void evict_dead(Block& b) override {
+    order_after_uses(*c_.events, b, c_.out);  // the work before its free
+    move_out(b, true);
+  }
+
+  void complete_evict(Block&) override {}
+  void cancel_evict(Block&) override {}
+
+  bool prefetch(Block& b, bool) override {
+    if (!c_.in_waits_for_out && c_.last_managed_out) {
+      // Room on the device is made by the moves out issued before: the move in follows them.
+      if (c_.events->order(c_.in, c_.last_managed_out) != CUDA_SUCCESS)
+        log(LogLevel::Error, "executor: ordering a prefetch after evictions failed");
+      c_.in_waits_for_out = true;
+    }
+    CUmemLocation dev{CU_MEM_LOCATION_TYPE_DEVICE, c_.device};
+    // A failed prefetch leaves the pages where they are, still addressable: the kernel faults
+    // them in (slow, never wrong).
+    if (CUresult r = c_.api->mem_prefetch(b.base, b.bytes, dev, 0, c_.in); r != CUDA_SUCCESS)
+      log(LogLevel::Warn, "executor: prefetching tensor %" PRIu64 " to the device failed (CUresult %d)", b.id, static_cast<int>(r));
+    c_.events->unref(b.ready);
+    b.ready = c_.events->record(c_.in);
+    c_.ledger->move(b, Where::Incoming);
+    return true;
+  }
+
+  void complete_prefetch(Block& b, CUstream s) override {
+    if (b.ready && c_.events->order(s, b.ready) != CUDA_SUCCESS)
+      log(LogLevel::Error, "executor: ordering a launch after a prefetch failed");
+    c_.events->unref(b.ready);
+    c_.ledger->move(b, Where::Device);
+  }
+
+  void drop(Block&) override {}
+  CUresult fill(Block&, bool) override { return CUDA_ERROR_NOT_SUPPORTED; }
+
+ private:
+  // To the host on the out stream, after a move in still in flight.
+  void move_out(Block& b, bool dead) {
+    if (b.where == Where::Incoming && b.ready) {
+      if (c_.events->order(c_.out, b.ready) != CUDA_SUCCESS) log(LogLevel::Error, "executor: ordering an eviction failed");
+      c_.events->unref(b.ready);
+    }
+    CUdeviceptr p = b.base;
+    size_t n = b.bytes;
+    if (!dead || c_.api->mem_discard == nullptr || c_.api->mem_discard(&p, &n, 1, 0, c_.out) != CUDA_SUCCESS) {
+      CUmemLocation host{CU_MEM_LOCATION_TYPE_HOST, 0};
+      // A failed move out leaves the pages on the device: the driver evicts them itself if it
+      // must (slower, never wrong); the budget then counts them as gone, which the log says.
+      if (CUresult r = c_.api->mem_prefetch(b.base, b.bytes, host, 0, c_.out); r != CUDA_SUCCESS)
+        log(LogLevel::Warn, "executor: prefetching tensor %" PRIu64 " to the host failed (CUresult %d)", b.id, static_cast<int>(r));
+    }
+    Ev e = c_.events->record(c_.out);
+    c_.events->assign(c_.last_managed_out, e);
+    c_.in_waits_for_out = false;
+    c_.ledger->move(b, Where::Host);
+  }
+
+  MoveContext& c_;
+  std::size_t page_;
+};
+
+}  // namespace
+
+std::unique_ptr<BlockMemory> make_managed_memory(MoveContext& ctx, std::size_t page) {
+  return std::make_unique<ManagedMemory>(ctx, page);
+}
+
+}  // namespace capuchin::interpose::exec

@@ -1,0 +1,89 @@
+// memory.hpp: how blocks get memory and move, one implementation per Kind behind one
+// interface (managed_memory.cpp, vmm_memory.cpp), so the residency code (residency.cpp)
+// never asks which backend it runs on.
+//
+// Contract (both kinds):
+//   - No method waits on the host. Where a step needs earlier work to be complete on the
+//     host's clock (unmapping memory a kernel may still read), the method states it as a
+//     precondition ("pre: quiet" = every event quiet_events() lists completed; "pre: ready" =
+//     b.ready completed) and the caller makes it true first (Executor::await, outside its lock).
+//   - Every driver call's result is checked: a failure leaves the block where it was, mapped
+//     and consistent, is logged, and shows as a false or error return. A call whose result
+//     cannot change what happens next says so where its result is dropped.
+//   - `where` changes only through the Ledger (resident bytes stay exact).
+#pragma once
+
+#include <cuda.h>
+
+#include <memory>
+
+#include "api.hpp"
+#include "block.hpp"
+#include "host_pool.hpp"
+
+namespace capuchin::interpose::exec {
+
+// What both kinds share: the driver, the events, the budget ledger and capuchin's streams.
+struct MoveContext {
+  const Api* api = nullptr;
+  EventPool* events = nullptr;
+  Ledger* ledger = nullptr;
+  CUstream out = nullptr;  // moves to the host
+  CUstream in = nullptr;   // moves to the device
+  int device = 0;          // the context's device
+  // The latest managed move out: memory leaves the device when `out` gets there, while Vmm
+  // device memory is taken on the host's clock at cuMemCreate, which must wait for it.
+  Ev last_managed_out;
+  bool in_waits_for_out = true;  // `in` already waits for every managed move out issued
+};
+
+class BlockMemory {
+ public:
+  virtual ~BlockMemory() = default;
+  virtual Kind kind() const = 0;
+  virtual std::size_t span_for(std::size_t bytes) const = 0;
+  // A new block (b.bytes set; b.span set here): memory reserved at a new b.base. Managed:
+  // Fresh. Vmm: device memory mapped when `room` (the caller made room and settled managed
+  // moves out), else host pieces (Host: the first access brings it in).
+  virtual CUresult create(Block& b, bool room) = 0;
+  // A cached block handed out again; its data is dead. Vmm Host or Dropped: pre: quiet.
+  virtual CUresult reuse(Block& b, bool room) = 0;
+  // Back to the driver. Pre: quiet.
+  virtual void release(Block& b) = 0;
+  // Starts moving a resident live block out, after its uses in stream order (pre:
+  // !b.many_streams). Managed: Host at once (stream-ordered). Vmm: Evicting until b.ready.
+  // false: it cannot move now (no host memory) and stays.
+  virtual bool evict(Block& b) = 0;
+  // A freed block's device memory, its data dead (pre for Vmm: quiet): Host / Dropped.
+  virtual void evict_dead(Block& b) = 0;
+  // Vmm: an eviction whose copy completed (pre: ready): device memory released, the host copy
+  // mapped at base: Host. Managed: nothing to do.
+  virtual void complete_evict(Block& b) = 0;
+  // An eviction undone before completing: Device; its copy's host pieces retire after it.
+  virtual void cancel_evict(Block& b) = 0;
+  // Starts moving a block in. Host with keep_data: Incoming until b.ready. Vmm without data
+  // (a new host-backed or dropped block): device memory mapped at once: Device. Pre for Vmm:
+  // managed moves out settled. false: no device memory (b unchanged).
+  virtual bool prefetch(Block& b, bool keep_data) = 0;
+  // A move in done for work on `s`: Managed: s waits for it. Vmm: pre: ready; mappings swap.
+  virtual void complete_prefetch(Block& b, CUstream s) = 0;
+  // Vmm: the memory at base released without a copy (pre: quiet): Dropped.
+  virtual void drop(Block& b) = 0;
+  // Vmm, Dropped: memory for a recomputation to write: device memory when `room`, else host pieces.
+  virtual CUresult fill(Block& b, bool room) = 0;
+  // Vmm: host pieces from cached blocks' dead host copies may be reclaimed (the pool is full).
+  virtual bool pool_exhausted() const { return false; }
+};
+
+std::unique_ptr<BlockMemory> make_managed_memory(MoveContext& ctx, std::size_t page);
+// granularity: the VMM allocation granularity; pool: the host pool it evicts into.
+std::unique_ptr<BlockMemory> make_vmm_memory(MoveContext& ctx, std::size_t granularity, HostPool& pool);
+
+// Managed moves out issued since the host last saw them complete, as an event to await
+// before Vmm device memory is created (none when settled).
+inline Ev unsettled_managed_out(MoveContext& ctx) {
+  if (ctx.last_managed_out && ctx.events->done(ctx.last_managed_out)) ctx.events->unref(ctx.last_managed_out);
+  return ctx.last_managed_out;
+}
+
+}  // namespace capuchin::interpose::exec

@@ -1,0 +1,39 @@
+// ordering.hpp: stream order between the job's work and the executor's own, per block.
+//
+// Three kinds of events are kept on a block, each holding a reference (event_pool.hpp):
+//   - uses: recorded after the job's last launch or copy touching it, one per stream; a move
+//     out (eviction, drop, unmap) waits for them;
+//   - free events: what the work of a freed block's previous owner must pass before its
+//     memory is unmapped; kept across a reuse until the new owner's first use, which the
+//     program orders after the allocation (and so after them);
+//   - the executor's replay event: a recomputation that reads or writes it, issued on the
+//     producer's stream: the job's work on every stream waits for it until it completed.
+// Contract: all of it runs under the executor's lock and never waits on the host: what the
+// host must wait for is handed out as events (quiet_events) for Executor::await. Results of
+// cuStreamWaitEvent are logged when they fail: it fails only on a broken context, which the
+// job's next call reports.
+#pragma once
+
+#include <vector>
+
+#include "block.hpp"
+
+namespace capuchin::interpose::exec {
+
+// b was used on `s` by work that `ev` follows (a reference is taken).
+void mark_use(EventPool& ev, Block& b, CUstream s, Ev e);
+// `on` waits for b's uses, free events and replay. Pre: !b.many_streams (the host waits instead).
+void order_after_uses(const EventPool& ev, const Block& b, CUstream on);
+// Everything the host must see completed before b's memory is unmapped or released.
+void quiet_events(const Block& b, std::vector<Ev>& out);
+// Takes over the reference `e` holds, as an event the previous owner's work must pass.
+void add_free_event(EventPool& ev, Block& b, Ev& e);
+void release_free_events(EventPool& ev, Block& b);
+void release_uses(EventPool& ev, Block& b);
+// b's replay event (a reference is taken), and `s` waiting for a replay still running.
+void set_exec_event(EventPool& ev, Block& b, Ev e);
+void order_after_replay(EventPool& ev, Block& b, CUstream s);
+// Whether every event on b completed (never waits).
+bool quiet_now(const EventPool& ev, const Block& b);
+
+}  // namespace capuchin::interpose::exec

@@ -1,0 +1,183 @@
+// planning.cpp: the controller fed with the job's events, the planner thread, kernel timing
+// (see planning.hpp).
+#include "planning.hpp"
+
+#include "executor.hpp"
+
+#include <chrono>
+#include <cinttypes>
+
+#include "capuchin/segment_plan.hpp"
+#include "capuchin/trace.hpp"
+#include "config.hpp"
+#include "daemon_sink.hpp"
+
+namespace capuchin::interpose::exec {
+
+namespace {
+constexpr int kRemotePlanTimeoutMs = 2000;  // then the job plans itself
+constexpr std::size_t kTimingPairs = 4096;
+}  // namespace
+
+Planning::~Planning() {
+  delete inbox_.exchange(nullptr);
+  delete outbox_.exchange(nullptr);
+}
+
+void Planning::start() {
+  if (!opt_.enabled || thread_.joinable()) return;
+  thread_ = std::thread([this] { run(); });
+}
+
+void Planning::stop() {
+  if (!thread_.joinable()) return;
+  stop_.store(true, std::memory_order_release);
+  wake_.release();
+  thread_.join();
+}
+
+std::uint32_t Planning::name_index(std::uint64_t key, const std::string& name) {
+  auto [it, fresh] = name_of_.try_emplace(key, static_cast<std::uint32_t>(names_.size()));
+  if (fresh) names_.push_back(name.empty() ? "kernel" : name);
+  return it->second;
+}
+
+policy::Step Planning::feed(const policy::Event& e, std::span<const std::uint64_t> ids, std::vector<policy::Command>& out,
+                            std::uint64_t budget) {
+  if (outbox_.load(std::memory_order_acquire) != nullptr) {
+    std::unique_ptr<Answer> a(outbox_.exchange(nullptr, std::memory_order_acq_rel));
+    if (a) controller_.offer(a->serial, std::move(a->plan));
+  }
+  const policy::Step st = controller_.on_event(e, ids, out);
+  if (auto r = controller_.take_request()) {
+    if (opt_.enabled) hand_over(std::move(*r), budget);
+    else controller_.offer(r->serial, nullptr);
+  }
+  return st;
+}
+
+// The request, completed with what only the executor knows, goes to the planner thread.
+void Planning::hand_over(policy::PlanRequest r, std::uint64_t budget) {
+  plan::SegmentJob& j = r.job;
+  j.names = names_;
+  j.budget = budget;
+  j.simcuda = opt_.simcuda;
+  j.allow_recompute = opt_.allow_recompute;
+  j.gpu = opt_.gpu;
+  j.dump_dir = opt_.dump_dir;
+  for (policy::Event& e : j.events) {
+    if (e.op != static_cast<std::uint8_t>(trace::Op::Kernel)) continue;
+    if (auto it = dur_ns_.find(e.sig); it != dur_ns_.end()) e.dur_ns = it->second;
+  }
+  // At most one request is outstanding (the controller waits for its answer), so nothing
+  // the thread has not taken yet can be lost here.
+  delete inbox_.exchange(new policy::PlanRequest(std::move(r)), std::memory_order_acq_rel);
+  wake_.release();
+}
+
+void Planning::run() {
+  for (;;) {
+    wake_.acquire();
+    if (stop_.load(std::memory_order_acquire)) return;
+    std::unique_ptr<policy::PlanRequest> r(inbox_.exchange(nullptr, std::memory_order_acq_rel));
+    if (!r) continue;
+    const plan::SegmentJob& j = r->job;
+    std::shared_ptr<const plan::SegmentPlan> p;
+    // capuchind plans when attached (the session's view, its decision log and set-budget see
+    // the plan); the job plans itself when it is not.
+    if (auto rep = plan_remotely(j, std::chrono::milliseconds(kRemotePlanTimeoutMs))) {
+      if (rep->ok) {
+        log(LogLevel::Info, "executor: capuchind's %s", rep->plan.summary.c_str());
+        auto q = std::make_shared<plan::SegmentPlan>(std::move(rep->plan));
+        q->from_daemon = true;
+        p = std::move(q);
+      } else {
+        log(LogLevel::Info, "executor: capuchind made no plan for iteration %" PRIu64 ": %s; planning here", j.segment,
+            rep->why.c_str());
+      }
+    }
+    if (!p) {
+      if (auto made = plan::plan_segment(j)) {
+        log(LogLevel::Info, "executor: %s", made->summary.c_str());
+        p = std::make_shared<const plan::SegmentPlan>(std::move(*made));
+      } else {
+        log(LogLevel::Info, "executor: no plan for iteration %" PRIu64 ": %s", j.segment, made.error().c_str());
+      }
+    }
+    delete outbox_.exchange(new Answer{r->serial, std::move(p)}, std::memory_order_acq_rel);
+  }
+}
+
+int Planning::begin_timing(CUstream s, std::uint64_t sig) {
+  if (!opt_.enabled || api_->event_elapsed == nullptr) return -1;
+  if (free_pairs_.empty()) {
+    if (pairs_.size() >= kTimingPairs) return -1;
+    Pair p;
+    if (api_->event_create(&p.start, CU_EVENT_DEFAULT) != CUDA_SUCCESS) return -1;
+    if (api_->event_create(&p.end, CU_EVENT_DEFAULT) != CUDA_SUCCESS) {
+      if (api_->event_destroy != nullptr) (void)api_->event_destroy(p.start);  // best effort: a leaked event costs nothing the job sees
+      return -1;
+    }
+    pairs_.push_back(p);
+    free_pairs_.push_back(static_cast<int>(pairs_.size() - 1));
+  }
+  const int k = free_pairs_.back();
+  if (api_->event_record(pairs_[static_cast<std::size_t>(k)].start, s) != CUDA_SUCCESS) return -1;
+  free_pairs_.pop_back();
+  pairs_[static_cast<std::size_t>(k)].sig = sig;
+  return k;
+}
+
+void Planning::end_timing(int pair, CUstream s) {
+  if (pair < 0) return;
+  if (api_->event_record(pairs_[static_cast<std::size_t>(pair)].end, s) != CUDA_SUCCESS) {
+    free_pairs_.push_back(pair);  // not timed: the pair is free again
+    return;
+  }
+  pending_.push_back(pair);
+}
+
+void Planning::poll_timings() {
+  std::size_t kept = 0;
+  for (int k : pending_) {
+    Pair& p = pairs_[static_cast<std::size_t>(k)];
+    const CUresult q = api_->event_query(p.end);
+    if (q == CUDA_ERROR_NOT_READY) {
+      pending_[kept++] = k;
+      continue;
+    }
+    float ms = 0;
+    if (q == CUDA_SUCCESS && api_->event_elapsed(&ms, p.start, p.end) == CUDA_SUCCESS && ms > 0)
+      dur_ns_[p.sig] = static_cast<std::uint64_t>(static_cast<double>(ms) * 1e6);
+    free_pairs_.push_back(k);
+  }
+  pending_.resize(kept);
+}
+
+}  // namespace capuchin::interpose::exec
+
+namespace capuchin::interpose::exec {
+
+void warm_up_planning() {
+  plan::SegmentJob j;
+  j.names = {"warm_up"};
+  j.ids = {1};
+  plan::SegmentEvent a;
+  a.op = static_cast<std::uint8_t>(trace::Op::Alloc);
+  a.id = 1;
+  a.bytes = 4096;
+  plan::SegmentEvent k;
+  k.op = static_cast<std::uint8_t>(trace::Op::Kernel);
+  k.nwrites = 1;
+  plan::SegmentEvent f;
+  f.op = static_cast<std::uint8_t>(trace::Op::Free);
+  f.id = 1;
+  j.events = {a, k, f};
+  j.budget = 1u << 20;
+  for (bool sim : {true, false}) {
+    j.simcuda = sim;
+    (void)plan::plan_segment(j);  // only its statics matter
+  }
+}
+
+}  // namespace capuchin::interpose::exec

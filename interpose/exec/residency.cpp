@@ -1,0 +1,334 @@
+// residency.cpp: keeping what the job's work touches on the device within the budget. Room is
+// made by moving victims out (freed blocks still on the device first, their data is dead;
+// then live ones in policy::order_victims' order, the rule the simulator's policy uses);
+// blocks are brought in for their accesses; the plan's commands are applied where they
+// still make sense (a command about a block in use, or no longer where the plan expected
+// it, is skipped: the plan is advice, never a reason for a wrong byte).
+//
+// Contract: a launch is never forwarded before the blocks it touches are resident or on their
+// way in stream order; a block that cannot be brought in (no room, no device memory) stays
+// where it is, which is addressable (Vmm: read over the link; Managed: faulted in): slow,
+// never wrong. Only a dropped block that cannot be recomputed is an error. Waits on the host
+// go through await*, outside the lock (executor_impl.hpp).
+#include <cinttypes>
+
+#include "capture.hpp"
+#include "capuchin/victims.hpp"
+#include "executor_impl.hpp"
+#include "ordering.hpp"
+#include "scratch.hpp"
+
+namespace capuchin::interpose::exec {
+
+namespace {
+// What a swap round trip costs, for the passive victim order (relative: only the order matters).
+double link_bytes_per_s(bool simcuda) { return simcuda ? 25e9 : 55e9; }
+double link_latency_s(bool simcuda) { return simcuda ? 1.5e-6 : 10e-6; }
+}  // namespace
+
+// Vmm when rounding to the granularity wastes at most 1/16 of the span (and the tensor is not
+// under CAPUCHIN_PINNED_MIN): a 1 MiB tensor is Managed (charged 1 MiB, not a 2 MiB granule),
+// a 2 MiB or 31 MiB one is Vmm.
+Kind Executor::kind_for(std::size_t bytes) const {
+  if (opt.backend != Backend::Pinned || vmm == nullptr || bytes < opt.pinned_min) return Kind::Managed;
+  const std::size_t span = (bytes + vmm_gran - 1) / vmm_gran * vmm_gran;
+  return (span - bytes) * 16 <= span ? Kind::Vmm : Kind::Managed;
+}
+
+CUresult Executor::make_ready(Block& b, bool reuse) {
+  bool room = false;
+  if (b.kind == Kind::Vmm && (!reuse || b.where == Where::Host || b.where == Where::Dropped)) {
+    room = make_room(b.span, "pressure");
+    if (room) settle_managed_out();
+  }
+  return reuse ? mem(b).reuse(b, room) : mem(b).create(b, room);
+}
+
+void Executor::reclaim_finished_evictions() {
+  auto finish = [&](Block& b) {
+    if (b.where == Where::Evicting && b.pins == 0 && events.done(b.ready)) mem(b).complete_evict(b);
+  };
+  blocks.for_each_live(finish);
+  blocks.for_each_cached(finish);
+}
+
+// Moves victims out until about `short_bytes` are on their way out. true: some move started.
+bool Executor::start_victims(std::uint64_t short_bytes) {
+  std::uint64_t freed = 0;
+  bool started_any = false;
+  // Freed blocks still on the device: their data is dead (Vmm ones once their work is done).
+  std::vector<Block*>& dead = scratch().blocks;
+  dead.clear();
+  blocks.for_each_cached([&](Block& c) {
+    if (c.pins != 0) return;
+    if (c.kind == Kind::Managed && (c.where == Where::Device || c.where == Where::Incoming)) dead.push_back(&c);
+    if (c.kind == Kind::Vmm && c.where == Where::Device && quiet_now(events, c)) dead.push_back(&c);
+  });
+  for (Block* c : dead) {
+    if (freed >= short_bytes) return true;
+    mem(*c).evict_dead(*c);
+    freed += c->span;
+    started_any = true;
+  }
+  // Live ones, in the passive order.
+  std::vector<policy::VictimCandidate>& cand = scratch().victims;
+  cand.clear();
+  const std::uint64_t now = tick();
+  const double link = link_bytes_per_s(simcuda), lat = link_latency_s(simcuda);
+  blocks.for_each_live([&](Block& b) {
+    if (b.pins != 0 || b.stuck_tick == now) return;
+    const bool movable = b.where == Where::Device || (b.kind == Kind::Managed && b.where == Where::Incoming);
+    if (!movable) return;
+    const std::uint64_t idle = now - std::min(now, b.last_tick) + 1;
+    cand.push_back({b.id, b.span, idle, policy::swap_round_trip_s(b.span, link, lat), false});
+  });
+  policy::order_victims(cand);
+  for (std::size_t i = 0; i < cand.size() && freed < short_bytes; ++i) {
+    Block* b = blocks.by_id(cand[i].handle);  // evict() may wait: look each one up again
+    if (b == nullptr || b->pins != 0) continue;
+    if (b->where != Where::Device && !(b->kind == Kind::Managed && b->where == Where::Incoming)) continue;
+    if (!evict(*b, "pressure")) {
+      b->stuck_tick = now;
+      continue;
+    }
+    freed += b->span;
+    started_any = true;
+  }
+  return started_any;
+}
+
+// Waits (outside the lock) for the eviction started first of those still in flight.
+bool Executor::await_eviction_in_flight() {
+  Block* oldest = nullptr;
+  auto pick = [&](Block& b) {
+    if (b.where == Where::Evicting && (oldest == nullptr || b.move_seq < oldest->move_seq)) oldest = &b;
+  };
+  blocks.for_each_live(pick);
+  blocks.for_each_cached(pick);
+  if (oldest == nullptr) return false;
+  ++oldest->pins;
+  await(oldest->ready);
+  --oldest->pins;
+  if (oldest->where == Where::Evicting && events.done(oldest->ready)) mem(*oldest).complete_evict(*oldest);
+  return true;
+}
+
+// A freed Vmm block still on the device whose last work is still running: once it is done
+// its memory goes (the unmap must wait for that work).
+bool Executor::await_dead_block() {
+  Block* found = nullptr;
+  blocks.for_each_cached([&](Block& c) {
+    if (found == nullptr && c.kind == Kind::Vmm && c.where == Where::Device && c.pins == 0) found = &c;
+  });
+  if (found == nullptr) return false;
+  await_quiet(*found);
+  if (found->where == Where::Device && found->pins == 0 && found->id == kNoBlockId && quiet_now(events, *found))
+    mem(*found).evict_dead(*found);
+  return true;
+}
+
+// A prefetch in flight that nothing uses yet lands, so it can be a victim (pinned: its device
+// chunk is held while the copy runs).
+bool Executor::land_idle_prefetch() {
+  Block* found = nullptr;
+  blocks.for_each_live([&](Block& b) {
+    if (found == nullptr && b.where == Where::Incoming && b.staging_mapped && b.pins == 0 && b.last_tick != tick()) found = &b;
+  });
+  if (found == nullptr) return false;
+  ++found->pins;
+  await(found->ready);
+  --found->pins;
+  if (found->where == Where::Incoming && found->staging_mapped) mem(*found).complete_prefetch(*found, moves.in);
+  return true;
+}
+
+bool Executor::make_room(std::uint64_t need, const char* reason) {
+  (void)reason;
+  if (need > ledger.budget) return false;  // cannot fit at all: the caller uses host memory
+  for (int round = 0; round < 100000; ++round) {
+    reclaim_finished_evictions();
+    if (ledger.fits(need)) return true;
+    std::uint64_t in_flight = 0;
+    blocks.for_each_live([&](Block& b) { in_flight += b.where == Where::Evicting ? b.span : 0; });
+    blocks.for_each_cached([&](Block& b) { in_flight += b.where == Where::Evicting ? b.span : 0; });
+    const std::uint64_t short_bytes = ledger.resident() + need - ledger.budget;
+    if (in_flight < short_bytes && start_victims(short_bytes - in_flight)) continue;
+    if (ledger.fits(need)) return true;
+    if (await_eviction_in_flight()) continue;
+    if (await_dead_block()) continue;
+    if (land_idle_prefetch()) continue;
+    return false;
+  }
+  return false;
+}
+
+bool Executor::evict(Block& b, const char* reason, double expected) {
+  if (b.many_streams) {  // its uses cannot be waited for in stream order: the host waits
+    await_quiet(b);
+    if (b.where != Where::Device && !(b.kind == Kind::Managed && b.where == Where::Incoming)) return false;
+  }
+  if (!mem(b).evict(b)) {
+    if (b.kind == Kind::Vmm && vmm->pool_exhausted()) {
+      warn_pool_full();
+      char note[160];
+      std::snprintf(note, sizeof note, "the host pool (CAPUCHIN_PINNED_POOL, %" PRIu64 " bytes) is full: the tensor stays resident",
+                    pool.limit());
+      decisions.record(Action::Fallback, b.id, b.span, "host-pool-exhausted", -1, note);
+    }
+    return false;
+  }
+  b.move_seq = ++evictions_started;
+  decisions.record(Action::Evict, b.id, b.span, reason, expected);
+  return true;
+}
+
+bool Executor::prefetch(Block& b, const char* reason, bool on_demand, double expected) {
+  const bool keep = b.where == Where::Host;
+  if (b.kind == Kind::Vmm) {
+    ++b.pins;
+    settle_managed_out();
+    --b.pins;
+    if (b.where != Where::Host && b.where != Where::Dropped) return b.where != Where::Fresh;  // changed meanwhile
+  }
+  if (!mem(b).prefetch(b, keep)) return false;
+  if (reason == nullptr || !keep) return true;  // a first touch: no decision to record
+  if (on_demand) {
+    ++ondemand_per_iteration.back();
+    decisions.record(Action::SwapinOnDemand, b.id, b.span, reason, expected);
+  } else {
+    decisions.record(Action::Prefetch, b.id, b.span, reason, expected);
+  }
+  return true;
+}
+
+// b is pinned by the caller; its state is looked at again after every wait.
+CUresult Executor::ensure_resident(Block& b, CUstream s) {
+  for (int step = 0; step < 64; ++step) {
+    order_after_replay(events, b, s);
+    switch (b.where) {
+      case Where::Device:
+        return CUDA_SUCCESS;
+      case Where::Incoming: {
+        if (!events.done(b.ready)) {
+          decisions.record(Action::Stall, b.id, b.span, "prefetch-late");
+          planning.note_late(b.id, static_cast<double>(b.span) / link_bytes_per_s(simcuda));
+        }
+        if (b.kind == Kind::Vmm && b.staging_mapped) {
+          await(b.ready);
+          if (b.where == Where::Incoming && b.staging_mapped && events.done(b.ready)) mem(b).complete_prefetch(b, s);
+          continue;
+        }
+        mem(b).complete_prefetch(b, s);  // in stream order
+        return CUDA_SUCCESS;
+      }
+      case Where::Evicting:
+        mem(b).cancel_evict(b);
+        return CUDA_SUCCESS;
+      case Where::Fresh:
+      case Where::Host: {
+        const bool fresh = b.where == Where::Fresh;
+        if (!make_room(b.span, "pressure")) {
+          decisions.record(Action::Fallback, b.id, b.span, "no-room", -1, "no evictable tensor: used from host memory");
+          return CUDA_SUCCESS;
+        }
+        if (b.where != Where::Fresh && b.where != Where::Host) continue;  // changed while room was made
+        if (!prefetch(b, fresh ? nullptr : "on-demand", true)) {
+          decisions.record(Action::Fallback, b.id, b.span, "no-device-memory", -1, "used from host memory");
+          return CUDA_SUCCESS;
+        }
+        if (b.where == Where::Incoming && b.kind == Kind::Vmm && b.staging_mapped) {
+          await(b.ready);
+          if (b.where == Where::Incoming && b.staging_mapped && events.done(b.ready)) mem(b).complete_prefetch(b, s);
+          continue;
+        }
+        if (b.where == Where::Incoming) mem(b).complete_prefetch(b, s);
+        continue;
+      }
+      case Where::Dropped:
+        if (!recompute(b, "on-demand", -1)) {
+          decisions.record(Action::Oom, b.id, b.span, "recompute-failed", -1, "a dropped tensor could not be recomputed");
+          log(LogLevel::Error, "executor: tensor %" PRIu64 " was dropped and cannot be recomputed", b.id);
+          return CUDA_ERROR_ILLEGAL_STATE;
+        }
+        continue;
+    }
+  }
+  return CUDA_SUCCESS;
+}
+
+void Executor::apply(const policy::Command& c) {
+  Block* b = blocks.by_id(c.id);
+  if (b == nullptr || b->pins != 0) return;  // gone, or in use by a call in flight
+  // pinned: Managed blocks under 1 MiB move only under pressure (passive): planned swaps of
+  // them measured worse (the pinned recompute test: twice the on-demand swap-ins, of 64 KiB
+  // weights); the planner does not model them well yet.
+  if (opt.backend == Backend::Pinned && b->kind == Kind::Managed && b->bytes < (1u << 20)) return;
+  const char* reason = plan::to_string(c.reason).data();
+  switch (c.act) {
+    case plan::Act::Drop:
+      if (b->kind == Kind::Vmm && opt.recompute && b->where == Where::Device && try_drop(*b, reason, c.cost_s)) return;
+      [[fallthrough]];
+    case plan::Act::Evict:
+      if (b->where == Where::Device || (b->kind == Kind::Managed && b->where == Where::Incoming)) (void)evict(*b, reason, c.cost_s);
+      return;
+    case plan::Act::Recompute:
+      if (b->where == Where::Dropped) {
+        (void)recompute(*b, reason, c.cost_s);  // on failure it stays dropped: its access recomputes or reports
+        return;
+      }
+      [[fallthrough]];
+    case plan::Act::Prefetch:
+      if (b->where == Where::Evicting) {
+        mem(*b).cancel_evict(*b);  // still on the device: the copy out is wasted, the data stays
+      } else if (b->where == Where::Host) {
+        ++b->pins;
+        const bool room = make_room(b->span, "plan");
+        --b->pins;
+        if (room && b->where == Where::Host) (void)prefetch(*b, reason, false, c.cost_s);  // no device memory: on demand later
+      }
+      return;
+  }
+}
+
+// Before work whose accesses are unknown: nothing may be missing from its address or moving
+// (dropped blocks recomputed, evictions cancelled, prefetches landed, replays waited for).
+CUresult Executor::settle_for_unknown_access(CUstream s) {
+  std::vector<std::uint64_t>& ids = scratch().ids;
+  ids.clear();
+  blocks.for_each_live([&](Block& b) { ids.push_back(b.id); });
+  for (std::uint64_t id : ids) {
+    Block* b = blocks.by_id(id);
+    if (b == nullptr || b->where != Where::Dropped) continue;
+    ++b->pins;
+    const bool ok = recompute(*b, "unknown-access", -1);
+    --b->pins;
+    if (!ok) {
+      log(LogLevel::Error, "executor: tensor %" PRIu64 " was dropped and cannot be recomputed before work whose accesses are unknown", id);
+      return CUDA_ERROR_ILLEGAL_STATE;
+    }
+  }
+  for (std::uint64_t id : ids) {
+    Block* b = blocks.by_id(id);
+    if (b == nullptr) continue;
+    ++b->pins;
+    if (b->where == Where::Evicting) mem(*b).cancel_evict(*b);
+    if (b->where == Where::Incoming) (void)ensure_resident(*b, s);  // lands it; cannot fail for Incoming
+    order_after_replay(events, *b, s);
+    --b->pins;
+  }
+  return CUDA_SUCCESS;
+}
+
+// Work whose accesses are unknown (a graph launch, a launch whose parameters could not be
+// scanned) may touch any block: it is a use of every live block.
+void Executor::mark_unknown_use(CUstream s) {
+  Ev e = events.record(s);
+  if (!e) {
+    await_stream(s);
+    return;
+  }
+  blocks.for_each_live([&](Block& b) { mark_use(events, b, s, e); });
+  events.unref(e);
+}
+
+}  // namespace capuchin::interpose::exec

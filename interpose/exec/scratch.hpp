@@ -1,0 +1,31 @@
+// scratch.hpp: per-thread scratch vectors for the executor's calls, so that a call which
+// leaves the lock to wait (Executor::await) cannot have its working lists changed by another
+// thread's call meanwhile, and the launch path reuses storage instead of allocating.
+//
+// Contract: one Scratch per thread, made on its first executor call and never freed (a
+// trivially destructible initial-exec TLS pointer: safe in hooks called during thread exit).
+// Each list belongs to one function at a time: the function that fills it uses it before
+// calling anything that could fill it again.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "block.hpp"
+#include "capuchin/controller.hpp"
+#include "capuchin/victims.hpp"
+
+namespace capuchin::interpose::exec {
+
+struct Scratch {
+  std::vector<Block*> blocks;                     // start_victims: dead blocks
+  std::vector<Block*> launch;                     // before_launch: the launch's blocks
+  std::vector<std::uint64_t> ids;                 // settle_for_unknown_access, kernel event ids
+  std::vector<policy::Command> cmds;              // Executor::feed
+  std::vector<policy::VictimCandidate> victims;   // start_victims
+  std::vector<Ev> waits;                          // await_quiet
+};
+
+Scratch& scratch();
+
+}  // namespace capuchin::interpose::exec
