@@ -2,6 +2,12 @@
 // one policy (`capuchin sim --trace T --gpu h200 --budget 0.5 --policy vdnn [--json]`), and
 // `capuchin sim sweep`: every policy at every budget, side by side (markdown, CSV, one SVG
 // plot per trace) in a directory. Every figure printed is simulated for a named profile.
+// `--iters N` (both) simulates capuchin::trace::repeat_last_iteration(trace, N) instead of the
+// trace as it is: its set-up, then its last iteration N times, the very sequence
+// sim_trace_replay runs on simcuda. The time per steady iteration is the engine's rule in
+// every case: the mean over iterations 2.. (iteration 1 carries warm-up work; with --iters
+// it is the first repetition, after set-up), kept so that figures with and without --iters
+// compare; every iteration's time is in the JSON (`iteration_time_s`) for other windows.
 // Exit status: 0 when the simulation ran (an infeasible policy is a result, not an error),
 // 1 on bad input (the message names the problem).
 #include <fmt/format.h>
@@ -15,6 +21,7 @@
 #include <vector>
 
 #include "capuchin/sim.hpp"
+#include "capuchin/trace_repeat.hpp"
 #include "capuchin/units.hpp"
 #include "commands.hpp"
 
@@ -46,10 +53,11 @@ Status write_file(const fs::path& path, const std::string& text) {
   return {};
 }
 
-nlohmann::ordered_json result_json(const std::string& trace, const sim::Comparison& c) {
+nlohmann::ordered_json result_json(const std::string& trace, unsigned iters, const sim::Comparison& c) {
   const sim::SimResult& r = c.run;
   nlohmann::ordered_json j;
   j["trace"] = trace;
+  j["repeated_iterations"] = iters;  // --iters N: the last iteration N times; 0: the trace as it is
   j["policy"] = r.policy;
   j["gpu"] = r.gpu;
   j["simulated"] = true;
@@ -75,9 +83,10 @@ nlohmann::ordered_json result_json(const std::string& trace, const sim::Comparis
   return j;
 }
 
-void print_human(const std::string& trace, const sim::Comparison& c, const std::string& budget_text) {
+void print_human(const std::string& trace, unsigned iters, const sim::Comparison& c, const std::string& budget_text) {
   const sim::SimResult& r = c.run;
   fmt::print("{}: policy {}, simulated on GPU profile {}\n", trace, r.policy, r.gpu);
+  if (iters > 0) fmt::print("  set-up, then the last iteration {} times (--iters)\n", iters);
   if (r.policy == "ideal")
     fmt::print("  budget: unlimited (natural peak {})\n", format_bytes(r.natural_peak_bytes));
   else
@@ -88,8 +97,8 @@ void print_human(const std::string& trace, const sim::Comparison& c, const std::
                r.where.tensor_id, r.where.reason);
     return;
   }
-  fmt::print("  time per steady iteration: {:.3f} ms (ideal {:.3f} ms), ratio {:.3f}\n", r.time_s * 1e3,
-             c.ideal_time_s * 1e3, c.ratio);
+  fmt::print("  time per steady iteration (mean over iterations 2..{}): {:.3f} ms (ideal {:.3f} ms), ratio {:.3f}\n",
+             r.iteration_time_s.size(), r.time_s * 1e3, c.ideal_time_s * 1e3, c.ratio);
   fmt::print("  stall {:.3f} ms, recompute {:.3f} ms per iteration\n", r.stall_s * 1e3, r.recompute_s * 1e3);
   fmt::print("  swapped out {} / in {} per iteration; peak device bytes {} ({})\n",
              format_bytes(static_cast<std::uint64_t>(r.swap_out_bytes)),
@@ -101,11 +110,18 @@ struct Loaded {
   sim::PreparedTrace prep;
 };
 
-Expected<std::unique_ptr<Loaded>> load(const std::string& path, const sim::GpuProfile& gpu) {
+// The trace at `path`, repeated to `iters` iterations when iters > 0, prepared for `gpu`.
+Expected<std::unique_ptr<Loaded>> load(const std::string& path, const sim::GpuProfile& gpu, unsigned iters) {
   auto t = trace::load_trace(path);
   if (!t) return make_error(t.error().message());
   auto l = std::make_unique<Loaded>();
-  l->trace = std::move(*t);
+  if (iters > 0) {
+    auto r = trace::repeat_last_iteration(*t, iters);
+    if (!r) return make_error("--iters: " + r.error().message);
+    l->trace = std::move(*r);
+  } else {
+    l->trace = std::move(*t);
+  }
   auto p = sim::prepare(l->trace, gpu);
   if (!p) return make_error(path + ": " + p.error().message);
   l->prep = std::move(*p);
@@ -116,7 +132,7 @@ void list_gpus() {
   const sim::Efficiency eff;
   for (const auto& g : sim::gpu_profiles()) {
     fmt::print("{:<6} {}\n       memory {}, FP32 {:.1f} / TF32 {:.1f} / BF16 {:.1f} TFLOP/s, HBM {:.0f} GB/s, link {:.2f} GB/s "
-               "each way, copy latency {:.0f} us\n       sources: {}\n",
+               "each way, copy latency {:g} us\n       sources: {}\n",
                g.name, g.description, format_bytes(g.memory_bytes), g.fp32_flops / 1e12, g.tf32_flops / 1e12,
                g.bf16_flops / 1e12, g.hbm_bytes_per_s / 1e9, g.link_bytes_per_s / 1e9, g.link_latency_s * 1e6, g.sources);
   }
@@ -127,6 +143,7 @@ void list_gpus() {
 
 struct SimOpts {
   std::string trace, gpu = "h200", budget = "1.0", policy = "none", timeline;
+  unsigned iters = 0;  // 0: the trace as it is
   bool json = false, list = false;
 };
 
@@ -143,7 +160,7 @@ int run_single(const SimOpts& o) {
   if (!gpu) return fmt::print(stderr, "capuchin sim: {}\n", gpu.error().message), 1;
   auto policy = sim::make_policy(o.policy);
   if (!policy) return fmt::print(stderr, "capuchin sim: {}\n", policy.error().message), 1;
-  auto l = load(o.trace, *gpu);
+  auto l = load(o.trace, *gpu, o.iters);
   if (!l) return fmt::print(stderr, "{}\n", l.error().message), 1;
   auto budget = sim::resolve_budget(o.budget, (*l)->prep.liveness.peak_bytes);
   if (!budget) return fmt::print(stderr, "capuchin sim: {}\n", budget.error().message), 1;
@@ -153,8 +170,8 @@ int run_single(const SimOpts& o) {
   if (!o.timeline.empty()) opt.timeline = &timeline;
   const double ideal = sim::ideal_time_s((*l)->prep);
   const auto c = sim::simulate_against_ideal((*l)->prep, **policy, opt, ideal);
-  if (o.json) fmt::print("{}\n", result_json(o.trace, c).dump());
-  else print_human(o.trace, c, o.budget);
+  if (o.json) fmt::print("{}\n", result_json(o.trace, o.iters, c).dump());
+  else print_human(o.trace, o.iters, c, o.budget);
   if (!o.timeline.empty()) {
     if (auto s = write_file(o.timeline, sim::timeline_csv((*l)->trace, timeline)); !s)
       return fmt::print(stderr, "capuchin sim: {}\n", s.error().message), 1;
@@ -165,6 +182,7 @@ int run_single(const SimOpts& o) {
 struct SweepOpts {
   std::vector<std::string> traces;
   std::string gpu = "h200", budgets = "1.0,0.8,0.6,0.5,0.4,0.3,0.2", policies, out = "sim-sweep";
+  unsigned iters = 0;
 };
 
 int run_sweep(const SweepOpts& o) {
@@ -178,7 +196,7 @@ int run_sweep(const SweepOpts& o) {
   std::vector<sim::SweepRow> rows;
   std::vector<std::string> stems;
   for (const auto& path : o.traces) {
-    auto l = load(path, *gpu);
+    auto l = load(path, *gpu, o.iters);
     if (!l) return fmt::print(stderr, "{}\n", l.error().message), 1;
     const auto& prep = (*l)->prep;
     const double ideal = sim::ideal_time_s(prep);
@@ -220,6 +238,10 @@ void add_sim_command(CLI::App& app, int& exit_code) {
   std::string names;
   for (const auto& n : sim::policy_names()) names += (names.empty() ? "" : ", ") + n;
   simc->add_option("--policy", so->policy, names)->capture_default_str();
+  simc->add_option("--iters", so->iters,
+                   "simulate the set-up then the trace's last iteration N times (as sim_trace_replay runs it) "
+                   "instead of the trace as it is; steady time: mean over iterations 2..N")
+      ->check(CLI::Range(1u, 100000u));
   simc->add_flag("--json", so->json, "print one JSON object");
   simc->add_option("--timeline", so->timeline, "write the simulated timeline (CSV) to this file");
   simc->add_flag("--list-gpus", so->list, "list the GPU profiles, their sources and the efficiency factors");
@@ -231,6 +253,8 @@ void add_sim_command(CLI::App& app, int& exit_code) {
   sweep->add_option("--budgets", wo->budgets, "comma-separated fractions or sizes")->capture_default_str();
   sweep->add_option("--policies", wo->policies, "comma-separated policies (default: all)");
   sweep->add_option("--out", wo->out, "output directory")->capture_default_str();
+  sweep->add_option("--iters", wo->iters, "simulate the set-up then each trace's last iteration N times")
+      ->check(CLI::Range(1u, 100000u));
   sweep->callback([wo, &exit_code] { exit_code = run_sweep(*wo); });
   simc->callback([so, sweep, &exit_code] {
     if (!sweep->parsed()) exit_code = run_single(*so);

@@ -8,6 +8,11 @@
 // PCIe 5.0 x16's 63 GB/s is the ~55 GB/s usable that pinned copies reach on H100/H200.
 // Copy latencies are assumptions (not published): 10 us per copy over PCIe, 5 us over
 // NVLink-C2C.
+//
+// One profile is no GPU: `simcuda`, the reference device of the tests' device-free driver
+// (tests/simcuda/include/simcuda/simcuda.h), so that `capuchin sim --gpu simcuda` predicts
+// what a program on simcuda is charged. Its figures are simcuda's rates divided by the
+// efficiencies above, so that after them the simulator charges exactly simcuda's rates.
 #include <algorithm>
 #include <cctype>
 #include <cmath>
@@ -22,6 +27,12 @@ constexpr double T = 1e12;  // TFLOP/s
 constexpr double G = 1e9;   // GB/s
 constexpr std::uint64_t GiB = 1ull << 30;
 constexpr double kPcie3 = 15.75 * G, kPcie4 = 31.5 * G, kPcie5 = 63.0 * G;  // x16, each way
+// simcuda's cost model (tests/simcuda/include/simcuda/simcuda.h, not included: the core has no
+// CUDA headers): SIMCUDA_FLOPS_PER_NS, SIMCUDA_DEVICE_BYTES_PER_NS,
+// SIMCUDA_PINNED_BYTES_PER_NS, SIMCUDA_COPY_LATENCY_NS. tests/sim checks they agree.
+constexpr double kSimcudaFlops = 10 * T, kSimcudaDeviceBytes = 900 * G, kSimcudaPinnedBytes = 25 * G;
+constexpr double kSimcudaCopyLatency = 1.5e-6;
+constexpr Efficiency kEff{};
 
 const std::vector<GpuProfile>& table() {
   static const std::vector<GpuProfile> profiles{
@@ -49,6 +60,16 @@ const std::vector<GpuProfile>& table() {
        989 * T, 4000 * G, 450 * G, 5e-6,
        "NVIDIA GH200 Grace Hopper Superchip datasheet: H100 compute (67 TFLOPS FP32, 494 TF32 / 989 BF16 dense), "
        "96 GB HBM3 at 4 TB/s; NVLink-C2C 900 GB/s total = 450 GB/s each way"},
+      {"simcuda", "simcuda's reference device (tests/simcuda, no GPU): its virtual-time cost model", 16 * GiB,
+       kSimcudaFlops / kEff.compute, 0, 0, kSimcudaDeviceBytes / kEff.memory, kSimcudaPinnedBytes / kEff.link,
+       kSimcudaCopyLatency,
+       "tests/simcuda/include/simcuda/simcuda.h: 10 TFLOP/s (one rate for every math mode), 900 GB/s device memory, "
+       "25 GB/s pinned host<->device, 1.5 us per copy, 16 GiB default capacity. Figures here are those divided by "
+       "the efficiencies every profile gets (compute 0.6, HBM 0.8, link 0.87), so the simulator charges exactly "
+       "simcuda's rates: a copy 1.5 us + bytes / 25 GB/s. Not compensated (no profile figure for them): the 4 us "
+       "launch latency the simulator adds to a roofline kernel (sim_trace_replay runs each kernel for the "
+       "simulator's duration on this profile, simcuda's 2 us per launch inside it) and on a d2d copy (simcuda: "
+       "1.5 us); pageable copies, 10 GB/s in simcuda, are charged at the pinned 25 GB/s"},
   };
   return profiles;
 }

@@ -50,5 +50,21 @@ if command -v python3 >/dev/null; then
   check "svg parses as XML" test $? -eq 0
 fi
 
+# --iters N: the set-up, then the last iteration N times (repeat_last_iteration).
+out=$("$bin" sim --trace "$trace" --gpu simcuda --policy ideal --iters 5 --json)
+check "--iters exits 0" test $? -eq 0
+check "--iters 5 gives 5 iteration times" python3 -c \
+  'import json, sys; j = json.loads(sys.argv[1]); assert j["repeated_iterations"] == 5 and len(j["iteration_time_s"]) == 5 and j["steady_iterations"] == 4' "$out"
+out=$("$bin" sim --trace "$trace" --gpu simcuda --policy ideal --json)
+check "without --iters: the trace's own 3 iterations" grep -q '"repeated_iterations":0,.*"steady_iterations":2' <<<"$out"
+out=$("$bin" sim --trace "$trace" --gpu simcuda --policy ideal --iters 5)
+check "human output says the last iteration is repeated" grep -q "the last iteration 5 times" <<<"$out"
+check "human output says the steady mean's window" grep -q "mean over iterations 2..5" <<<"$out"
+printf '{"format":"capuchin-trace","version":1}\n{"op":"alloc","id":0,"bytes":64}\n{"op":"iter","n":1}\n{"op":"alloc","id":1,"bytes":64}\n{"op":"iter","n":2}\n{"op":"free","id":1}\n' > "$tmp/norepeat.jsonl"
+err=$("$bin" sim --trace "$tmp/norepeat.jsonl" --iters 3 2>&1); rc=$?
+check "an unrepeatable trace exits 1" test $rc -eq 1
+check "an unrepeatable trace is named" grep -q "norepeat.jsonl: the last iteration frees 1 tensors.*cannot be repeated" <<<"$err"
+"$bin" sim --list-gpus | grep -q "^simcuda" ; check "list-gpus lists simcuda" test $? -eq 0
+
 echo "$fails failed"
 test $fails -eq 0

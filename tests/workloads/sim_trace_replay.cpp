@@ -1,8 +1,10 @@
 // sim_trace_replay: a real model's trace (docs/TRACE_FORMAT.md) executed as a CUDA program on
 // simcuda, with PyTorch's habits, so the executor is tried on the shapes of real models and
-// not only on the programs written for it. The set-up events run once, the tensors the
-// trace's last iteration inherits from earlier ones (optimizer state) are made next, and then
-// that last (steady) iteration runs --iters times:
+// not only on the programs written for it. What runs is the trace's steady run,
+// capuchin::trace::repeat_last_iteration(trace, --iters) (include/capuchin/trace_repeat.hpp:
+// the set-up, a preamble making the state the last iteration inherits, then the last
+// iteration --iters times with fresh tensors and the inherited/kept hand-over), the very
+// sequence `capuchin sim --iters N` simulates. Event by event:
 //   - each `alloc`/`free` is one cudaMallocAsync/cudaFreeAsync (--alloc async, PyTorch's
 //     backend:cudaMallocAsync), one cudaMalloc/cudaFree (sync), or a block of a caching
 //     allocator shaped like PyTorch's native one (caching: 2 MiB segments for requests up to
@@ -13,7 +15,10 @@
 //     (as TensorIterator and foreach kernels pass them), at most kListTensors per launch;
 //   - `copy h2d` of a batch is a blocking cudaMemcpy from pageable memory (--syncs batch), else
 //     cudaMemcpyAsync from pinned memory; `copy d2h` (the loss's `.item()`) is a blocking read
-//     (--syncs loss, always on); `sync` is cudaDeviceSynchronize with --syncs ...,device.
+//     (--syncs loss, always on); `sync` is cudaDeviceSynchronize with --syncs ...,device;
+//   - at the first `iter`, every allocated tensor nothing has written yet (parameters the trace
+//     only reads, such as batch-norm statistics, and the preamble's optimizer state) is written
+//     once by a kernel of its own, so that it counts in every hash.
 //
 // Contract (tests rely on it): stdout holds `iter N loss <16 hex>` per iteration and a final
 // `weights <16 hex>` line (a hash of every tensor alive at the end), nothing else; the same
@@ -22,16 +27,29 @@
 // per 4 KiB page plus its last word (the whole range is declared to simcuda, so a missing page
 // still faults), so a missing, stale or misplaced page changes the result. Each launch's
 // virtual time is the trace's duration for the event on --gpu (dur_ns, else the simulator's
-// roofline; split evenly over a kernel's launches) when its data is on the device; faults and
-// host-resident data add to it as simcuda charges them. Exit 0 on success, 1 on a bad trace or
-// a CUDA error (named on stderr), 2 on out of memory. `--print-peak` runs the replay and
-// prints simcuda's device peak in bytes instead (run it without capuchin).
+// roofline) when its data is on the device, but never less than simcuda's own cost (2 us per
+// launch plus the declared bytes at 900 GB/s); a kernel split over several launches shares its
+// duration as launch_accesses says; faults and host-resident data add to it as simcuda
+// charges them. Exit 0 on success, 1 on a bad trace (or one that cannot be repeated) or a
+// CUDA error (named on stderr), 2 on out of memory. `--print-peak` runs the replay and prints
+// simcuda's device peak in bytes instead (run it without capuchin).
+//
+// `--timing FILE` writes, per iteration, simcuda's HOST virtual clock (simcuda_host_virtual_ns:
+// the virtual finish of the last operation the host waited for) when the iteration ends, i.e.
+// when the replay reaches the next `iter` (or the end of the trace, before the final hash),
+// as lines `<iteration> <ns>`, line `0 <ns>` being the clock when iteration 1 begins (after
+// set-up). In every shipped trace an iteration ends with the loss read (a blocking d2h copy)
+// followed only by a `sync` and frees, so the figure is the end of that read: the time the
+// training loop's host thread has reached, deterministic run to run (the stream clocks, which
+// worker threads advance asynchronously, are not). Steady time per iteration: differences of
+// consecutive lines.
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
 #include <cinttypes>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <map>
 #include <string>
 #include <vector>
@@ -40,6 +58,7 @@
 
 #include "capuchin/sim.hpp"
 #include "capuchin/trace_model.hpp"
+#include "capuchin/trace_repeat.hpp"
 #include "replay_allocator.hpp"
 #include "simcuda/kernel.hpp"
 
@@ -142,7 +161,7 @@ void replay_list_body(void** args, const simcuda_launch_info*) {
 
 // ---- the replay ------------------------------------------------------------------------------
 struct Options {
-  std::string trace, alloc = "async", syncs = "loss,batch", gpu = "h100";
+  std::string trace, alloc = "async", syncs = "loss,batch", gpu = "h100", timing;
   int iters = 6;
   int perturb_write = 0;  // > 0: change one sampled byte after the steady iteration's K-th write (tests)
   bool print_peak = false;
@@ -161,30 +180,39 @@ class Replay {
         device_sync_(o.syncs.find("device") != std::string::npos), perturb_write_(o.perturb_write),
         ptr_(t.tensors.size(), nullptr), written_(t.tensors.size(), false) {}
 
-  void run(int iters, bool quiet) {
-    const tr::Iteration& steady = t_.iterations.back();
-    for (std::uint32_t e = 0; e < t_.setup_end; ++e) execute(e, 0);
-    prepare_steady_state(steady);
-    for (int it = 1; it <= iters; ++it) {
-      iteration_ = it;
-      for (std::uint32_t e = steady.begin; e < steady.end; ++e) execute(e, static_cast<std::uint64_t>(it));
-      if (!quiet) std::printf("iter %d loss %016" PRIx64 "\n", it, loss_);
-      hand_over_kept();
-      if (it < iters) release_made_this_iteration();
+  // Executes every event of the (repeated) trace; `host_ns`, when set, reads simcuda's host
+  // clock at each iteration's start and end (see --timing).
+  void run(bool quiet, std::uint64_t (*host_ns)()) {
+    for (std::uint32_t e = 0; e < t_.events.size(); ++e) {
+      const tr::Event& ev = t_.events[e];
+      if (ev.op == Op::Iter) {
+        if (ev.n == 1) write_unwritten();
+        else end_iteration(quiet, host_ns);
+        iteration_ = static_cast<int>(ev.n);
+        if (ev.n == 1 && host_ns != nullptr) timing_ns_.push_back(host_ns());
+      }
+      execute(e, static_cast<std::uint64_t>(iteration_));
     }
+    end_iteration(quiet, host_ns);
     const std::uint64_t w = hash_alive();  // the last iteration's own kept tensors included
-    release_made_this_iteration();
     if (!quiet) std::printf("weights %016" PRIx64 "\n", w);
     check(cudaDeviceSynchronize(), "final synchronize");
   }
 
+  const std::vector<std::uint64_t>& timing_ns() const { return timing_ns_; }
+
  private:
+  void end_iteration(bool quiet, std::uint64_t (*host_ns)()) {
+    if (iteration_ == 0) return;
+    if (host_ns != nullptr) timing_ns_.push_back(host_ns());
+    if (!quiet) std::printf("iter %d loss %016" PRIx64 "\n", iteration_, loss_);
+  }
+
   void execute(std::uint32_t e, std::uint64_t iteration) {
     const tr::Event& ev = t_.events[e];
     switch (ev.op) {
       case Op::Alloc:
         allocate(ev.tensor);
-        if (iteration != 0) made_this_iteration_.push_back(ev.tensor);
         break;
       case Op::Free:
         release(ev.tensor);
@@ -213,64 +241,17 @@ class Replay {
     ptr_[x] = nullptr;
   }
 
-  // Before the first repetition: set-up tensors an earlier iteration freed are freed; those
-  // alive that nothing wrote yet are written once (parameters the trace only reads, such as
-  // batch-norm statistics, then count in every hash); tensors alive at the steady iteration's
-  // start that set-up did not make (optimizer state made in iteration 1) are made and written
-  // once, as their first iteration would have. An inherited tensor the steady iteration frees
-  // (gradients freed by the next iteration's zero_grad) is paired with a tensor of the same
-  // size the iteration makes and keeps, which takes its place in the next repetition.
-  void prepare_steady_state(const tr::Iteration& steady) {
-    std::vector<std::uint32_t> freed_inherited, kept;
-    for (std::uint32_t x = 0; x < t_.tensors.size(); ++x) {
-      const tr::Tensor& ten = t_.tensors[x];
-      const bool made_before = ten.alloc_event < steady.begin;
-      const bool freed_before = ten.free_event != tr::kNone && ten.free_event < steady.begin;
-      const bool freed_within = ten.free_event != tr::kNone && ten.free_event < steady.end;
-      if (made_before && freed_before) {
-        if (ptr_[x] != nullptr) release(x);
-        continue;
-      }
-      if (made_before) {
-        if (ptr_[x] == nullptr) allocate(x);
-        if (!written_[x]) write_once(x);
-        if (freed_within) freed_inherited.push_back(x);
-      } else if (ten.alloc_event < steady.end && !freed_within) {
-        kept.push_back(x);
-      }
-    }
-    std::sort(freed_inherited.begin(), freed_inherited.end(),
-              [&](std::uint32_t a, std::uint32_t b) { return t_.tensors[a].free_event < t_.tensors[b].free_event; });
-    bool paired = freed_inherited.size() <= kept.size();
-    for (std::size_t i = 0; paired && i < freed_inherited.size(); ++i)
-      paired = t_.tensors[freed_inherited[i]].bytes == t_.tensors[kept[i]].bytes;
-    if (!paired) {
-      std::fprintf(stderr, "sim_trace_replay: %s: the last iteration frees %zu tensors an earlier iteration made, "
-                   "and does not make and keep one of the same size for each (in order): it cannot be repeated\n",
-                   t_.name.c_str(), freed_inherited.size());
-      std::exit(1);
-    }
-    for (std::size_t i = 0; i < freed_inherited.size(); ++i) hand_over_.push_back({kept[i], freed_inherited[i]});
+  // Before the first iteration: tensors alive that nothing wrote yet (parameters the trace
+  // only reads, such as batch-norm statistics; optimizer state the preamble made) are written
+  // once, as their first iteration would have, so they count in every hash.
+  void write_unwritten() {
+    for (std::uint32_t x = 0; x < t_.tensors.size(); ++x)
+      if (ptr_[x] != nullptr && !written_[x]) write_once(x);
   }
 
   void write_once(std::uint32_t x) {
     std::vector<Access> acc{{x, false, true}};
     launch_accesses(acc, mix(0x1a17, x), SIMCUDA_KERNEL_LAUNCH_NS);
-  }
-
-  // After a repetition: each kept tensor paired with an inherited one becomes that one.
-  void hand_over_kept() {
-    for (const auto& [kept, inherited] : hand_over_) {
-      ptr_[inherited] = ptr_[kept];
-      written_[inherited] = written_[kept];
-      ptr_[kept] = nullptr;
-    }
-  }
-
-  void release_made_this_iteration() {  // what the iteration made and kept is not the next one's
-    for (std::uint32_t x : made_this_iteration_)
-      if (ptr_[x] != nullptr) release(x);
-    made_this_iteration_.clear();
   }
 
   void launch_kernel(std::uint32_t e, std::uint64_t seed) {
@@ -289,7 +270,11 @@ class Replay {
   }
 
   // Splits a kernel's tensors into launches of at most kListTensors, each with a share of the
-  // writes and of the reads (so every read reaches some output), and launches them.
+  // writes and of the reads (so every read reaches some output), and launches them. The
+  // kernel's target time is shared so that their total is the target whenever it can be:
+  // each launch gets simcuda's floor for it (the launch cost plus its declared bytes) and an
+  // equal share of what the target leaves above the floors (an even split would let a launch
+  // of large tensors overshoot its share while the others do not make it up).
   void launch_accesses(std::vector<Access> acc, std::uint64_t seed, double target_ns) {
     std::vector<std::uint32_t> reads, writes;
     for (std::uint32_t i = 0; i < acc.size(); ++i) (acc[i].write ? writes : reads).push_back(i);
@@ -302,30 +287,40 @@ class Replay {
     // them in place (else a later launch would overwrite what an earlier one derived).
     if (!writes.empty() && writes.size() < launches)
       for (std::uint32_t w : writes) acc[w].read = true;
+    // Launch k's tensors (indices into acc): its `own_reads` reads, then its writes, or a
+    // borrowed write when it has none.
+    auto members = [&](std::size_t k, std::size_t& own_reads) {
+      const std::size_t r0 = reads.size() * k / launches, r1 = reads.size() * (k + 1) / launches;
+      const std::size_t w0 = writes.size() * k / launches, w1 = writes.size() * (k + 1) / launches;
+      std::vector<std::uint32_t> m;
+      for (std::size_t i = r0; i < r1; ++i) m.push_back(reads[i]);
+      for (std::size_t i = w0; i < w1; ++i) m.push_back(writes[i]);
+      own_reads = r1 - r0;
+      if (w1 == w0 && !writes.empty()) m.push_back(writes[std::min(w0, writes.size() - 1)]);
+      return m;
+    };
+    std::vector<double> floor_ns(launches);
+    double floors = 0;
+    for (std::size_t k = 0; k < launches; ++k) {
+      std::size_t nr;
+      floor_ns[k] = SIMCUDA_KERNEL_LAUNCH_NS;
+      for (std::uint32_t i : members(k, nr))
+        floor_ns[k] += static_cast<double>(t_.tensors[acc[i].tensor].bytes) / SIMCUDA_DEVICE_BYTES_PER_NS;
+      floors += floor_ns[k];
+    }
+    const double spare = std::max(0.0, target_ns - floors) / static_cast<double>(launches);
     for (std::size_t k = 0; k < launches; ++k) {
       TensorList l{};
       l.seed = mix(seed, k);
-      l.target_ns = target_ns / static_cast<double>(launches);
-      auto slice = [&](const std::vector<std::uint32_t>& v, std::size_t& from, std::size_t& to) {
-        from = v.size() * k / launches, to = v.size() * (k + 1) / launches;
-      };
-      std::size_t r0, r1, w0, w1;
-      slice(reads, r0, r1), slice(writes, w0, w1);
-      std::uint32_t slot = 0;
-      for (std::size_t i = r0; i < r1; ++i) put(l, slot++, acc[reads[i]]);
-      for (std::size_t i = w0; i < w1; ++i) put(l, slot++, acc[writes[i]]);
-      l.reads = static_cast<std::uint32_t>(r1 - r0);
-      l.writes = static_cast<std::uint32_t>(w1 - w0);
-      std::vector<std::uint32_t> wrote;
-      for (std::size_t i = w0; i < w1; ++i) wrote.push_back(acc[writes[i]].tensor);
-      if (wrote.empty() && !writes.empty()) {  // fewer writes than launches: these reads must reach an output
-        const Access& borrowed = acc[writes[std::min(w0, writes.size() - 1)]];
-        put(l, slot++, borrowed);
-        l.writes = 1;
-        wrote.push_back(borrowed.tensor);
-      }
+      l.target_ns = floor_ns[k] + spare;
+      std::size_t nr;
+      const std::vector<std::uint32_t> m = members(k, nr);
+      for (std::uint32_t slot = 0; slot < m.size(); ++slot) put(l, slot, acc[m[slot]]);
+      l.reads = static_cast<std::uint32_t>(nr);
+      l.writes = static_cast<std::uint32_t>(m.size() - nr);  // its own writes, or the borrowed one
       launch_one(l);
-      for (std::uint32_t x : wrote) {
+      for (std::size_t i = nr; i < m.size(); ++i) {
+        const std::uint32_t x = acc[m[i]].tensor;
         written_[x] = true;
         last_written_ = x;
         after_write(x);
@@ -464,8 +459,7 @@ class Replay {
   ReplayAllocator allocator_;
   std::vector<void*> ptr_;
   std::vector<bool> written_;
-  std::vector<std::uint32_t> made_this_iteration_;
-  std::vector<std::pair<std::uint32_t, std::uint32_t>> hand_over_;  // (kept, inherited)
+  std::vector<std::uint64_t> timing_ns_;  // --timing: host clock at iteration 1's start, then each end
   std::uint32_t last_written_ = tr::kNone;
   std::uint64_t loss_ = 0;
   std::map<std::uint64_t, HostBuffer> host_buffers_;
@@ -486,15 +480,18 @@ int main(int argc, char** argv) {
   app.add_option("--gpu", o.gpu, "GPU profile for kernel durations (capuchin sim --list-gpus)");
   app.add_option("--perturb-write", o.perturb_write, "tests: change one byte after the first iteration's K-th write");
   app.add_flag("--print-peak", o.print_peak, "print simcuda's device peak of the replay and exit");
+  app.add_option("--timing", o.timing,
+                 "write simcuda's host virtual clock (ns) at each iteration's end to this file (`<iter> <ns>` lines)");
   CLI11_PARSE(app, argc, argv);
 
-  auto trace = capuchin::trace::load_trace(o.trace);
-  if (!trace) {
-    std::fprintf(stderr, "sim_trace_replay: %s\n", trace.error().message().c_str());
+  auto loaded = capuchin::trace::load_trace(o.trace);
+  if (!loaded) {
+    std::fprintf(stderr, "sim_trace_replay: %s\n", loaded.error().message().c_str());
     return 1;
   }
-  if (trace->iterations.empty()) {
-    std::fprintf(stderr, "sim_trace_replay: %s has no `iter` event: nothing to repeat\n", o.trace.c_str());
+  auto trace = capuchin::trace::repeat_last_iteration(*loaded, static_cast<unsigned>(o.iters));
+  if (!trace) {
+    std::fprintf(stderr, "sim_trace_replay: %s\n", trace.error().message.c_str());
     return 1;
   }
   auto gpu = capuchin::sim::find_gpu_profile(o.gpu);
@@ -504,17 +501,37 @@ int main(int argc, char** argv) {
   }
   simcuda::register_kernel("capuchin_replay_small", replay_small, replay_small_body);
   simcuda::register_kernel("capuchin_replay_list", replay_list, replay_list_body);
+  // simcuda's own API (not interposed: only cu* names are), reached as register_kernel does.
+  void* driver = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+  auto driver_fn = [&](const char* name, const char* option) -> void* {
+    void* f = driver == nullptr ? nullptr : dlsym(driver, name);
+    if (f == nullptr) std::fprintf(stderr, "sim_trace_replay: %s needs simcuda's libcuda.so.1 (%s)\n", option, name);
+    return f;
+  };
+  std::uint64_t (*host_ns)() = nullptr;
+  if (!o.timing.empty()) {
+    host_ns = reinterpret_cast<std::uint64_t (*)()>(driver_fn("simcuda_host_virtual_ns", "--timing"));
+    if (host_ns == nullptr) return 1;
+  }
   Replay replay(*trace, capuchin::sim::event_durations(*trace, *gpu, capuchin::sim::Efficiency{}), o);
-  replay.run(o.iters, o.print_peak);
-  if (o.print_peak) {
-    simcuda_stats s{};
-    void* driver = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
-    auto get_stats = driver == nullptr ? nullptr
-                                       : reinterpret_cast<void (*)(simcuda_stats*)>(dlsym(driver, "simcuda_get_stats"));
-    if (get_stats == nullptr) {
-      std::fprintf(stderr, "sim_trace_replay: --print-peak needs simcuda's libcuda.so.1\n");
+  replay.run(o.print_peak, host_ns);
+  if (!o.timing.empty()) {
+    std::ofstream f(o.timing);
+    f << "# sim_trace_replay --timing: simcuda's host virtual clock (ns) when each iteration ends; line 0: when "
+         "iteration 1 begins\n# trace " << o.trace << ", --iters " << o.iters << ", --alloc " << o.alloc << ", --syncs "
+      << o.syncs << ", --gpu " << o.gpu << "\n";
+    const auto& ns = replay.timing_ns();
+    for (std::size_t i = 0; i < ns.size(); ++i) f << i << ' ' << ns[i] << '\n';
+    f.close();
+    if (!f) {
+      std::fprintf(stderr, "sim_trace_replay: cannot write --timing file %s\n", o.timing.c_str());
       return 1;
     }
+  }
+  if (o.print_peak) {
+    auto get_stats = reinterpret_cast<void (*)(simcuda_stats*)>(driver_fn("simcuda_get_stats", "--print-peak"));
+    if (get_stats == nullptr) return 1;
+    simcuda_stats s{};
     get_stats(&s);
     std::printf("%" PRIu64 "\n", s.peak_device_bytes);
   }

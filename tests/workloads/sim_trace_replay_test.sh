@@ -12,7 +12,7 @@
 #      previous iteration's gradients, and touch lists give the same output with every
 #      allocator;
 #   4. bad input gets a clear error and exit 1: a missing file, a broken line (named), a trace
-#      without an `iter`.
+#      without an `iter`, a trace whose last iteration cannot be repeated.
 # Environment: LD_LIBRARY_PATH reaches simcuda.
 set -eu
 replay=$1; data=$2; out=$3
@@ -91,4 +91,8 @@ rc=0; "$replay" --trace "$out/bad.jsonl" > /dev/null 2> "$out/err2" || rc=$?
 printf '{"format":"capuchin-trace","version":1}\n{"op":"alloc","id":0,"bytes":64}\n' > "$out/noiter.jsonl"
 rc=0; "$replay" --trace "$out/noiter.jsonl" > /dev/null 2> "$out/err3" || rc=$?
 [ $rc -eq 1 ] && grep -q "no .iter." "$out/err3" || fail "no iter: exit $rc, $(cat "$out/err3")"
+printf '{"format":"capuchin-trace","version":1}\n{"op":"alloc","id":0,"bytes":64}\n{"op":"iter","n":1}\n{"op":"alloc","id":1,"bytes":64}\n{"op":"iter","n":2}\n{"op":"free","id":1}\n' > "$out/norepeat.jsonl"
+rc=0; "$replay" --trace "$out/norepeat.jsonl" > /dev/null 2> "$out/err4" || rc=$?
+[ $rc -eq 1 ] && grep -q "norepeat.jsonl: the last iteration frees 1 tensors.*cannot be repeated" "$out/err4" ||
+  fail "unrepeatable trace: exit $rc, $(cat "$out/err4")"
 echo "sim_trace_replay: ok"

@@ -327,6 +327,7 @@ class Scheduler {
   void set_sticky(CUresult err);
   uint64_t stream_virtual_ns(CUstream handle);
   double max_virtual_ns();
+  double host_virtual_ns();
   std::vector<std::pair<uint64_t, double>> stream_clocks();
   uint64_t kernels_launched() const { return launched_.load(); }
   uint64_t kernels_executed() const { return executed_.load(); }

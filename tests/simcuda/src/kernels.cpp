@@ -208,6 +208,8 @@ void simcuda_get_stats(simcuda_stats* out) {
 
 uint64_t simcuda_stream_virtual_ns(CUstream stream) { return driver().scheduler.stream_virtual_ns(stream); }
 
+uint64_t simcuda_host_virtual_ns(void) { return static_cast<uint64_t>(driver().scheduler.host_virtual_ns()); }
+
 void simcuda_reset_stats(void) { driver().memory.reset_stats(); }
 
 int simcuda_write_stats_json(const char* path) {

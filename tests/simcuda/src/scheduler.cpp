@@ -462,6 +462,11 @@ double Scheduler::max_virtual_ns() {
   return m;
 }
 
+double Scheduler::host_virtual_ns() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return host_clock_ns_;
+}
+
 std::vector<std::pair<uint64_t, double>> Scheduler::stream_clocks() {
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<std::pair<uint64_t, double>> out;

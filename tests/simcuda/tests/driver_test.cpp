@@ -283,6 +283,29 @@ TEST_F(Simcuda, VirtualTimeWaitsTakeTheMax) {
   EXPECT_FLOAT_EQ(ms, 6.0f);  // max(1, 5) + 1
 }
 
+// The host's clock moves only when the host waits, to the finish of what it waited for, and
+// later work starts no earlier (a kernel enqueued after the host waited for 3 ms ends at 4 ms
+// although its stream was idle).
+TEST_F(Simcuda, HostClockMovesOnlyWhenTheHostWaits) {
+  CUstream a, b;
+  ASSERT_EQ(cuStreamCreate(&a, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+  ASSERT_EQ(cuStreamCreate(&b, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+  EXPECT_EQ(simcuda_host_virtual_ns(), 0u);
+  for (int i = 0; i < 3; ++i) ASSERT_EQ(launch(k.fixed_1ms, a), CUDA_SUCCESS);
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));  // executed or not: no wait yet
+  EXPECT_EQ(simcuda_host_virtual_ns(), 0u);
+  ASSERT_EQ(cuStreamSynchronize(a), CUDA_SUCCESS);
+  EXPECT_EQ(simcuda_host_virtual_ns(), 3000000u);
+  ASSERT_EQ(launch(k.fixed_1ms, b), CUDA_SUCCESS);
+  EXPECT_EQ(simcuda_host_virtual_ns(), 3000000u);
+  ASSERT_EQ(cuStreamSynchronize(b), CUDA_SUCCESS);
+  EXPECT_EQ(simcuda_stream_virtual_ns(b), 4000000u);
+  EXPECT_EQ(simcuda_host_virtual_ns(), 4000000u);
+  simcuda_stats st{};
+  simcuda_get_stats(&st);
+  EXPECT_EQ(st.max_stream_virtual_ns, 4000000u);
+}
+
 TEST_F(Simcuda, CaptureAndReplayGraph) {
   CUstream s;
   ASSERT_EQ(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);

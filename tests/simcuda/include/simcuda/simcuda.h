@@ -109,6 +109,12 @@ void simcuda_get_stats(simcuda_stats* out);
 /* Virtual completion time (ns) of everything enqueued so far on `stream` (CU_STREAM_LEGACY,
  * CU_STREAM_PER_THREAD or a created stream); 0 for an unknown handle. Does not wait. */
 uint64_t simcuda_stream_virtual_ns(CUstream stream);
+/* The host's virtual clock (ns): the latest virtual finish of any op the host has waited for
+ * (a stream, event or device synchronize, a blocking copy, ...); 0 before the first wait. It
+ * moves only when the host waits, and no op enqueued later starts before it, so it is the
+ * time a program's host thread has reached, deterministic for a given sequence of calls
+ * (unlike the stream clocks, which worker threads advance asynchronously). Does not wait. */
+uint64_t simcuda_host_virtual_ns(void);
 /* Resets peak_device_bytes to the current use and zeroes the counters (not residency). */
 void simcuda_reset_stats(void);
 /* Writes the statistics as JSON to `path` (what SIMCUDA_STATS_FILE does at exit). 0 on success. */
