@@ -156,6 +156,8 @@ bool free(CUdeviceptr p, CUstream s, bool per_thread, bool stream_ordered, CUres
   }
   add_free_event(e.events, *b, b->exec);
   release_uses(e.events, *b);
+  Ev discarded = e.mem(*b).discard_dead(*b);  // after the work before the free; a reuse waits for it
+  add_free_event(e.events, *b, discarded);
   b->id = kNoBlockId;
   b->producer.reset();
   b->dependents.clear();

@@ -53,6 +53,23 @@ class ManagedMemory final : public BlockMemory {
     move_out(b, true);
   }
 
+  Ev discard_dead(Block& b) override {
+    if (c_.api->mem_discard == nullptr || b.where == Where::Fresh) return Ev{};
+    order_after_uses(*c_.events, b, c_.out);
+    if (b.where == Where::Incoming && b.ready && c_.events->order(c_.out, b.ready) != CUDA_SUCCESS)
+      log(LogLevel::Error, "executor: ordering a discard after a prefetch failed");
+    CUdeviceptr p = b.base;
+    size_t n = b.span;
+    if (c_.api->mem_discard(&p, &n, 1, 0, c_.out) != CUDA_SUCCESS) return Ev{};  // kept as it is: still correct
+    if (b.where == Where::Incoming) c_.events->unref(b.ready);
+    Ev done = c_.events->record(c_.out);
+    Ev mine = c_.events->ref(done);
+    c_.events->assign(c_.last_managed_out, done);
+    c_.in_waits_for_out = false;
+    c_.ledger->move(b, Where::Fresh);
+    return mine;
+  }
+
   void complete_evict(Block&) override {}
   void cancel_evict(Block&) override {}
 

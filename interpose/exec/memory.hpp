@@ -56,6 +56,10 @@ class BlockMemory {
   virtual bool evict(Block& b) = 0;
   // A freed block's device memory, its data dead (pre for Vmm: quiet): Host / Dropped.
   virtual void evict_dead(Block& b) = 0;
+  // At a free: Managed, where the driver can discard (cuMemDiscardBatchAsync): its pages are
+  // dropped after the work before the free (Fresh: no device memory, nothing to move back),
+  // and the returned event marks the discard (a reuse waits for it). Vmm, or no discard: none.
+  virtual Ev discard_dead(Block& b) { (void)b; return Ev{}; }
   // Vmm: an eviction whose copy completed (pre: ready): device memory released, the host copy
   // mapped at base: Host. Managed: nothing to do.
   virtual void complete_evict(Block& b) = 0;

@@ -98,6 +98,30 @@ CUresult prefetch(DefaultStream ds, CUdeviceptr ptr, size_t count, CUmemLocation
   return d().scheduler.enqueue(s, std::move(p));
 }
 
+// cuMemDiscardBatchAsync (CUDA 12.8): "The batch as a whole executes in stream order"; every
+// range "must refer to managed memory"; flags "must be zero"; the stream "must not be legacy
+// NULL stream" (cuda.h). One discard operation per range, enqueued together.
+CUresult discard_batch(DefaultStream ds, CUdeviceptr* dptrs, size_t* sizes, size_t count, unsigned long long flags,
+                       CUstream handle) {
+  if (CUresult r = check_ready(); r != CUDA_SUCCESS) return r;
+  if (flags != 0 || count == 0 || dptrs == nullptr || sizes == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (handle == CU_STREAM_LEGACY || (handle == nullptr && ds == DefaultStream::Legacy)) return CUDA_ERROR_INVALID_VALUE;
+  for (size_t i = 0; i < count; ++i)
+    if (sizes[i] == 0 || !d().memory.is_managed(dptrs[i]) || !d().memory.is_managed(dptrs[i] + sizes[i] - 1))
+      return CUDA_ERROR_INVALID_VALUE;
+  CUresult err;
+  CUstream_st* s = d().scheduler.resolve(handle, ds, &err);
+  if (s == nullptr) return err;
+  for (size_t i = 0; i < count; ++i) {
+    OpPayload p;
+    p.kind = OpKind::Discard;
+    p.dst = dptrs[i];
+    p.bytes = sizes[i];
+    if (CUresult r = d().scheduler.enqueue(s, std::move(p)); r != CUDA_SUCCESS) return r;
+  }
+  return CUDA_SUCCESS;
+}
+
 }  // namespace
 
 namespace simcuda {
@@ -284,6 +308,12 @@ CUresult cuMemPrefetchAsync_v2(CUdeviceptr p, size_t n, CUmemLocation loc, unsig
 }
 CUresult cuMemPrefetchAsync_v2_ptsz(CUdeviceptr p, size_t n, CUmemLocation loc, unsigned int flags, CUstream h) {
   return prefetch(DefaultStream::PerThread, p, n, loc, flags, h);
+}
+CUresult cuMemDiscardBatchAsync(CUdeviceptr* dptrs, size_t* sizes, size_t count, unsigned long long flags, CUstream h) {
+  return discard_batch(DefaultStream::Legacy, dptrs, sizes, count, flags, h);
+}
+CUresult cuMemDiscardBatchAsync_ptsz(CUdeviceptr* dptrs, size_t* sizes, size_t count, unsigned long long flags, CUstream h) {
+  return discard_batch(DefaultStream::PerThread, dptrs, sizes, count, flags, h);
 }
 CUresult cuMemAdvise_v2(CUdeviceptr p, size_t n, CUmem_advise advice, CUmemLocation loc) {
   if (CUresult r = check_ready(); r != CUDA_SUCCESS) return r;

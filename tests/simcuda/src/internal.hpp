@@ -50,7 +50,7 @@ struct Completion {
 };
 using CompletionPtr = std::shared_ptr<Completion>;
 
-enum class OpKind : uint8_t { Kernel, Copy, Memset, EventRecord, Marker, HostFn, FreeAsync, Prefetch };
+enum class OpKind : uint8_t { Kernel, Copy, Memset, EventRecord, Marker, HostFn, FreeAsync, Prefetch, Discard };
 enum class CopyRoute : uint8_t { HostToDevice, DeviceToHost, DeviceToDevice, HostToHost };
 
 // A copy's geometry: `rows` rows of `width` bytes per slice, `slices` slices; row r of slice z
@@ -180,6 +180,12 @@ struct Allocation {
 
 struct ManagedBlock {
   bool resident = false;
+  // Holds data somewhere (written by a kernel, a copy or a memset, or made resident). A block
+  // that was never populated, or was discarded, has no data to move: cuMemPrefetchAsync's
+  // contract: "If no physical memory has been allocated for this region, then this memory
+  // region will be populated and mapped on the destination device" (cuda.h), so making it
+  // resident costs a device-side fill, not a transfer over the link.
+  bool populated = false;
   uint64_t stamp = 0;
   bool prefer_host = false;
 };
@@ -238,6 +244,11 @@ class Memory {
   // Kernel-side declaration: false when [ptr, ptr+bytes) may not be touched by the device.
   bool declare_access(uintptr_t ptr, size_t bytes, double* cost_ns);
   void prefetch(uintptr_t ptr, size_t bytes, const CUmemLocation& to, double* cost_ns);
+  // cuMemDiscardBatchAsync, one range: whole blocks inside it lose their data and their device
+  // memory (partly covered blocks keep theirs, as their other bytes may be live).
+  void discard(uintptr_t ptr, size_t bytes);
+  // A copy or memset wrote [ptr, ptr+bytes): managed blocks there hold data now.
+  void note_write(uintptr_t ptr, size_t bytes);
   CUresult advise(uintptr_t ptr, size_t bytes, CUmem_advise advice, const CUmemLocation& loc);
 
   // VMM

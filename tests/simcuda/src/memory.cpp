@@ -386,8 +386,13 @@ bool Memory::make_resident(uintptr_t block, double* cost_ns) {
   charge(SIMCUDA_UVM_BLOCK);
   b.stamp = ++stamp_;
   lru_.insert({b.stamp, block});
-  stats_.htod += SIMCUDA_UVM_BLOCK;
-  *cost_ns += SIMCUDA_UVM_BLOCK / SIMCUDA_PINNED_BYTES_PER_NS;
+  if (b.populated) {  // its data comes over the link
+    stats_.htod += SIMCUDA_UVM_BLOCK;
+    *cost_ns += SIMCUDA_UVM_BLOCK / SIMCUDA_PINNED_BYTES_PER_NS;
+  } else {            // nothing to move: populated on the device (a fill at device bandwidth)
+    b.populated = true;
+    *cost_ns += SIMCUDA_UVM_BLOCK / SIMCUDA_DEVICE_BYTES_PER_NS;
+  }
   return true;
 }
 
@@ -477,6 +482,33 @@ void Memory::prefetch(uintptr_t ptr, size_t bytes, const CUmemLocation& to, doub
       make_host_resident(b, cost_ns);
     }
   }
+}
+
+void Memory::discard(uintptr_t ptr, size_t bytes) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const uintptr_t end = ptr + bytes;
+  const uintptr_t first = (ptr + SIMCUDA_UVM_BLOCK - 1) / SIMCUDA_UVM_BLOCK * SIMCUDA_UVM_BLOCK;
+  for (uintptr_t b = first; b + SIMCUDA_UVM_BLOCK <= end; b += SIMCUDA_UVM_BLOCK) {
+    auto it = blocks_.find(b);
+    if (it == blocks_.end()) continue;
+    ManagedBlock& mb = it->second;
+    if (mb.resident) {
+      lru_.erase({mb.stamp, b});
+      mb.resident = false;
+      managed_resident_ -= SIMCUDA_UVM_BLOCK;
+      uncharge(SIMCUDA_UVM_BLOCK);
+    }
+    mb.populated = false;
+  }
+}
+
+void Memory::note_write(uintptr_t ptr, size_t bytes) {
+  if (bytes == 0) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  const Allocation* a = find_allocation(ptr);
+  if (a == nullptr || a->kind != AllocKind::Managed) return;
+  const uintptr_t end = std::min<uintptr_t>(ptr + bytes, a->base + a->span);
+  for (uintptr_t b = ptr / SIMCUDA_UVM_BLOCK * SIMCUDA_UVM_BLOCK; b < end; b += SIMCUDA_UVM_BLOCK) blocks_[b].populated = true;
 }
 
 CUresult Memory::advise(uintptr_t ptr, size_t bytes, CUmem_advise advice, const CUmemLocation& loc) {

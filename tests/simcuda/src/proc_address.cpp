@@ -147,6 +147,7 @@ const ProcEntry kTable[] = {
     EP("cuMemsetD2D32Async", 3020, cuMemsetD2D32Async, cuMemsetD2D32Async_ptsz),
     EP("cuMemPrefetchAsync", 8000, cuMemPrefetchAsync, cuMemPrefetchAsync_ptsz),
     EP("cuMemPrefetchAsync", 12020, cuMemPrefetchAsync_v2, cuMemPrefetchAsync_v2_ptsz),
+    EP("cuMemDiscardBatchAsync", 12080, cuMemDiscardBatchAsync, cuMemDiscardBatchAsync_ptsz),
     E("cuMemAdvise", 8000, cuMemAdvise),
     E("cuMemAdvise", 12020, cuMemAdvise_v2),
     E("cuMemAddressReserve", 10020, cuMemAddressReserve),

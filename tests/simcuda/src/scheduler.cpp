@@ -121,7 +121,7 @@ CUresult Scheduler::enqueue(CUstream_st* s, OpPayload payload, CompletionPtr* do
   std::lock_guard<std::mutex> lock(mu_);
   if (done_out) *done_out = nullptr;
   if (s->capture) {
-    if (payload.kind == OpKind::FreeAsync || payload.kind == OpKind::Prefetch) {
+    if (payload.kind == OpKind::FreeAsync || payload.kind == OpKind::Prefetch || payload.kind == OpKind::Discard) {
       s->capture->invalidated = true;  // stream-ordered allocation nodes are not simulated
       return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
     }
@@ -228,6 +228,7 @@ void Scheduler::execute(CUstream_st* /*s*/, Op& op, double /*start_ns*/, double*
           std::memmove(reinterpret_cast<void*>(p.dst + z * sh.dst_slice_pitch + r * sh.dst_pitch),
                        reinterpret_cast<const void*>(p.src + z * sh.src_slice_pitch + r * sh.src_pitch), sh.width);
       mem.note_copy(p.route, p.bytes);
+      if (dst_dev) mem.note_write(p.dst, sh.dst_span());
       *cost_ns = copy_cost_ns(p);
       return;
     }
@@ -249,11 +250,15 @@ void Scheduler::execute(CUstream_st* /*s*/, Op& op, double /*start_ns*/, double*
           for (size_t i = 0; i < p.bytes; ++i) std::memcpy(d + i * p.memset_elem, &p.memset_value, p.memset_elem);
         }
       }
+      mem.note_write(p.dst, span);
       *cost_ns = SIMCUDA_COPY_LATENCY_NS + static_cast<double>(row * rows) / SIMCUDA_DEVICE_BYTES_PER_NS;
       return;
     }
     case OpKind::Prefetch:
       if (!failed) mem.prefetch(p.dst, p.bytes, p.location, cost_ns);
+      return;
+    case OpKind::Discard:  // bookkeeping in the driver: no device time of its own
+      if (!failed) mem.discard(p.dst, p.bytes);
       return;
     case OpKind::HostFn:
       p.host_fn(p.user_data);

@@ -135,22 +135,64 @@ TEST_F(Simcuda, ManagedMemoryFaultsInAndEvictsLeastRecentlyUsed) {
 }
 
 TEST_F(Simcuda, FaultsCostVirtualTime) {
-  CUdeviceptr m = 0;
-  ASSERT_EQ(cuMemAllocManaged(&m, 1 << 20, CU_MEM_ATTACH_GLOBAL), CUDA_SUCCESS);
-  CUevent a, b, c;
-  for (CUevent* e : {&a, &b, &c}) ASSERT_EQ(cuEventCreate(e, 0), CUDA_SUCCESS);
+  // Two 1 MiB managed ranges: `fresh` never written (its first touch populates it on the
+  // device: a fill, no transfer), `written` filled by a memset while on the host (its first
+  // touch moves its data over the link).
+  CUdeviceptr fresh = 0, written = 0;
+  ASSERT_EQ(cuMemAllocManaged(&fresh, 1 << 20, CU_MEM_ATTACH_GLOBAL), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemAllocManaged(&written, 1 << 20, CU_MEM_ATTACH_GLOBAL), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemsetD8(written, 3, 1 << 20), CUDA_SUCCESS);
+  CUevent a, b, c, d;
+  for (CUevent* e : {&a, &b, &c, &d}) ASSERT_EQ(cuEventCreate(e, 0), CUDA_SUCCESS);
+  const uint64_t htod0 = stats().bytes_htod;
   ASSERT_EQ(cuEventRecord(a, nullptr), CUDA_SUCCESS);
-  ASSERT_EQ(launch(k.touch, nullptr, reinterpret_cast<const char*>(m), size_t{1} << 20), CUDA_SUCCESS);
+  ASSERT_EQ(launch(k.touch, nullptr, reinterpret_cast<const char*>(fresh), size_t{1} << 20), CUDA_SUCCESS);
   ASSERT_EQ(cuEventRecord(b, nullptr), CUDA_SUCCESS);
-  ASSERT_EQ(launch(k.touch, nullptr, reinterpret_cast<const char*>(m), size_t{1} << 20), CUDA_SUCCESS);
+  ASSERT_EQ(launch(k.touch, nullptr, reinterpret_cast<const char*>(fresh), size_t{1} << 20), CUDA_SUCCESS);
   ASSERT_EQ(cuEventRecord(c, nullptr), CUDA_SUCCESS);
-  ASSERT_EQ(cuEventSynchronize(c), CUDA_SUCCESS);
-  float faulting = 0, resident = 0;
-  ASSERT_EQ(cuEventElapsedTime(&faulting, a, b), CUDA_SUCCESS);
+  ASSERT_EQ(launch(k.touch, nullptr, reinterpret_cast<const char*>(written), size_t{1} << 20), CUDA_SUCCESS);
+  ASSERT_EQ(cuEventRecord(d, nullptr), CUDA_SUCCESS);
+  ASSERT_EQ(cuEventSynchronize(d), CUDA_SUCCESS);
+  float populating = 0, resident = 0, migrating = 0;
+  ASSERT_EQ(cuEventElapsedTime(&populating, a, b), CUDA_SUCCESS);
   ASSERT_EQ(cuEventElapsedTime(&resident, b, c), CUDA_SUCCESS);
+  ASSERT_EQ(cuEventElapsedTime(&migrating, c, d), CUDA_SUCCESS);
   const double blocks = (1 << 20) / SIMCUDA_UVM_BLOCK;
-  const double fault_ns = blocks * (SIMCUDA_FAULT_LATENCY_NS + SIMCUDA_UVM_BLOCK / SIMCUDA_PINNED_BYTES_PER_NS);
-  EXPECT_NEAR(faulting - resident, fault_ns / 1e6, 1e-3);
+  EXPECT_NEAR(populating - resident, blocks * (SIMCUDA_FAULT_LATENCY_NS + SIMCUDA_UVM_BLOCK / SIMCUDA_DEVICE_BYTES_PER_NS) / 1e6, 1e-3);
+  EXPECT_NEAR(migrating - resident, blocks * (SIMCUDA_FAULT_LATENCY_NS + SIMCUDA_UVM_BLOCK / SIMCUDA_PINNED_BYTES_PER_NS) / 1e6, 1e-3);
+  EXPECT_EQ(stats().bytes_htod - htod0, 1u << 20);  // only `written` crossed the link
+}
+
+TEST_F(Simcuda, DiscardedManagedMemoryLeavesTheDeviceAndComesBackWithoutATransfer) {
+  CUdeviceptr m = 0;
+  ASSERT_EQ(cuMemAllocManaged(&m, 4 << 20, CU_MEM_ATTACH_GLOBAL), CUDA_SUCCESS);
+  CUstream s;
+  ASSERT_EQ(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemsetD8(m, 1, 4 << 20), CUDA_SUCCESS);
+  CUmemLocation dev{CU_MEM_LOCATION_TYPE_DEVICE, 0};
+  ASSERT_EQ(cuMemPrefetchAsync(m, 4 << 20, dev, 0, s), CUDA_SUCCESS);
+  ASSERT_EQ(cuStreamSynchronize(s), CUDA_SUCCESS);
+  EXPECT_EQ(stats().managed_resident_bytes, 4ull << 20);
+  // Whole blocks of the range are discarded; the partly covered last one keeps its data.
+  CUdeviceptr ptrs[1] = {m};
+  size_t sizes[1] = {(4 << 20) - 100};
+  ASSERT_EQ(cuMemDiscardBatchAsync(ptrs, sizes, 1, 0, s), CUDA_SUCCESS);
+  ASSERT_EQ(cuStreamSynchronize(s), CUDA_SUCCESS);
+  EXPECT_EQ(stats().managed_resident_bytes, uint64_t{SIMCUDA_UVM_BLOCK});
+  const uint64_t htod = stats().bytes_htod, dtoh = stats().bytes_dtoh;
+  ASSERT_EQ(cuMemPrefetchAsync(m, 4 << 20, dev, 0, s), CUDA_SUCCESS);
+  ASSERT_EQ(cuStreamSynchronize(s), CUDA_SUCCESS);
+  EXPECT_EQ(stats().managed_resident_bytes, 4ull << 20);
+  EXPECT_EQ(stats().bytes_htod, htod);  // nothing to move: populated on the device
+  EXPECT_EQ(stats().bytes_dtoh, dtoh);
+  // Bad calls: flags, the legacy stream, memory that is not managed.
+  EXPECT_EQ(cuMemDiscardBatchAsync(ptrs, sizes, 1, 1, s), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuMemDiscardBatchAsync(ptrs, sizes, 1, 0, nullptr), CUDA_ERROR_INVALID_VALUE);
+  CUdeviceptr d = 0;
+  ASSERT_EQ(cuMemAlloc(&d, 4096), CUDA_SUCCESS);
+  CUdeviceptr bad[1] = {d};
+  size_t bad_size[1] = {4096};
+  EXPECT_EQ(cuMemDiscardBatchAsync(bad, bad_size, 1, 0, s), CUDA_ERROR_INVALID_VALUE);
 }
 
 TEST_F(Simcuda, PrefetchAndAdviceMoveResidency) {
