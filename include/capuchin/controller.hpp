@@ -58,6 +58,7 @@ struct Command {
   double cost_s = 0;         // the plan's expected cost of it
   std::uint32_t at = 0;      // iteration position it is issued at
   std::uint32_t access = 0;  // prefetch / recompute: the position of the access it serves
+  plan::LateArrival place;   // the tensor as the plan names it, and `access` (for note_late)
 };
 
 // What one event changed, for the owner's bookkeeping and log.
@@ -90,8 +91,12 @@ class Controller {
   // every other event before it runs.
   Step on_event(const Event& e, std::span<const std::uint64_t> ids, std::vector<Command>& out);
 
-  // A planned swap-in of `id` had not landed when its access began, by about late_s.
+  // A planned swap-in of `id` had not landed when its access began, by about late_s (the
+  // simulator knows it at the access; ignored once the iteration ended).
   void note_late(std::uint64_t id, double late_s);
+  // The same, measured after the fact (the executor reads it from events once both completed):
+  // the swap-in as its command named it. Ignored when the iteration it was planned for changed.
+  void note_late(const plan::LateArrival& place, double late_s);
   // The owner's circumstances changed (a new budget): the next boundary asks for a new plan.
   void invalidate_plan() { invalidated_ = true; }
 

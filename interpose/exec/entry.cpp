@@ -87,7 +87,7 @@ bool alloc(CUdeviceptr* out, std::size_t bytes, CUstream s, bool per_thread, boo
       e.ledger.forget(*b);
       if (b->kind == Kind::Managed) e.frees_after_unlock.push_back(b->base);
       else e.mem(*b).release(*b);
-      delete b;
+      e.delete_block(b);
       b = nullptr;
     }
   }
@@ -157,6 +157,7 @@ bool free(CUdeviceptr p, CUstream s, bool per_thread, bool stream_ordered, CUres
   add_free_event(e.events, *b, b->exec);
   release_uses(e.events, *b);
   Ev discarded = e.mem(*b).discard_dead(*b);  // after the work before the free; a reuse waits for it
+  if (discarded) b->free_stream_valid = false;  // issued on capuchin's stream: the free's stream order does not cover it
   add_free_event(e.events, *b, discarded);
   b->id = kNoBlockId;
   b->producer.reset();
@@ -237,6 +238,8 @@ CUresult before_launch(Launch& l, const std::uint64_t* ids, unsigned n) {
   }
   sig = signature(Op::Kernel, sig);
   const CUstream ds = driver_stream(l.stream, l.per_thread);
+  if (e.planning.probes_armed())  // when this launch could run, before it is made to wait for data
+    for (Block* b : cur) e.planning.stamp_probe(b->id, ds);
   KernelInfo* ki = l.func != nullptr ? &e.kernels.info(e.api, l.func, l.layout) : nullptr;
   Block* output = nullptr;
   if (ki != nullptr && ki->output >= 0 && l.params != nullptr && static_cast<std::size_t>(ki->output) < ki->offset.size()) {
@@ -402,7 +405,8 @@ void on_sync() {
   Held held(e);
   e.feed(event(Op::Sync, signature(Op::Sync, 0)), {});
   e.reclaim_finished_evictions();
-  e.planning.poll_timings();
+  e.planning.poll_timings(true);
+  e.poll_lateness();
 }
 
 }  // namespace capuchin::interpose::exec

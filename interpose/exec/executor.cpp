@@ -222,11 +222,19 @@ void Executor::await_quiet(Block& b) {
   --b.pins;
 }
 
-void Executor::settle_managed_out() { await(unsettled_managed_out(moves)); }
+void Executor::settle_managed_out(std::uint64_t incoming) {
+  for (int round = 0; round < 64; ++round) {
+    const Ev e = room_after_managed_outs(moves, incoming);
+    if (!e) return;
+    await(e);
+  }
+}
 
 // ---- the policy --------------------------------------------------------------------------
 
 policy::Step Executor::feed(const policy::Event& ev, std::span<const std::uint64_t> ids) {
+  reclaim_finished_evictions();  // copies out that ended free their device memory now
+  planning.poll_timings();       // kernel times measured so far, for the next plan request
   std::vector<policy::Command> cmds;
   cmds.swap(scratch().cmds);
   cmds.clear();
@@ -255,7 +263,9 @@ policy::Step Executor::feed(const policy::Event& ev, std::span<const std::uint64
 }
 
 void Executor::end_iteration() {
-  planning.poll_timings();
+  planning.poll_timings(true);
+  poll_lateness();
+  planning.drop_unstamped_probes();
   report_need();
   adopt_daemon_budget();
   decisions.end_iteration();
@@ -280,7 +290,18 @@ void Executor::trim_cache() {
     } else {
       mem(*b).release(*b);
     }
-    delete b;
+    delete_block(b);
+  }
+}
+
+// Planned swap-ins that arrived after their launch was ready: a stall, measured on the device's
+// clock (planning.hpp), and feedback for the next plan.
+void Executor::poll_lateness() {
+  std::vector<std::pair<std::uint64_t, double>> late;
+  planning.poll_probes(late);
+  for (const auto& [id, s] : late) {
+    const Block* b = blocks.by_id(id);
+    decisions.record(Action::Stall, id, b != nullptr ? b->span : 0, "prefetch-late", -1);
   }
 }
 

@@ -15,6 +15,7 @@
 
 #include <cuda.h>
 
+#include <deque>
 #include <memory>
 #include <mutex>
 #include <span>
@@ -89,6 +90,9 @@ class Executor {
   bool pool_full_warned = false;
   std::uint64_t live_bytes = 0;         // spans of live blocks
   std::uint64_t evictions_started = 0;
+  // Vmm evictions in the order they were issued (the out stream completes them in it), with
+  // the move_seq they were issued under (an entry whose block moved on since is stale).
+  std::deque<std::pair<Block*, std::uint64_t>> evict_queue;
   std::vector<std::uint32_t> ondemand_per_iteration{0};
   std::vector<CUdeviceptr> frees_after_unlock;  // managed memory of trimmed blocks
   double t0 = 0;
@@ -102,9 +106,10 @@ class Executor {
   void await_stream(CUstream s);     // ... for a stream (when no event could be recorded)
   void await_context();              // ... for the whole context
   void await_quiet(Block& b);        // every event quiet_events(b) lists (pins b meanwhile)
-  void settle_managed_out();         // managed moves out complete (before Vmm memory is created)
+  void settle_managed_out(std::uint64_t incoming);  // enough managed moves out complete for `incoming` more Vmm bytes
   policy::Step feed(const policy::Event& e, std::span<const std::uint64_t> ids);  // + commands applied
   void end_iteration();
+  void poll_lateness();
   void note_launch_need(std::uint64_t total, std::uint64_t total_managed, const std::string& kernel);
   void report_need();
   void adopt_daemon_budget();
@@ -115,10 +120,11 @@ class Executor {
   // --- residency.cpp
   bool make_room(std::uint64_t need, const char* reason);
   bool evict(Block& b, const char* reason, double expected = -1);
-  bool prefetch(Block& b, const char* reason, bool on_demand, double expected = -1);
+  bool prefetch(Block& b, const char* reason, bool on_demand, double expected = -1, const CUstream* user = nullptr);
   CUresult ensure_resident(Block& b, CUstream s);
   void apply(const policy::Command& c);
-  void reclaim_finished_evictions();
+  void reclaim_finished_evictions();  // completes finished Vmm evictions (never waits)
+  void delete_block(Block* b);        // a block given back to the driver: forgotten everywhere
   CUresult settle_for_unknown_access(CUstream s);
   void mark_unknown_use(CUstream s);
   CUresult make_ready(Block& b, bool room);  // a new or reused block's memory (memory.hpp create/reuse)

@@ -61,33 +61,31 @@ class ManagedMemory final : public BlockMemory {
     CUdeviceptr p = b.base;
     size_t n = b.span;
     if (c_.api->mem_discard(&p, &n, 1, 0, c_.out) != CUDA_SUCCESS) return Ev{};  // kept as it is: still correct
-    if (b.where == Where::Incoming) c_.events->unref(b.ready);
-    Ev done = c_.events->record(c_.out);
-    Ev mine = c_.events->ref(done);
-    c_.events->assign(c_.last_managed_out, done);
-    c_.in_waits_for_out = false;
+    c_.events->unref(b.ready);
+    b.ready = note_managed_out(c_, charged(b.where) ? b.span : 0);  // a move back in follows it
     c_.ledger->move(b, Where::Fresh);
-    return mine;
+    return c_.events->ref(b.ready);
   }
 
   void complete_evict(Block&) override {}
   void cancel_evict(Block&) override {}
 
-  bool prefetch(Block& b, bool) override {
-    if (!c_.in_waits_for_out && c_.last_managed_out) {
-      // Room on the device is made by the moves out issued before: the move in follows them.
-      if (c_.events->order(c_.in, c_.last_managed_out) != CUDA_SUCCESS)
-        log(LogLevel::Error, "executor: ordering a prefetch after evictions failed");
-      c_.in_waits_for_out = true;
-    }
+  bool prefetch(Block& b, bool, const CUstream* user) override {
+    const CUstream on = b.where == Where::Fresh && user != nullptr ? *user : c_.in;
+    c_.ledger->move(b, Where::Incoming);  // counted first: the room it needs is what is waited for
+    // Its own move out (or discard) first; room on the device is made by moves out issued
+    // before: the move in follows just enough of them.
+    if (b.ready && !c_.events->done(b.ready) && c_.events->order(on, b.ready) != CUDA_SUCCESS)
+      log(LogLevel::Error, "executor: ordering a prefetch after its eviction failed");
+    if (Ev room = room_after_managed_outs(c_); room && c_.events->order(on, room) != CUDA_SUCCESS)
+      log(LogLevel::Error, "executor: ordering a prefetch after evictions failed");
     CUmemLocation dev{CU_MEM_LOCATION_TYPE_DEVICE, c_.device};
     // A failed prefetch leaves the pages where they are, still addressable: the kernel faults
     // them in (slow, never wrong).
-    if (CUresult r = c_.api->mem_prefetch(b.base, b.bytes, dev, 0, c_.in); r != CUDA_SUCCESS)
+    if (CUresult r = c_.api->mem_prefetch(b.base, b.bytes, dev, 0, on); r != CUDA_SUCCESS)
       log(LogLevel::Warn, "executor: prefetching tensor %" PRIu64 " to the device failed (CUresult %d)", b.id, static_cast<int>(r));
     c_.events->unref(b.ready);
-    b.ready = c_.events->record(c_.in);
-    c_.ledger->move(b, Where::Incoming);
+    b.ready = c_.events->record(on);
     return true;
   }
 
@@ -117,9 +115,8 @@ class ManagedMemory final : public BlockMemory {
       if (CUresult r = c_.api->mem_prefetch(b.base, b.bytes, host, 0, c_.out); r != CUDA_SUCCESS)
         log(LogLevel::Warn, "executor: prefetching tensor %" PRIu64 " to the host failed (CUresult %d)", b.id, static_cast<int>(r));
     }
-    Ev e = c_.events->record(c_.out);
-    c_.events->assign(c_.last_managed_out, e);
-    c_.in_waits_for_out = false;
+    c_.events->unref(b.ready);
+    b.ready = note_managed_out(c_, b.span);  // a move back in follows it
     c_.ledger->move(b, Where::Host);
   }
 
@@ -128,6 +125,31 @@ class ManagedMemory final : public BlockMemory {
 };
 
 }  // namespace
+
+Ev note_managed_out(MoveContext& ctx, std::uint64_t bytes) {
+  Ev e = ctx.events->record(ctx.out);
+  if (!e) return Ev{};  // no event: nothing to wait by (a broken context; the job's next call says so)
+  ctx.managed_outs.emplace_back(e, bytes);
+  ctx.managed_out_bytes += bytes;
+  return ctx.events->ref(e);
+}
+
+Ev room_after_managed_outs(MoveContext& ctx, std::uint64_t incoming) {
+  while (!ctx.managed_outs.empty() && ctx.events->done(ctx.managed_outs.front().first)) {
+    ctx.managed_out_bytes -= ctx.managed_outs.front().second;
+    ctx.events->unref(ctx.managed_outs.front().first);
+    ctx.managed_outs.pop_front();
+  }
+  const std::uint64_t held = ctx.ledger->resident() + incoming;
+  const std::uint64_t slack = ctx.ledger->budget > held ? ctx.ledger->budget - held : 0;
+  std::uint64_t pending = ctx.managed_out_bytes;
+  for (const auto& [e, bytes] : ctx.managed_outs) {
+    if (pending <= slack) return Ev{};
+    pending -= bytes;
+    if (pending <= slack) return e;
+  }
+  return Ev{};
+}
 
 std::unique_ptr<BlockMemory> make_managed_memory(MoveContext& ctx, std::size_t page) {
   return std::make_unique<ManagedMemory>(ctx, page);

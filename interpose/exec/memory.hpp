@@ -15,6 +15,7 @@
 
 #include <cuda.h>
 
+#include <deque>
 #include <memory>
 
 #include "api.hpp"
@@ -31,10 +32,11 @@ struct MoveContext {
   CUstream out = nullptr;  // moves to the host
   CUstream in = nullptr;   // moves to the device
   int device = 0;          // the context's device
-  // The latest managed move out: memory leaves the device when `out` gets there, while Vmm
-  // device memory is taken on the host's clock at cuMemCreate, which must wait for it.
-  Ev last_managed_out;
-  bool in_waits_for_out = true;  // `in` already waits for every managed move out issued
+  // Managed moves out (and discards) in flight, in issue order: the ledger counts their bytes
+  // as gone at once, the device only when `out` gets there. A move in (stream-ordered) and a
+  // Vmm chunk (taken on the host's clock) wait for just enough of them to fit the budget.
+  std::deque<std::pair<Ev, std::uint64_t>> managed_outs;
+  std::uint64_t managed_out_bytes = 0;
 };
 
 class BlockMemory {
@@ -65,10 +67,13 @@ class BlockMemory {
   virtual void complete_evict(Block& b) = 0;
   // An eviction undone before completing: Device; its copy's host pieces retire after it.
   virtual void cancel_evict(Block& b) = 0;
-  // Starts moving a block in. Host with keep_data: Incoming until b.ready. Vmm without data
-  // (a new host-backed or dropped block): device memory mapped at once: Device. Pre for Vmm:
-  // managed moves out settled. false: no device memory (b unchanged).
-  virtual bool prefetch(Block& b, bool keep_data) = 0;
+  // Starts moving a block in. Host with keep_data: Incoming until b.ready, on capuchin's in
+  // stream. Without data: Managed Fresh is populated on `user` (the stream of the work that
+  // needs it, when given: a device fill, in that work's order, not queued behind the in
+  // stream's copies);
+  // Vmm (a new host-backed or dropped block) gets device memory mapped at once: Device. Pre
+  // for Vmm: managed moves out settled. false: no device memory (b unchanged).
+  virtual bool prefetch(Block& b, bool keep_data, const CUstream* user) = 0;
   // A move in done for work on `s`: Managed: s waits for it. Vmm: pre: ready; mappings swap.
   virtual void complete_prefetch(Block& b, CUstream s) = 0;
   // Vmm: the memory at base released without a copy (pre: quiet): Dropped.
@@ -83,11 +88,13 @@ std::unique_ptr<BlockMemory> make_managed_memory(MoveContext& ctx, std::size_t p
 // granularity: the VMM allocation granularity; pool: the host pool it evicts into.
 std::unique_ptr<BlockMemory> make_vmm_memory(MoveContext& ctx, std::size_t granularity, HostPool& pool);
 
-// Managed moves out issued since the host last saw them complete, as an event to await
-// before Vmm device memory is created (none when settled).
-inline Ev unsettled_managed_out(MoveContext& ctx) {
-  if (ctx.last_managed_out && ctx.events->done(ctx.last_managed_out)) ctx.events->unref(ctx.last_managed_out);
-  return ctx.last_managed_out;
-}
+// A managed move out of `bytes` was just issued on ctx.out (or a discard): its event, with a
+// reference for the caller (the block's `ready`: its move back in waits for it).
+Ev note_managed_out(MoveContext& ctx, std::uint64_t bytes);
+// The managed move out that must complete before memory the ledger already counts (it holds
+// the block moving in) is really free on the device: none when the moves still in flight fit
+// the budget's slack. Completed moves are forgotten on the way.
+// `incoming`: bytes about to be taken that the ledger does not count yet (a Vmm chunk).
+Ev room_after_managed_outs(MoveContext& ctx, std::uint64_t incoming = 0);
 
 }  // namespace capuchin::interpose::exec

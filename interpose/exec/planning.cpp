@@ -4,6 +4,7 @@
 
 #include "executor.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <cinttypes>
 
@@ -137,13 +138,76 @@ void Planning::end_timing(int pair, CUstream s) {
   pending_.push_back(pair);
 }
 
-void Planning::poll_timings() {
+void Planning::arm_probe(std::uint64_t id, const plan::LateArrival& place, CUstream moved_on) {
+  if (api_->event_elapsed == nullptr || armed_.count(id) != 0) return;
+  if (free_probes_.empty()) {
+    if (probes_.size() >= 1024) return;
+    Probe p;
+    if (api_->event_create(&p.moved, CU_EVENT_DEFAULT) != CUDA_SUCCESS) return;
+    if (api_->event_create(&p.ready, CU_EVENT_DEFAULT) != CUDA_SUCCESS) {
+      if (api_->event_destroy != nullptr) (void)api_->event_destroy(p.moved);  // best effort
+      return;
+    }
+    probes_.push_back(p);
+    free_probes_.push_back(static_cast<int>(probes_.size() - 1));
+  }
+  const int k = free_probes_.back();
+  Probe& p = probes_[static_cast<std::size_t>(k)];
+  if (api_->event_record(p.moved, moved_on) != CUDA_SUCCESS) return;  // not measured
+  free_probes_.pop_back();
+  p.id = id;
+  p.place = place;
+  armed_[id] = k;
+}
+
+void Planning::stamp_probe(std::uint64_t id, CUstream launch_stream) {
+  auto it = armed_.find(id);
+  if (it == armed_.end()) return;
+  const int k = it->second;
+  armed_.erase(it);
+  if (api_->event_record(probes_[static_cast<std::size_t>(k)].ready, launch_stream) != CUDA_SUCCESS) {
+    free_probes_.push_back(k);
+    return;
+  }
+  stamped_.push_back(k);
+}
+
+void Planning::poll_probes(std::vector<std::pair<std::uint64_t, double>>& late) {
   std::size_t kept = 0;
-  for (int k : pending_) {
+  for (int k : stamped_) {
+    Probe& p = probes_[static_cast<std::size_t>(k)];
+    if (api_->event_query(p.moved) == CUDA_ERROR_NOT_READY || api_->event_query(p.ready) == CUDA_ERROR_NOT_READY) {
+      stamped_[kept++] = k;
+      continue;
+    }
+    float ms = 0;  // from the launch being ready to the data arriving: > 0 means it waited
+    if (api_->event_elapsed(&ms, p.ready, p.moved) == CUDA_SUCCESS && ms > 1e-3f) {
+      controller_.note_late(p.place, static_cast<double>(ms) * 1e-3);
+      late.emplace_back(p.id, static_cast<double>(ms) * 1e-3);
+    }
+    free_probes_.push_back(k);
+  }
+  stamped_.resize(kept);
+}
+
+void Planning::drop_unstamped_probes() {
+  for (const auto& [id, k] : armed_) free_probes_.push_back(k);
+  armed_.clear();
+}
+
+void Planning::poll_timings(bool all) {
+  const std::size_t n = pending_.size();
+  for (std::size_t i = 0; i < n; ++i) {
+    const int k = pending_.front();
+    pending_.pop_front();
     Pair& p = pairs_[static_cast<std::size_t>(k)];
     const CUresult q = api_->event_query(p.end);
     if (q == CUDA_ERROR_NOT_READY) {
-      pending_[kept++] = k;
+      pending_.push_back(k);
+      if (!all) {  // launches complete roughly in order: the rest are not done either
+        std::rotate(pending_.begin(), pending_.end() - 1, pending_.end());
+        return;
+      }
       continue;
     }
     float ms = 0;
@@ -151,7 +215,6 @@ void Planning::poll_timings() {
       dur_ns_[p.sig] = static_cast<std::uint64_t>(static_cast<double>(ms) * 1e6);
     free_pairs_.push_back(k);
   }
-  pending_.resize(kept);
 }
 
 }  // namespace capuchin::interpose::exec

@@ -15,6 +15,7 @@
 #include <cuda.h>
 
 #include <atomic>
+#include <deque>
 #include <memory>
 #include <semaphore>
 #include <span>
@@ -62,8 +63,21 @@ class Planning {
   // completed pairs read without waiting into per-signature durations.
   int begin_timing(CUstream s, std::uint64_t sig);
   void end_timing(int pair, CUstream s);
-  void poll_timings();
+  // Reads completed pairs, oldest first, until one is still in flight (never waits); all:
+  // look at every pending pair (at syncs and iteration ends).
+  void poll_timings(bool all = false);
   std::size_t measured_signatures() const { return dur_ns_.size(); }
+
+  // Lateness of planned swap-ins, measured on the device's clock: a timing event after the
+  // swap-in on the stream that moves it (arm), one on the launching stream before the first
+  // launch that touches the block (stamp: before the launch is made to wait for the data);
+  // once both completed, a launch that was ready before its data arrived was late by the
+  // difference, which the controller learns (poll_probes: the blocks and seconds, for the log).
+  void arm_probe(std::uint64_t id, const plan::LateArrival& place, CUstream moved_on);
+  void stamp_probe(std::uint64_t id, CUstream launch_stream);
+  void poll_probes(std::vector<std::pair<std::uint64_t, double>>& late);
+  void drop_unstamped_probes();  // at an iteration's end: swap-ins nothing touched
+  bool probes_armed() const { return !armed_.empty(); }
 
  private:
   struct Answer {
@@ -73,6 +87,11 @@ class Planning {
   struct Pair {
     CUevent start = nullptr, end = nullptr;
     std::uint64_t sig = 0;
+  };
+  struct Probe {
+    CUevent moved = nullptr, ready = nullptr;  // after the swap-in; before the launch
+    std::uint64_t id = 0;
+    plan::LateArrival place;
   };
   void run();
   void hand_over(policy::PlanRequest r, std::uint64_t budget);
@@ -90,8 +109,12 @@ class Planning {
   std::atomic<bool> stop_{false};
   // kernel durations
   std::vector<Pair> pairs_;
-  std::vector<int> free_pairs_, pending_;
+  std::vector<int> free_pairs_;
+  std::deque<int> pending_;
   std::unordered_map<std::uint64_t, std::uint64_t> dur_ns_;  // by kernel signature
+  std::vector<Probe> probes_;
+  std::vector<int> free_probes_, stamped_;
+  std::unordered_map<std::uint64_t, int> armed_;  // block id -> probe waiting for its launch
 };
 
 }  // namespace capuchin::interpose::exec

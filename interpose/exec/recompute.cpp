@@ -72,7 +72,7 @@ bool Executor::recompute(Block& b, const char* reason, double expected) {
   if (b.where != Where::Dropped) return b.where != Where::Host;  // recomputed by someone else meanwhile
   if (!recompute_valid(b)) return false;
   const bool room = make_room(b.span, "recompute");
-  if (room) settle_managed_out();
+  if (room) settle_managed_out(b.span);
   if (b.where != Where::Dropped || !recompute_valid(b)) return b.where != Where::Dropped;
   // Device memory when the budget has room, else host pieces: the replay writes it there.
   if (CUresult r = mem(b).fill(b, room); r != CUDA_SUCCESS) {

@@ -39,17 +39,27 @@ CUresult Executor::make_ready(Block& b, bool reuse) {
   bool room = false;
   if (b.kind == Kind::Vmm && (!reuse || b.where == Where::Host || b.where == Where::Dropped)) {
     room = make_room(b.span, "pressure");
-    if (room) settle_managed_out();
+    if (room) settle_managed_out(b.span);
   }
   return reuse ? mem(b).reuse(b, room) : mem(b).create(b, room);
 }
 
 void Executor::reclaim_finished_evictions() {
-  auto finish = [&](Block& b) {
-    if (b.where == Where::Evicting && b.pins == 0 && events.done(b.ready)) mem(b).complete_evict(b);
-  };
-  blocks.for_each_live(finish);
-  blocks.for_each_cached(finish);
+  while (!evict_queue.empty()) {
+    auto [b, seq] = evict_queue.front();
+    if (b->where != Where::Evicting || b->move_seq != seq) {  // cancelled or completed already
+      evict_queue.pop_front();
+      continue;
+    }
+    if (b->pins != 0 || !events.done(b->ready)) return;  // the out stream is in order: the rest are not done either
+    mem(*b).complete_evict(*b);
+    evict_queue.pop_front();
+  }
+}
+
+void Executor::delete_block(Block* b) {
+  std::erase_if(evict_queue, [b](const auto& q) { return q.first == b; });
+  delete b;
 }
 
 // Moves victims out until about `short_bytes` are on their way out. true: some move started.
@@ -103,8 +113,7 @@ bool Executor::await_eviction_in_flight() {
   auto pick = [&](Block& b) {
     if (b.where == Where::Evicting && (oldest == nullptr || b.move_seq < oldest->move_seq)) oldest = &b;
   };
-  blocks.for_each_live(pick);
-  blocks.for_each_cached(pick);
+  for (const auto& [b, seq] : evict_queue) pick(*b);
   if (oldest == nullptr) return false;
   ++oldest->pins;
   await(oldest->ready);
@@ -149,8 +158,7 @@ bool Executor::make_room(std::uint64_t need, const char* reason) {
     reclaim_finished_evictions();
     if (ledger.fits(need)) return true;
     std::uint64_t in_flight = 0;
-    blocks.for_each_live([&](Block& b) { in_flight += b.where == Where::Evicting ? b.span : 0; });
-    blocks.for_each_cached([&](Block& b) { in_flight += b.where == Where::Evicting ? b.span : 0; });
+    for (const auto& [b, seq] : evict_queue) in_flight += b->where == Where::Evicting && b->move_seq == seq ? b->span : 0;
     const std::uint64_t short_bytes = ledger.resident() + need - ledger.budget;
     if (in_flight < short_bytes && start_victims(short_bytes - in_flight)) continue;
     if (ledger.fits(need)) return true;
@@ -177,20 +185,23 @@ bool Executor::evict(Block& b, const char* reason, double expected) {
     }
     return false;
   }
-  b.move_seq = ++evictions_started;
+  if (b.where == Where::Evicting) {
+    b.move_seq = ++evictions_started;
+    evict_queue.emplace_back(&b, b.move_seq);
+  }
   decisions.record(Action::Evict, b.id, b.span, reason, expected);
   return true;
 }
 
-bool Executor::prefetch(Block& b, const char* reason, bool on_demand, double expected) {
+bool Executor::prefetch(Block& b, const char* reason, bool on_demand, double expected, const CUstream* user) {
   const bool keep = b.where == Where::Host;
   if (b.kind == Kind::Vmm) {
     ++b.pins;
-    settle_managed_out();
+    settle_managed_out(b.span);
     --b.pins;
     if (b.where != Where::Host && b.where != Where::Dropped) return b.where != Where::Fresh;  // changed meanwhile
   }
-  if (!mem(b).prefetch(b, keep)) return false;
+  if (!mem(b).prefetch(b, keep, user)) return false;
   if (reason == nullptr || !keep) return true;  // a first touch: no decision to record
   if (on_demand) {
     ++ondemand_per_iteration.back();
@@ -209,10 +220,6 @@ CUresult Executor::ensure_resident(Block& b, CUstream s) {
       case Where::Device:
         return CUDA_SUCCESS;
       case Where::Incoming: {
-        if (!events.done(b.ready)) {
-          decisions.record(Action::Stall, b.id, b.span, "prefetch-late");
-          planning.note_late(b.id, static_cast<double>(b.span) / link_bytes_per_s(simcuda));
-        }
         if (b.kind == Kind::Vmm && b.staging_mapped) {
           await(b.ready);
           if (b.where == Where::Incoming && b.staging_mapped && events.done(b.ready)) mem(b).complete_prefetch(b, s);
@@ -232,7 +239,7 @@ CUresult Executor::ensure_resident(Block& b, CUstream s) {
           return CUDA_SUCCESS;
         }
         if (b.where != Where::Fresh && b.where != Where::Host) continue;  // changed while room was made
-        if (!prefetch(b, fresh ? nullptr : "on-demand", true)) {
+        if (!prefetch(b, fresh ? nullptr : "on-demand", true, -1, &s)) {
           decisions.record(Action::Fallback, b.id, b.span, "no-device-memory", -1, "used from host memory");
           return CUDA_SUCCESS;
         }
@@ -284,7 +291,8 @@ void Executor::apply(const policy::Command& c) {
         ++b->pins;
         const bool room = make_room(b->span, "plan");
         --b->pins;
-        if (room && b->where == Where::Host) (void)prefetch(*b, reason, false, c.cost_s);  // no device memory: on demand later
+        if (room && b->where == Where::Host && prefetch(*b, reason, false, c.cost_s) && b->where == Where::Incoming)
+          planning.arm_probe(b->id, c.place, moves.in);  // no device memory: on demand later
       }
       return;
   }

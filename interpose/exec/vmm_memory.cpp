@@ -141,7 +141,7 @@ class VmmMemory final : public BlockMemory {
     c_.ledger->move(b, Where::Device);
   }
 
-  bool prefetch(Block& b, bool keep_data) override {
+  bool prefetch(Block& b, bool keep_data, const CUstream*) override {
     if (!retire(b)) return false;
     const CUmemAllocationProp p = device_prop();
     CUmemGenericAllocationHandle d = 0;

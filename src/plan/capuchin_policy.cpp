@@ -20,6 +20,7 @@
 // Contract: uses only what the runtime would know (events issued so far, the profile's
 // durations, which the executor measures).
 #include <algorithm>
+#include <cstdlib>
 #include <optional>
 
 #include "capuchin/controller.hpp"
@@ -68,6 +69,7 @@ class CapuchinPolicy final : public sim::Policy {
       r->job.names = t.names;
       r->job.budget = s.budget_bytes;
       r->job.allow_recompute = allow_recompute_;
+      if (const char* dump = std::getenv("CAPUCHIN_PLAN_DUMP"); dump != nullptr && dump[0] != '\0') r->job.dump_dir = dump;
       auto made = plan_segment(r->job, &model_);
       std::shared_ptr<const SegmentPlan> p;
       if (made) p = std::make_shared<const SegmentPlan>(std::move(*made));

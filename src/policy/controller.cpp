@@ -173,8 +173,9 @@ void Controller::follow(std::vector<Command>& out) {
       if (d.k >= places.size()) continue;  // not allocated (yet): nothing to act on
       id = places[d.k];
     }
-    out.push_back(Command{d.act, id, d.reason, d.cost_s, d.at, d.access});
-    if (d.act == plan::Act::Prefetch) awaited_[id] = plan::LateArrival{d.local, d.prev, d.k, d.id, d.access, 0.0};
+    const plan::LateArrival place{d.local, d.prev, d.k, d.id, d.access, 0.0};
+    out.push_back(Command{d.act, id, d.reason, d.cost_s, d.at, d.access, place});
+    if (d.act == plan::Act::Prefetch) awaited_[id] = place;
   }
 }
 
@@ -201,8 +202,14 @@ void Controller::relearn(Step& st) {
 void Controller::note_late(std::uint64_t id, double late_s) {
   auto it = awaited_.find(id);
   if (it == awaited_.end()) return;
-  plan::LateArrival a = it->second;
+  const plan::LateArrival a = it->second;
   awaited_.erase(it);
+  note_late(a, late_s);
+}
+
+void Controller::note_late(const plan::LateArrival& place, double late_s) {
+  if (!locked_ || !plan_ || late_s <= 0) return;
+  plan::LateArrival a = place;
   ++stats_.late;
   late_since_plan_ = true;
   for (plan::LateArrival& f : feedback_)

@@ -155,12 +155,17 @@ CUresult enqueue_copy(DefaultStream ds, CUstream handle, uintptr_t dst, uintptr_
   p.src = src;
   p.bytes = bytes;
   p.shape = shape;
-  if (dst_dev && src_dev) p.route = CopyRoute::DeviceToDevice;
-  else if (dst_dev) p.route = CopyRoute::HostToDevice;
-  else if (src_dev) p.route = CopyRoute::DeviceToHost;
+  // Host-located VMM memory (CU_MEM_LOCATION_TYPE_HOST) is device-addressable but physically
+  // host memory: moving data between it and device memory crosses the host link, at the rate
+  // of pinned memory (it is pinned), like any host<->device copy.
+  const bool dst_on_device = dst_dev && dc != PointerClass::VmmHost;
+  const bool src_on_device = src_dev && sc != PointerClass::VmmHost;
+  if (dst_on_device && src_on_device) p.route = CopyRoute::DeviceToDevice;
+  else if (dst_on_device) p.route = CopyRoute::HostToDevice;
+  else if (src_on_device) p.route = CopyRoute::DeviceToHost;
   else p.route = CopyRoute::HostToHost;
-  p.pinned = (p.route == CopyRoute::HostToDevice && sc == PointerClass::Pinned) ||
-             (p.route == CopyRoute::DeviceToHost && dc == PointerClass::Pinned);
+  p.pinned = (p.route == CopyRoute::HostToDevice && (sc == PointerClass::Pinned || sc == PointerClass::VmmHost)) ||
+             (p.route == CopyRoute::DeviceToHost && (dc == PointerClass::Pinned || dc == PointerClass::VmmHost));
   if (CUresult r = d().scheduler.enqueue(s, std::move(p)); r != CUDA_SUCCESS) return r;
   return sync ? d().scheduler.synchronize_stream(s) : CUDA_SUCCESS;
 }

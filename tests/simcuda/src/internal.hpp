@@ -12,6 +12,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <cstdio>
 #include <deque>
 #include <map>
 #include <memory>
@@ -355,6 +356,7 @@ class Scheduler {
   std::vector<CUstream_st*> streams_;  // live, including legacy and per-thread ones
   CUstream_st* legacy_ = nullptr;
   double host_clock_ns_ = 0;
+  std::FILE* timeline_ = nullptr;  // SIMCUDA_TIMELINE: every executed operation (debugging)
   uint64_t next_stream_id_ = 1;
   uint64_t next_capture_id_ = 1;
   std::atomic<CUresult> sticky_{CUDA_SUCCESS};

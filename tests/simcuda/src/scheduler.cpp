@@ -25,6 +25,12 @@ thread_local CUstream_st* tls_per_thread_stream = nullptr;
 
 Scheduler::Scheduler() {
   if (const char* j = std::getenv("SIMCUDA_JITTER_US")) jitter_us_ = static_cast<unsigned>(std::atoi(j));
+  if (const char* t = std::getenv("SIMCUDA_TIMELINE"); t != nullptr && t[0] != '\0') {
+    timeline_ = std::fopen(t, "w");
+    if (timeline_ != nullptr)
+      std::fprintf(timeline_, "# stream kind(0 kernel 1 copy 2 memset 3 event 4 marker 5 hostfn 6 free 7 prefetch 8 discard) "
+                              "start_ns end_ns stream_free_ns not_before_ns dependency_ns bytes\n");
+  }
   legacy_ = new CUstream_st;
   legacy_->kind = StreamKind::Legacy;
   legacy_->id = next_stream_id_++;
@@ -170,8 +176,11 @@ void Scheduler::worker_loop(CUstream_st* s) {
     if (s->queue.empty()) return;
     Op op = std::move(s->queue.front());
     s->queue.pop_front();
+    const double stream_free = s->clock_ns;
     double start = std::max(s->clock_ns, op.not_before_ns);
-    for (const CompletionPtr& d : op.deps) start = std::max(start, d->finish_ns);
+    double dep_ns = 0;
+    for (const CompletionPtr& d : op.deps) dep_ns = std::max(dep_ns, d->finish_ns);
+    start = std::max(start, dep_ns);
     lock.unlock();
     if (jitter_us_ > 0) usleep(jitter_rng() % jitter_us_);
     double cost = 0;
@@ -179,6 +188,10 @@ void Scheduler::worker_loop(CUstream_st* s) {
     lock.lock();
     s->clock_ns = start + cost;
     s->ops_executed++;
+    if (timeline_ != nullptr)  // why it started when it did: its stream, the host's submission, a dependency
+      std::fprintf(timeline_, "%llu %d %.0f %.0f %.0f %.0f %.0f %zu\n", static_cast<unsigned long long>(s->id),
+                   static_cast<int>(op.payload.kind), start, start + cost, stream_free, op.not_before_ns, dep_ns,
+                   op.payload.bytes);
     op.done->finish_ns = s->clock_ns;
     op.done->done = true;
     cv_.notify_all();

@@ -282,6 +282,48 @@ TEST_F(Simcuda, VmmMapAccessUnmapAndHostLocatedMemory) {
   EXPECT_EQ(cuCtxSynchronize(), CUDA_ERROR_ILLEGAL_ADDRESS);
 }
 
+// Host-located VMM memory is host memory the device can address: a copy between it and device
+// memory crosses the link (pinned rate), not device memory bandwidth.
+TEST_F(Simcuda, CopiesBetweenDeviceAndHostLocatedVmmCrossTheLink) {
+  CUmemAllocationProp dev_prop{};
+  dev_prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  dev_prop.location = {CU_MEM_LOCATION_TYPE_DEVICE, 0};
+  CUmemAllocationProp host_prop = dev_prop;
+  host_prop.location = {CU_MEM_LOCATION_TYPE_HOST, 0};
+  const size_t gran = SIMCUDA_VMM_GRANULARITY;
+  CUdeviceptr va = 0;
+  ASSERT_EQ(cuMemAddressReserve(&va, 3 * gran, 0, 0, 0), CUDA_SUCCESS);
+  CUmemGenericAllocationHandle dev_a = 0, dev_b = 0, host_h = 0;
+  ASSERT_EQ(cuMemCreate(&dev_a, gran, &dev_prop, 0), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemCreate(&dev_b, gran, &dev_prop, 0), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemCreate(&host_h, gran, &host_prop, 0), CUDA_SUCCESS);
+  CUmemAccessDesc access{{CU_MEM_LOCATION_TYPE_DEVICE, 0}, CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
+  const CUmemGenericAllocationHandle hs[3] = {dev_a, dev_b, host_h};
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_EQ(cuMemMap(va + i * gran, gran, 0, hs[i], 0), CUDA_SUCCESS);
+    ASSERT_EQ(cuMemSetAccess(va + i * gran, gran, &access, 1), CUDA_SUCCESS);
+  }
+  CUevent e[4];
+  for (CUevent& x : e) ASSERT_EQ(cuEventCreate(&x, 0), CUDA_SUCCESS);
+  const uint64_t dtoh = stats().bytes_dtoh, htod = stats().bytes_htod;
+  ASSERT_EQ(cuEventRecord(e[0], nullptr), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemcpyDtoDAsync(va + gran, va, gran, nullptr), CUDA_SUCCESS);      // device -> device
+  ASSERT_EQ(cuEventRecord(e[1], nullptr), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemcpyDtoDAsync(va + 2 * gran, va, gran, nullptr), CUDA_SUCCESS);  // device -> host-located
+  ASSERT_EQ(cuEventRecord(e[2], nullptr), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemcpyDtoDAsync(va, va + 2 * gran, gran, nullptr), CUDA_SUCCESS);  // host-located -> device
+  ASSERT_EQ(cuEventRecord(e[3], nullptr), CUDA_SUCCESS);
+  ASSERT_EQ(cuEventSynchronize(e[3]), CUDA_SUCCESS);
+  float ms[3] = {};
+  for (int i = 0; i < 3; ++i) ASSERT_EQ(cuEventElapsedTime(&ms[i], e[i], e[i + 1]), CUDA_SUCCESS);
+  const double link_ms = (SIMCUDA_COPY_LATENCY_NS + gran / SIMCUDA_PINNED_BYTES_PER_NS) / 1e6;
+  EXPECT_NEAR(ms[0], (SIMCUDA_COPY_LATENCY_NS + 2.0 * gran / SIMCUDA_DEVICE_BYTES_PER_NS) / 1e6, 1e-3);
+  EXPECT_NEAR(ms[1], link_ms, 1e-3);
+  EXPECT_NEAR(ms[2], link_ms, 1e-3);
+  EXPECT_EQ(stats().bytes_dtoh - dtoh, gran);
+  EXPECT_EQ(stats().bytes_htod - htod, gran);
+}
+
 TEST_F(Simcuda, VmmErrors) {
   CUdeviceptr va = 0;
   EXPECT_EQ(cuMemAddressReserve(&va, 4096, 0, 0, 0), CUDA_ERROR_INVALID_VALUE);
