@@ -1,0 +1,340 @@
+// The executor's two kinds of block memory (interpose/exec/memory.hpp) against a fake driver
+// table that models what they rely on: managed allocations, prefetches and discards recorded
+// per stream; VMM reservations, handles (device- or host-located) and what is mapped where;
+// events that complete only when the test says so; stream waits recorded. Checked: the
+// states and mappings of memory.hpp's table, the ledger's resident bytes, the stream order of
+// each move, and that a failed driver call leaves a block where it was, mapped.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "exec/block.hpp"
+#include "exec/memory.hpp"
+
+namespace capuchin::interpose::exec {
+namespace {
+
+constexpr std::size_t kGran = 2u << 20;
+constexpr std::size_t kPage = 64u << 10;
+
+// ---- the fake driver ------------------------------------------------------------------------
+struct Fake {
+  CUdeviceptr next_va = 1ull << 40;
+  std::map<CUdeviceptr, std::size_t> reserved;
+  struct Handle {
+    std::size_t bytes;
+    bool host;
+  };
+  std::map<CUmemGenericAllocationHandle, Handle> handles;
+  CUmemGenericAllocationHandle next_handle = 1;
+  std::map<CUdeviceptr, CUmemGenericAllocationHandle> mapped;  // mapping start -> handle
+  std::set<CUdeviceptr> accessible;
+  std::map<CUdeviceptr, std::size_t> managed;
+  std::vector<std::string> ops;  // "prefetch-dev@S", "prefetch-host@S", "discard@S", "copy@S", "wait@S:E"
+  std::vector<bool> event_done;  // by event handle index (handle = index + 1)
+  std::set<std::uintptr_t> events_recorded;
+  int fail_map_after = -1;       // the n-th cuMemMap from now fails
+  std::size_t device_bytes() const {
+    std::size_t s = 0;
+    for (const auto& [h, x] : handles) s += x.host ? 0 : x.bytes;
+    return s;
+  }
+} g;
+
+std::string sname(CUstream s) { return std::to_string(reinterpret_cast<std::uintptr_t>(s)); }
+
+CUresult f_alloc_managed(CUdeviceptr* p, size_t n, unsigned) {
+  *p = g.next_va;
+  g.next_va += (n + kGran) / kGran * kGran;
+  g.managed[*p] = n;
+  return CUDA_SUCCESS;
+}
+CUresult f_free(CUdeviceptr p) { return g.managed.erase(p) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE; }
+CUresult f_prefetch(CUdeviceptr, size_t, CUmemLocation loc, unsigned, CUstream s) {
+  g.ops.push_back(std::string(loc.type == CU_MEM_LOCATION_TYPE_DEVICE ? "prefetch-dev@" : "prefetch-host@") + sname(s));
+  return CUDA_SUCCESS;
+}
+CUresult f_discard(CUdeviceptr*, size_t*, size_t, unsigned long long, CUstream s) {
+  g.ops.push_back("discard@" + sname(s));
+  return CUDA_SUCCESS;
+}
+CUresult f_event_create(CUevent* e, unsigned) {
+  g.event_done.push_back(false);
+  *e = reinterpret_cast<CUevent>(g.event_done.size());
+  return CUDA_SUCCESS;
+}
+CUresult f_event_record(CUevent e, CUstream) {
+  g.event_done[reinterpret_cast<std::uintptr_t>(e) - 1] = false;  // re-recorded: in flight again
+  g.events_recorded.insert(reinterpret_cast<std::uintptr_t>(e));
+  return CUDA_SUCCESS;
+}
+CUresult f_event_query(CUevent e) {
+  return g.event_done[reinterpret_cast<std::uintptr_t>(e) - 1] ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
+}
+CUresult f_wait(CUstream s, CUevent e, unsigned) {
+  g.ops.push_back("wait@" + sname(s) + ":" + std::to_string(reinterpret_cast<std::uintptr_t>(e)));
+  return CUDA_SUCCESS;
+}
+CUresult f_copy(CUdeviceptr, CUdeviceptr, size_t, CUstream s) {
+  g.ops.push_back("copy@" + sname(s));
+  return CUDA_SUCCESS;
+}
+CUresult f_reserve(CUdeviceptr* p, size_t n, size_t, CUdeviceptr, unsigned long long) {
+  *p = g.next_va;
+  g.next_va += n;
+  g.reserved[*p] = n;
+  return CUDA_SUCCESS;
+}
+CUresult f_address_free(CUdeviceptr p, size_t) { return g.reserved.erase(p) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE; }
+CUresult f_create(CUmemGenericAllocationHandle* h, size_t n, const CUmemAllocationProp* p, unsigned long long) {
+  *h = g.next_handle++;
+  g.handles[*h] = {n, p->location.type == CU_MEM_LOCATION_TYPE_HOST};
+  return CUDA_SUCCESS;
+}
+CUresult f_release(CUmemGenericAllocationHandle h) {
+  for (const auto& [at, x] : g.mapped)
+    if (x == h) return CUDA_ERROR_INVALID_VALUE;  // still mapped
+  return g.handles.erase(h) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+CUresult f_map(CUdeviceptr at, size_t, size_t, CUmemGenericAllocationHandle h, unsigned long long) {
+  if (g.fail_map_after == 0) {
+    g.fail_map_after = -1;
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  if (g.fail_map_after > 0) --g.fail_map_after;
+  if (g.mapped.count(at) != 0 || g.handles.count(h) == 0) return CUDA_ERROR_INVALID_VALUE;
+  g.mapped[at] = h;
+  return CUDA_SUCCESS;
+}
+CUresult f_unmap(CUdeviceptr at, size_t) {
+  g.accessible.erase(at);
+  return g.mapped.erase(at) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+CUresult f_access(CUdeviceptr at, size_t, const CUmemAccessDesc*, size_t) {
+  g.accessible.insert(at);
+  return CUDA_SUCCESS;
+}
+
+Api fake_api() {
+  Api a;
+  a.mem_alloc_managed = f_alloc_managed;
+  a.mem_free = f_free;
+  a.mem_prefetch = f_prefetch;
+  a.mem_discard = f_discard;
+  a.event_create = f_event_create;
+  a.event_record = f_event_record;
+  a.event_query = f_event_query;
+  a.stream_wait_event = f_wait;
+  a.memcpy_async = f_copy;
+  a.address_reserve = f_reserve;
+  a.address_free = f_address_free;
+  a.mem_create = f_create;
+  a.mem_release = f_release;
+  a.mem_map = f_map;
+  a.mem_unmap = f_unmap;
+  a.mem_set_access = f_access;
+  return a;
+}
+
+const CUstream kOut = reinterpret_cast<CUstream>(0xa1), kIn = reinterpret_cast<CUstream>(0xb2),
+               kJob = reinterpret_cast<CUstream>(0xc3);
+
+class BlockMemoryTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    g = Fake{};
+    api = fake_api();
+    events.init(&api);
+    ledger.budget = 64ull << 20;
+    ctx.api = &api;
+    ctx.events = &events;
+    ctx.ledger = &ledger;
+    ctx.out = kOut;
+    ctx.in = kIn;
+    pool.configure(&api, kGran, 1ull << 30);
+    managed = make_managed_memory(ctx, kPage);
+    vmm = make_vmm_memory(ctx, kGran, pool);
+  }
+  void complete(Ev e) { g.event_done[reinterpret_cast<std::uintptr_t>(events.handle(e)) - 1] = true; }
+  bool has(const std::string& op) const {
+    for (const auto& o : g.ops)
+      if (o == op) return true;
+    return false;
+  }
+  CUmemGenericAllocationHandle at(CUdeviceptr p) const {
+    auto it = g.mapped.find(p);
+    return it == g.mapped.end() ? 0 : it->second;
+  }
+  bool host_handle(CUmemGenericAllocationHandle h) const { return g.handles.at(h).host; }
+
+  Api api;
+  EventPool events;
+  Ledger ledger;
+  MoveContext ctx;
+  HostPool pool;
+  std::unique_ptr<BlockMemory> managed, vmm;
+};
+
+TEST_F(BlockMemoryTest, ManagedMovesAreStreamOrderedAndTheLedgerFollowsThem) {
+  Block b;
+  b.bytes = 100000;
+  ASSERT_EQ(managed->create(b, false), CUDA_SUCCESS);
+  EXPECT_EQ(b.span, 2 * kPage);
+  EXPECT_EQ(b.where, Where::Fresh);
+  EXPECT_EQ(ledger.resident(), 0u);
+  // A first touch is populated on the stream of the work that needs it, not on `in`.
+  ASSERT_TRUE(managed->prefetch(b, false, &kJob));
+  EXPECT_TRUE(has("prefetch-dev@" + sname(kJob)));
+  EXPECT_EQ(b.where, Where::Incoming);
+  EXPECT_EQ(ledger.resident(), b.span);
+  managed->complete_prefetch(b, kJob);
+  EXPECT_EQ(b.where, Where::Device);
+  // Evicted: the ledger frees it at once, the move is on `out`, and its move back in waits for it.
+  ASSERT_TRUE(managed->evict(b));
+  EXPECT_EQ(b.where, Where::Host);
+  EXPECT_EQ(ledger.resident(), 0u);
+  EXPECT_TRUE(has("prefetch-host@" + sname(kOut)));
+  const Ev out = b.ready;
+  ASSERT_TRUE(out);
+  g.ops.clear();
+  ASSERT_TRUE(managed->prefetch(b, true, &kJob));  // with data: on `in`, after its own move out
+  EXPECT_TRUE(has("wait@" + sname(kIn) + ":" + std::to_string(reinterpret_cast<std::uintptr_t>(events.handle(out)))));
+  EXPECT_TRUE(has("prefetch-dev@" + sname(kIn)));
+  EXPECT_EQ(b.where, Where::Incoming);
+}
+
+TEST_F(BlockMemoryTest, ManagedMovesInWaitForJustEnoughMovesOut) {
+  ledger.budget = 4 * kPage;
+  Block a, b, c;
+  for (Block* x : {&a, &b, &c}) {
+    x->bytes = kPage;
+    ASSERT_EQ(managed->create(*x, false), CUDA_SUCCESS);
+    ASSERT_TRUE(managed->prefetch(*x, false, &kJob));
+    managed->complete_prefetch(*x, kJob);
+  }
+  ASSERT_TRUE(managed->evict(a));
+  ASSERT_TRUE(managed->evict(b));
+  EXPECT_EQ(ledger.resident(), kPage);
+  // Two pages more fit the budget only once one of the two moves out landed: the first one.
+  Block d, e2;
+  d.bytes = e2.bytes = 2 * kPage;
+  ASSERT_EQ(managed->create(d, false), CUDA_SUCCESS);
+  ledger.move(d, Where::Incoming);  // counted, as prefetch counts it before it looks for room
+  const Ev room = room_after_managed_outs(ctx);
+  ASSERT_TRUE(room);
+  EXPECT_EQ(events.handle(room), events.handle(ctx.managed_outs.front().first));
+  complete(ctx.managed_outs.front().first);
+  EXPECT_FALSE(room_after_managed_outs(ctx));  // landed: nothing left to wait for
+  EXPECT_EQ(ctx.managed_outs.size(), 1u);
+}
+
+TEST_F(BlockMemoryTest, ManagedDiscardAtAFreeLeavesNothingToMoveBack) {
+  Block b;
+  b.bytes = kPage;
+  ASSERT_EQ(managed->create(b, false), CUDA_SUCCESS);
+  ASSERT_TRUE(managed->prefetch(b, false, &kJob));
+  managed->complete_prefetch(b, kJob);
+  Ev done = managed->discard_dead(b);
+  ASSERT_TRUE(done);
+  EXPECT_TRUE(has("discard@" + sname(kOut)));
+  EXPECT_EQ(b.where, Where::Fresh);
+  EXPECT_EQ(ledger.resident(), 0u);
+  events.unref(done);
+}
+
+TEST_F(BlockMemoryTest, VmmEvictionCopiesOutThenSwapsTheMappings) {
+  Block b;
+  b.bytes = 2 * kGran;
+  ASSERT_EQ(vmm->create(b, true), CUDA_SUCCESS);
+  ASSERT_EQ(b.where, Where::Device);
+  const CUmemGenericAllocationHandle dev = at(b.base);
+  ASSERT_NE(dev, 0u);
+  EXPECT_FALSE(host_handle(dev));
+  EXPECT_EQ(ledger.resident(), 2 * kGran);
+  ASSERT_TRUE(vmm->evict(b));
+  EXPECT_EQ(b.where, Where::Evicting);
+  EXPECT_TRUE(b.staging_mapped);
+  EXPECT_EQ(at(b.base), dev);  // still the device chunk while the copy runs
+  ASSERT_NE(at(b.base + b.span), 0u);
+  EXPECT_TRUE(host_handle(at(b.base + b.span)));
+  EXPECT_TRUE(has("copy@" + sname(kOut)));
+  EXPECT_EQ(ledger.resident(), 2 * kGran);  // held until the copy ends
+  complete(b.ready);
+  vmm->complete_evict(b);
+  EXPECT_EQ(b.where, Where::Host);
+  ASSERT_NE(at(b.base), 0u);
+  EXPECT_TRUE(host_handle(at(b.base)));  // the host copy at the tensor's own address
+  EXPECT_EQ(at(b.base + b.span), 0u);
+  EXPECT_EQ(g.device_bytes(), 0u);
+  EXPECT_EQ(ledger.resident(), 0u);
+  // Back in: a device chunk at staging, copied into, then swapped to the address.
+  ASSERT_TRUE(vmm->prefetch(b, true, nullptr));
+  EXPECT_EQ(b.where, Where::Incoming);
+  EXPECT_TRUE(host_handle(at(b.base)));
+  EXPECT_FALSE(host_handle(at(b.base + b.span)));
+  complete(b.ready);
+  vmm->complete_prefetch(b, kJob);
+  EXPECT_EQ(b.where, Where::Device);
+  EXPECT_FALSE(host_handle(at(b.base)));
+  EXPECT_EQ(at(b.base + b.span), 0u);
+  EXPECT_EQ(pool.free_bytes(), pool.bytes());  // the host pieces went back to the pool
+}
+
+TEST_F(BlockMemoryTest, VmmAFailedMapLeavesTheTensorResidentAndMapped) {
+  Block b;
+  b.bytes = kGran;
+  ASSERT_EQ(vmm->create(b, true), CUDA_SUCCESS);
+  const CUmemGenericAllocationHandle dev = at(b.base);
+  ASSERT_TRUE(vmm->evict(b));
+  complete(b.ready);
+  g.fail_map_after = 0;  // mapping the host copy at the address fails
+  vmm->complete_evict(b);
+  EXPECT_EQ(b.where, Where::Device);
+  EXPECT_EQ(at(b.base), dev);  // the device chunk is back where it was
+  EXPECT_EQ(ledger.resident(), kGran);
+}
+
+TEST_F(BlockMemoryTest, VmmACancelledEvictionRetiresItsPiecesOnlyAfterTheCopy) {
+  Block b;
+  b.bytes = kGran;
+  ASSERT_EQ(vmm->create(b, true), CUDA_SUCCESS);
+  ASSERT_TRUE(vmm->evict(b));
+  const Ev copy = events.ref(b.ready);
+  vmm->cancel_evict(b);
+  EXPECT_EQ(b.where, Where::Device);
+  EXPECT_FALSE(b.retiring.empty());
+  EXPECT_NE(at(b.base + b.span), 0u);    // the copy may still write them
+  EXPECT_FALSE(vmm->evict(b));           // the staging range is not free yet
+  complete(copy);
+  ASSERT_TRUE(vmm->evict(b));            // retired, then evicted again
+  EXPECT_TRUE(b.retiring.empty());
+  Ev c = copy;
+  events.unref(c);
+}
+
+TEST_F(BlockMemoryTest, VmmDropAndFillForARecomputation) {
+  Block b;
+  b.bytes = kGran;
+  ASSERT_EQ(vmm->create(b, true), CUDA_SUCCESS);
+  vmm->drop(b);
+  EXPECT_EQ(b.where, Where::Dropped);
+  EXPECT_EQ(at(b.base), 0u);
+  EXPECT_EQ(ledger.resident(), 0u);
+  ASSERT_EQ(vmm->fill(b, false), CUDA_SUCCESS);  // no room: host pieces the replay writes
+  EXPECT_EQ(b.where, Where::Host);
+  EXPECT_TRUE(host_handle(at(b.base)));
+  vmm->drop(b);
+  ASSERT_EQ(vmm->fill(b, true), CUDA_SUCCESS);
+  EXPECT_EQ(b.where, Where::Device);
+  EXPECT_FALSE(host_handle(at(b.base)));
+  vmm->release(b);
+  EXPECT_TRUE(g.mapped.empty());
+  EXPECT_TRUE(g.reserved.empty());
+  EXPECT_EQ(ledger.resident(), 0u);
+}
+
+}  // namespace
+}  // namespace capuchin::interpose::exec
