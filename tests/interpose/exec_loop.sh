@@ -8,7 +8,10 @@
 #   - by default the device has exactly B bytes: simcuda never evicted or faulted managed memory
 #     itself and its peak stays within B (DEVICE=large: a 16 GiB device, no such checks);
 #   - the decision log has at most MAX_LOG_LINES lines (default 20000);
-#   - EXPECT_LOG=regex: stderr matches it; NO_FALLBACK=1: no fallback decision.
+#   - EXPECT_LOG=regex: stderr matches it; NO_FALLBACK=1: no fallback decision;
+#   - EXPECT_PLAN=1: the executor learned the iteration and followed a plan (the summary counts
+#     planned iterations; the decision log has a `plan` record and evictions the plan made,
+#     i.e. with a planner's reason, not only `pressure` ones). No hook ever waits for a plan.
 # EXTRA_ENV="VAR=value ..." is added to the capuchin run. Environment: LOOP, PRELOAD (ctest).
 set -eu
 out=$1; backend=$2; frac=$3; shift 3
@@ -32,9 +35,10 @@ if ! cmp -s "$out/reference.txt" "$out/capuchin.txt"; then
   echo "FAIL: results differ under capuchin ($backend, budget $B of peak $P)"
   diff "$out/reference.txt" "$out/capuchin.txt" | head -10 || true; exit 1
 fi
-python3 - "$out" "$B" "${DEVICE:-budget}" "${MAX_LOG_LINES:-20000}" "${EXPECT_LOG:-}" "${NO_FALLBACK:-0}" <<'PY'
+python3 - "$out" "$B" "${DEVICE:-budget}" "${MAX_LOG_LINES:-20000}" "${EXPECT_LOG:-}" "${NO_FALLBACK:-0}" "${EXPECT_PLAN:-0}" <<'PY'
 import json, re, sys
 out, budget, device, max_lines, expect, no_fallback = sys.argv[1], int(sys.argv[2]), sys.argv[3], int(sys.argv[4]), sys.argv[5], sys.argv[6] == "1"
+expect_plan = sys.argv[7] == "1"
 errors = []
 err = open(f"{out}/capuchin.err").read()
 m = re.search(r"executor summary: .*", err)
@@ -49,6 +53,14 @@ if len(lines) > max_lines: errors.append(f"{len(lines)} decision lines (at most 
 actions = [json.loads(l)["action"] for l in lines]
 if no_fallback and "fallback" in actions: errors.append("fallback decisions: " + "; ".join(l for l in lines if '"fallback"' in l)[:300])
 if expect and not re.search(expect, err): errors.append(f"stderr does not match {expect!r}")
+if expect_plan:
+    recs = [json.loads(l) for l in lines]
+    planned = re.search(r"planned_iterations=(\d+)", m.group(0) if m else "")
+    if not planned or int(planned.group(1)) == 0: errors.append("no iteration followed a plan")
+    if not any(r["action"] == "plan" for r in recs): errors.append("no plan record in the decision log")
+    plan_reasons = {"free-time", "least-swap-cost", "cross-iteration", "msps"}
+    if not any(r["action"] in ("evict", "drop") and r.get("reason") in plan_reasons for r in recs):
+        errors.append("no eviction the plan made (only passive ones)")
 print((m.group(0) if m else "")[:300])
 if errors:
     print("FAIL: " + "; ".join(errors)); sys.exit(1)
