@@ -157,7 +157,7 @@ def train(model, device, iters, dry, quiet=False):
         loss.backward()
         used_peak = max(used_peak, used_bytes(device))
         opt.step()
-        value = loss.item()  # a host sync: the iteration boundary capuchin learns from
+        value = loss.item()  # a host sync (capuchin learns iterations from the launch pattern, syncs or not)
         dt = time.perf_counter() - t0
         losses.append(value)
         times.append(dt)
