@@ -87,6 +87,9 @@ void print_human(const std::string& trace, unsigned iters, const sim::Comparison
   const sim::SimResult& r = c.run;
   fmt::print("{}: policy {}, simulated on GPU profile {}\n", trace, r.policy, r.gpu);
   if (iters > 0) fmt::print("  set-up, then the last iteration {} times (--iters)\n", iters);
+  if (r.policy.starts_with("capuchin") && r.iteration_time_s.size() < 5)
+    fmt::print("  note: capuchin learns the iteration once it has repeated and follows a plan from about the 4th:\n"
+               "  this run has {} iteration(s); --iters 8 shows the planned steady state\n", r.iteration_time_s.size());
   if (r.policy == "ideal")
     fmt::print("  budget: unlimited (natural peak {})\n", format_bytes(r.natural_peak_bytes));
   else

@@ -27,6 +27,15 @@ namespace {
 alignas(Executor) unsigned char g_mem[sizeof(Executor)];
 std::atomic<int> g_start{0};  // 0: not yet, 1: started, 2: failed for good
 __attribute__((tls_model("initial-exec"))) thread_local Scratch* t_scratch = nullptr;
+// Frees a thread's scratch when the thread exits (a later call on it, from another exit
+// handler, makes a new one).
+struct ScratchOwner {
+  ~ScratchOwner() {
+    delete t_scratch;
+    t_scratch = nullptr;
+  }
+};
+thread_local ScratchOwner t_scratch_owner;
 
 double steady_s() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
@@ -129,7 +138,10 @@ CUresult start(Executor& e) {
 }  // namespace
 
 Scratch& scratch() {
-  if (t_scratch == nullptr) t_scratch = new Scratch;  // one per thread, kept (see scratch.hpp)
+  if (t_scratch == nullptr) {
+    t_scratch = new Scratch;  // one per thread (see scratch.hpp)
+    (void)&t_scratch_owner;   // registers its destructor for this thread
+  }
   return *t_scratch;
 }
 

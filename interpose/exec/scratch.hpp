@@ -2,8 +2,9 @@
 // leaves the lock to wait (Executor::await) cannot have its working lists changed by another
 // thread's call meanwhile, and the launch path reuses storage instead of allocating.
 //
-// Contract: one Scratch per thread, made on its first executor call and never freed (a
-// trivially destructible initial-exec TLS pointer: safe in hooks called during thread exit).
+// Contract: one Scratch per thread, made on its first executor call and freed when the thread
+// exits (held by a trivially destructible initial-exec TLS pointer, so a hook called during
+// thread exit after that finds none and makes another).
 // Each list belongs to one function at a time: the function that fills it uses it before
 // calling anything that could fill it again.
 #pragma once
