@@ -167,6 +167,8 @@ bool started(Executor& e, CUresult* why) {
 
 bool is_started() { return g_start.load(std::memory_order_acquire) == 1; }
 
+void warm_up_planning() { Planning::warm_up(); }
+
 // ---- the lock ----------------------------------------------------------------------------
 
 Held::Held(Executor& e) : e_(e), lk_(e.mu) { e.held = &lk_; }
@@ -181,38 +183,35 @@ Held::~Held() {
       log(LogLevel::Warn, "executor: freeing a cached managed block failed (CUresult %d)", static_cast<int>(r));
 }
 
+// Runs a host wait with the lock released, and takes it again.
+template <class Wait>
+CUresult Executor::unlocked(Wait&& wait) {
+  std::unique_lock<std::mutex>* lk = held;
+  held = nullptr;
+  lk->unlock();
+  const CUresult r = wait();
+  lk->lock();
+  held = lk;
+  return r;
+}
+
 void Executor::await(Ev e) {
   if (!e || events.done(e)) return;
   Ev keep = events.ref(e);
   CUevent h = events.handle(keep);
-  std::unique_lock<std::mutex>* lk = held;
-  held = nullptr;
-  lk->unlock();
-  const CUresult r = api.event_synchronize(h);
-  lk->lock();
-  held = lk;
+  const CUresult r = unlocked([&] { return api.event_synchronize(h); });
   events.unref(keep);
   if (r != CUDA_SUCCESS) log(LogLevel::Warn, "executor: waiting for a move failed (CUresult %d)", static_cast<int>(r));
 }
 
 void Executor::await_stream(CUstream s) {
-  std::unique_lock<std::mutex>* lk = held;
-  held = nullptr;
-  lk->unlock();
-  const CUresult r = api.stream_synchronize(s);
-  lk->lock();
-  held = lk;
-  if (r != CUDA_SUCCESS) log(LogLevel::Warn, "executor: waiting for a stream failed (CUresult %d)", static_cast<int>(r));
+  if (CUresult r = unlocked([&] { return api.stream_synchronize(s); }); r != CUDA_SUCCESS)
+    log(LogLevel::Warn, "executor: waiting for a stream failed (CUresult %d)", static_cast<int>(r));
 }
 
 void Executor::await_context() {
-  std::unique_lock<std::mutex>* lk = held;
-  held = nullptr;
-  lk->unlock();
-  const CUresult r = api.ctx_synchronize();
-  lk->lock();
-  held = lk;
-  if (r != CUDA_SUCCESS) log(LogLevel::Warn, "executor: waiting for the context failed (CUresult %d)", static_cast<int>(r));
+  if (CUresult r = unlocked([&] { return api.ctx_synchronize(); }); r != CUDA_SUCCESS)
+    log(LogLevel::Warn, "executor: waiting for the context failed (CUresult %d)", static_cast<int>(r));
 }
 
 void Executor::await_quiet(Block& b) {

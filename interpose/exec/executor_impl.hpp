@@ -136,6 +136,8 @@ class Executor {
   void materialize_dependents(Block& b);
 
  private:
+  template <class Wait>
+  CUresult unlocked(Wait&& wait);
   bool start_victims(std::uint64_t short_bytes);
   bool await_eviction_in_flight();
   bool await_dead_block();

@@ -2,8 +2,6 @@
 // (see planning.hpp).
 #include "planning.hpp"
 
-#include "executor.hpp"
-
 #include <algorithm>
 #include <chrono>
 #include <cinttypes>
@@ -221,7 +219,7 @@ void Planning::poll_timings(bool all) {
 
 namespace capuchin::interpose::exec {
 
-void warm_up_planning() {
+void Planning::warm_up() {
   plan::SegmentJob j;
   j.names = {"warm_up"};
   j.ids = {1};

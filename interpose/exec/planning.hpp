@@ -45,6 +45,8 @@ class Planning {
   ~Planning();
 
   void configure(const Api* api, PlanningOptions o) { api_ = api, opt_ = std::move(o); }
+  // Plans a tiny iteration once (see executor.hpp, warm_up_planning).
+  static void warm_up();
   void start();  // the planner thread (when planning is enabled)
   void stop();   // joins it (not after a fork: the thread does not exist there)
 

@@ -181,7 +181,10 @@ bool Engine::acquire(std::uint64_t bytes, double& t, std::uint32_t tensor, bool 
 }
 
 void Engine::evict(std::uint32_t t) {
-  const double start = std::max(d2h_free_, s_.last_use_end_s[t]);
+  // A copy starts no earlier than it is issued (now: the compute stream at the current event),
+  // after the tensor's last use, when the D2H engine is free. (It used to start at its last use
+  // even when issued later, under pressure: memory came back before it was asked for.)
+  const double start = std::max({d2h_free_, s_.last_use_end_s[t], now_});
   const double end = start + copy_time(s_.bytes(t));
   d2h_free_ = end;
   trace_interval(Lane::D2H, Kind::SwapOut, start, end, t);
