@@ -3,8 +3,11 @@
 # ../shared/traces, side by side; prints the markdown table and writes sweep.md, sweep.csv
 # and one SVG plot per trace. All figures are simulated for the named GPU profile.
 # Usage: scripts/sim_sweep.sh [GPU ...]   (default: h200; e.g. `scripts/sim_sweep.sh p100 h200`)
+# Each trace's last iteration is repeated to ITERS iterations (default 8: the capuchin policies
+# learn the iteration and follow a plan from about the 4th, as the executor does); the steady
+# figure is the mean over iterations 2..ITERS.
 # Env: CAPUCHIN_BIN (default build/release/bin/capuchin, built if missing),
-#      OUT (default build/sim-sweep), BUDGETS, POLICIES.
+#      OUT (default build/sim-sweep), BUDGETS, POLICIES, ITERS.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bin=${CAPUCHIN_BIN:-build/release/bin/capuchin}
@@ -19,10 +22,11 @@ if [ ! -e "${traces[0]}" ]; then
 fi
 out=${OUT:-build/sim-sweep}
 budgets=${BUDGETS:-1.0,0.8,0.6,0.5,0.4,0.3,0.2}
-policies=${POLICIES:-ideal,none,lru-uvm,vdnn,dtr,checkpoint-sqrt,capuchin}
+policies=${POLICIES:-ideal,none,lru-uvm,vdnn,dtr,checkpoint-sqrt,capuchin,capuchin-swap}
+iters=${ITERS:-8}
 gpus=("$@")
 [ ${#gpus[@]} -eq 0 ] && gpus=(h200)
 for gpu in "${gpus[@]}"; do
   echo "== $gpu"
-  "$bin" sim sweep --trace "${traces[@]}" --gpu "$gpu" --budgets "$budgets" --policies "$policies" --out "$out/$gpu"
+  "$bin" sim sweep --trace "${traces[@]}" --gpu "$gpu" --budgets "$budgets" --policies "$policies" --iters "$iters" --out "$out/$gpu"
 done

@@ -118,9 +118,11 @@ class Executor {
   void warn_pool_full();
 
   // --- residency.cpp
-  bool make_room(std::uint64_t need, const char* reason);
+  // Room for `need` more bytes; may_wait = false: only what is free without the host waiting.
+  bool make_room(std::uint64_t need, const char* reason, bool may_wait = true);
   bool evict(Block& b, const char* reason, double expected = -1);
-  bool prefetch(Block& b, const char* reason, bool on_demand, double expected = -1, const CUstream* user = nullptr);
+  bool prefetch(Block& b, const char* reason, bool on_demand, double expected = -1, const CUstream* user = nullptr,
+                bool may_wait = true);
   CUresult ensure_resident(Block& b, CUstream s);
   void apply(const policy::Command& c);
   void reclaim_finished_evictions();  // completes finished Vmm evictions (never waits)

@@ -49,11 +49,10 @@ bool quiet_now(const EventPool& ev, const Block& b) {
   return ev.done(b.exec) && ev.done(b.ready) && ev.done(b.retire_after);
 }
 
-void add_free_event(EventPool& ev, Block& b, Ev& e) {
+void add_free_event(EventPool&, Block& b, Ev& e) {
   if (!e) return;
-  b.free_events.push_back(e);
+  b.free_events.push_back(e);  // the reference moves with it
   e = Ev{};
-  (void)ev;
 }
 
 void release_free_events(EventPool& ev, Block& b) {

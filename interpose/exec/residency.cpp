@@ -151,8 +151,8 @@ bool Executor::land_idle_prefetch() {
   return true;
 }
 
-bool Executor::make_room(std::uint64_t need, const char* reason) {
-  (void)reason;
+bool Executor::make_room(std::uint64_t need, const char* reason, bool may_wait) {
+  (void)reason;  // victims are logged as `pressure` whoever asked
   if (need > ledger.budget) return false;  // cannot fit at all: the caller uses host memory
   for (int round = 0; round < 100000; ++round) {
     reclaim_finished_evictions();
@@ -161,7 +161,7 @@ bool Executor::make_room(std::uint64_t need, const char* reason) {
     for (const auto& [b, seq] : evict_queue) in_flight += b->where == Where::Evicting && b->move_seq == seq ? b->span : 0;
     const std::uint64_t short_bytes = ledger.resident() + need - ledger.budget;
     if (in_flight < short_bytes && start_victims(short_bytes - in_flight)) continue;
-    if (ledger.fits(need)) return true;
+    if (ledger.fits(need) || !may_wait) return ledger.fits(need);
     if (await_eviction_in_flight()) continue;
     if (await_dead_block()) continue;
     if (land_idle_prefetch()) continue;
@@ -193,8 +193,10 @@ bool Executor::evict(Block& b, const char* reason, double expected) {
   return true;
 }
 
-bool Executor::prefetch(Block& b, const char* reason, bool on_demand, double expected, const CUstream* user) {
+bool Executor::prefetch(Block& b, const char* reason, bool on_demand, double expected, const CUstream* user,
+                        bool may_wait) {
   const bool keep = b.where == Where::Host;
+  if (b.kind == Kind::Vmm && !may_wait && !events.done(room_after_managed_outs(moves, b.span))) return false;
   if (b.kind == Kind::Vmm) {
     ++b.pins;
     settle_managed_out(b.span);
@@ -276,6 +278,7 @@ void Executor::apply(const policy::Command& c) {
       if (b->kind == Kind::Vmm && opt.recompute && b->where == Where::Device && try_drop(*b, reason, c.cost_s)) return;
       [[fallthrough]];
     case plan::Act::Evict:
+      // false: it cannot move now (host pool full, said and logged there); the plan is advice
       if (b->where == Where::Device || (b->kind == Kind::Managed && b->where == Where::Incoming)) (void)evict(*b, reason, c.cost_s);
       return;
     case plan::Act::Recompute:
@@ -288,11 +291,12 @@ void Executor::apply(const policy::Command& c) {
       if (b->where == Where::Evicting) {
         mem(*b).cancel_evict(*b);  // still on the device: the copy out is wasted, the data stays
       } else if (b->where == Where::Host) {
-        ++b->pins;
-        const bool room = make_room(b->span, "plan");
-        --b->pins;
-        if (room && b->where == Where::Host && prefetch(*b, reason, false, c.cost_s) && b->where == Where::Incoming)
-          planning.arm_probe(b->id, c.place, moves.in);  // no device memory: on demand later
+        // A swap-in the budget has no room for now is skipped (it comes on demand), as the
+        // simulator skips one: evicting other tensors for it would undo the plan's own moves
+        // (a tensor swapped in early looks idle), and VMM room would make the host wait.
+        reclaim_finished_evictions();
+        if (ledger.fits(b->span) && prefetch(*b, reason, false, c.cost_s, nullptr, false) && b->where == Where::Incoming)
+          planning.arm_probe(b->id, c.place, moves.in);
       }
       return;
   }

@@ -292,6 +292,8 @@ class VmmMemory final : public BlockMemory {
     for (std::size_t i = 0; i < pieces.size(); ++i) {
       if (CUresult r = map_one(at + off, pieces[i].bytes, pieces[i].handle); r != CUDA_SUCCESS) {
         std::size_t undo = 0;
+        // Undo what was mapped; the map error is the one reported (an unmap that fails too
+        // leaves a piece mapped at an address nothing uses: the caller never reuses it).
         for (std::size_t j = 0; j < i; ++j) (void)c_.api->mem_unmap(at + undo, pieces[j].bytes), undo += pieces[j].bytes;
         return r;
       }
