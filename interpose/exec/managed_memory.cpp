@@ -98,6 +98,11 @@ class ManagedMemory final : public BlockMemory {
 
   void drop(Block&) override {}
   CUresult fill(Block&, bool) override { return CUDA_ERROR_NOT_SUPPORTED; }
+  bool movable(const Block& b) const override { return b.where == Where::Device || b.where == Where::Incoming; }
+  bool host_completes(const Block&) const override { return false; }
+  bool host_clock_memory() const override { return false; }
+  bool droppable() const override { return false; }
+  bool dead_goes_in_stream_order() const override { return true; }
 
  private:
   // To the host on the out stream, after a move in still in flight.

@@ -82,6 +82,21 @@ class BlockMemory {
   virtual CUresult fill(Block& b, bool room) = 0;
   // Vmm: host pieces from cached blocks' dead host copies may be reclaimed (the pool is full).
   virtual bool pool_exhausted() const { return false; }
+
+  // What the residency code asks instead of the kind:
+  // whether b can start moving out now (Managed: also while a move in is in flight);
+  virtual bool movable(const Block& b) const = 0;
+  // whether the host itself must see b's move in end before b's first use (Vmm: the mappings
+  // swap on the host once the copy ended; Managed: the use waits in stream order);
+  virtual bool host_completes(const Block& b) const = 0;
+  // whether this kind's memory is taken on the host's clock (Vmm: cuMemCreate needs it free
+  // now, so moves out must have ended; Managed: stream-ordered);
+  virtual bool host_clock_memory() const = 0;
+  // whether a block of this kind can be dropped and recomputed in place (Vmm only);
+  virtual bool droppable() const = 0;
+  // whether a freed block of this kind still on the device may go without waiting for its
+  // last work (Managed: discarded in stream order; Vmm: unmapped, so only once quiet).
+  virtual bool dead_goes_in_stream_order() const = 0;
 };
 
 std::unique_ptr<BlockMemory> make_managed_memory(MoveContext& ctx, std::size_t page);

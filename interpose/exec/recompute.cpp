@@ -29,7 +29,7 @@ bool Executor::recompute_valid(const Block& b) const {
 }
 
 bool Executor::try_drop(Block& b, const char* reason, double expected) {
-  if (b.kind != Kind::Vmm || !opt.recompute || b.where != Where::Device || b.pins != 0) return false;
+  if (!mem(b).droppable() || !opt.recompute || b.where != Where::Device || b.pins != 0) return false;
   if (!recompute_valid(b)) return false;
   // The replay must fit on its own: its inputs and the tensor at once.
   std::uint64_t need = b.span;

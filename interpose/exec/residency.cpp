@@ -37,7 +37,7 @@ Kind Executor::kind_for(std::size_t bytes) const {
 
 CUresult Executor::make_ready(Block& b, bool reuse) {
   bool room = false;
-  if (b.kind == Kind::Vmm && (!reuse || b.where == Where::Host || b.where == Where::Dropped)) {
+  if (mem(b).host_clock_memory() && (!reuse || b.where == Where::Host || b.where == Where::Dropped)) {
     room = make_room(b.span, "pressure");
     if (room) settle_managed_out(b.span);
   }
@@ -71,8 +71,7 @@ bool Executor::start_victims(std::uint64_t short_bytes) {
   dead.clear();
   blocks.for_each_cached([&](Block& c) {
     if (c.pins != 0) return;
-    if (c.kind == Kind::Managed && (c.where == Where::Device || c.where == Where::Incoming)) dead.push_back(&c);
-    if (c.kind == Kind::Vmm && c.where == Where::Device && quiet_now(events, c)) dead.push_back(&c);
+    if (mem(c).movable(c) && (mem(c).dead_goes_in_stream_order() || quiet_now(events, c))) dead.push_back(&c);
   });
   for (Block* c : dead) {
     if (freed >= short_bytes) return true;
@@ -87,8 +86,7 @@ bool Executor::start_victims(std::uint64_t short_bytes) {
   const double link = link_bytes_per_s(simcuda), lat = link_latency_s(simcuda);
   blocks.for_each_live([&](Block& b) {
     if (b.pins != 0 || b.stuck_tick == now) return;
-    const bool movable = b.where == Where::Device || (b.kind == Kind::Managed && b.where == Where::Incoming);
-    if (!movable) return;
+    if (!mem(b).movable(b)) return;
     const std::uint64_t idle = now - std::min(now, b.last_tick) + 1;
     cand.push_back({b.id, b.span, idle, policy::swap_round_trip_s(b.span, link, lat), false});
   });
@@ -96,7 +94,7 @@ bool Executor::start_victims(std::uint64_t short_bytes) {
   for (std::size_t i = 0; i < cand.size() && freed < short_bytes; ++i) {
     Block* b = blocks.by_id(cand[i].handle);  // evict() may wait: look each one up again
     if (b == nullptr || b->pins != 0) continue;
-    if (b->where != Where::Device && !(b->kind == Kind::Managed && b->where == Where::Incoming)) continue;
+    if (!mem(*b).movable(*b)) continue;
     if (!evict(*b, "pressure")) {
       b->stuck_tick = now;
       continue;
@@ -127,7 +125,7 @@ bool Executor::await_eviction_in_flight() {
 bool Executor::await_dead_block() {
   Block* found = nullptr;
   blocks.for_each_cached([&](Block& c) {
-    if (found == nullptr && c.kind == Kind::Vmm && c.where == Where::Device && c.pins == 0) found = &c;
+    if (found == nullptr && !mem(c).dead_goes_in_stream_order() && mem(c).movable(c) && c.pins == 0) found = &c;
   });
   if (found == nullptr) return false;
   await_quiet(*found);
@@ -173,10 +171,10 @@ bool Executor::make_room(std::uint64_t need, const char* reason, bool may_wait) 
 bool Executor::evict(Block& b, const char* reason, double expected) {
   if (b.many_streams) {  // its uses cannot be waited for in stream order: the host waits
     await_quiet(b);
-    if (b.where != Where::Device && !(b.kind == Kind::Managed && b.where == Where::Incoming)) return false;
+    if (!mem(b).movable(b)) return false;
   }
   if (!mem(b).evict(b)) {
-    if (b.kind == Kind::Vmm && vmm->pool_exhausted()) {
+    if (mem(b).pool_exhausted()) {
       warn_pool_full();
       char note[160];
       std::snprintf(note, sizeof note, "the host pool (CAPUCHIN_PINNED_POOL, %" PRIu64 " bytes) is full: the tensor stays resident",
@@ -196,8 +194,9 @@ bool Executor::evict(Block& b, const char* reason, double expected) {
 bool Executor::prefetch(Block& b, const char* reason, bool on_demand, double expected, const CUstream* user,
                         bool may_wait) {
   const bool keep = b.where == Where::Host;
-  if (b.kind == Kind::Vmm && !may_wait && !events.done(room_after_managed_outs(moves, b.span))) return false;
-  if (b.kind == Kind::Vmm) {
+  const bool host_clock = mem(b).host_clock_memory();
+  if (host_clock && !may_wait && !events.done(room_after_managed_outs(moves, b.span))) return false;
+  if (host_clock) {
     ++b.pins;
     settle_managed_out(b.span);
     --b.pins;
@@ -222,9 +221,9 @@ CUresult Executor::ensure_resident(Block& b, CUstream s) {
       case Where::Device:
         return CUDA_SUCCESS;
       case Where::Incoming: {
-        if (b.kind == Kind::Vmm && b.staging_mapped) {
+        if (mem(b).host_completes(b)) {
           await(b.ready);
-          if (b.where == Where::Incoming && b.staging_mapped && events.done(b.ready)) mem(b).complete_prefetch(b, s);
+          if (mem(b).host_completes(b) && events.done(b.ready)) mem(b).complete_prefetch(b, s);
           continue;
         }
         mem(b).complete_prefetch(b, s);  // in stream order
@@ -245,9 +244,9 @@ CUresult Executor::ensure_resident(Block& b, CUstream s) {
           decisions.record(Action::Fallback, b.id, b.span, "no-device-memory", -1, "used from host memory");
           return CUDA_SUCCESS;
         }
-        if (b.where == Where::Incoming && b.kind == Kind::Vmm && b.staging_mapped) {
+        if (mem(b).host_completes(b)) {
           await(b.ready);
-          if (b.where == Where::Incoming && b.staging_mapped && events.done(b.ready)) mem(b).complete_prefetch(b, s);
+          if (mem(b).host_completes(b) && events.done(b.ready)) mem(b).complete_prefetch(b, s);
           continue;
         }
         if (b.where == Where::Incoming) mem(b).complete_prefetch(b, s);
@@ -275,11 +274,11 @@ void Executor::apply(const policy::Command& c) {
   const char* reason = plan::to_string(c.reason).data();
   switch (c.act) {
     case plan::Act::Drop:
-      if (b->kind == Kind::Vmm && opt.recompute && b->where == Where::Device && try_drop(*b, reason, c.cost_s)) return;
+      if (try_drop(*b, reason, c.cost_s)) return;
       [[fallthrough]];
     case plan::Act::Evict:
       // false: it cannot move now (host pool full, said and logged there); the plan is advice
-      if (b->where == Where::Device || (b->kind == Kind::Managed && b->where == Where::Incoming)) (void)evict(*b, reason, c.cost_s);
+      if (mem(*b).movable(*b)) (void)evict(*b, reason, c.cost_s);
       return;
     case plan::Act::Recompute:
       if (b->where == Where::Dropped) {

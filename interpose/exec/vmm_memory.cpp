@@ -28,6 +28,11 @@ class VmmMemory final : public BlockMemory {
   Kind kind() const override { return Kind::Vmm; }
   std::size_t span_for(std::size_t bytes) const override { return (bytes + gran_ - 1) / gran_ * gran_; }
   bool pool_exhausted() const override { return exhausted_; }
+  bool movable(const Block& b) const override { return b.where == Where::Device; }
+  bool host_completes(const Block& b) const override { return b.where == Where::Incoming && b.staging_mapped; }
+  bool host_clock_memory() const override { return true; }
+  bool droppable() const override { return true; }
+  bool dead_goes_in_stream_order() const override { return false; }
 
   CUresult create(Block& b, bool room) override {
     b.span = span_for(b.bytes);

@@ -189,6 +189,8 @@ TEST_F(BlockMemoryTest, ManagedMovesAreStreamOrderedAndTheLedgerFollowsThem) {
   ASSERT_TRUE(managed->prefetch(b, false, &kJob));
   EXPECT_TRUE(has("prefetch-dev@" + sname(kJob)));
   EXPECT_EQ(b.where, Where::Incoming);
+  EXPECT_FALSE(managed->host_completes(b));  // its use waits in stream order
+  EXPECT_TRUE(managed->movable(b));         // and it may be moved out again meanwhile
   EXPECT_EQ(ledger.resident(), b.span);
   managed->complete_prefetch(b, kJob);
   EXPECT_EQ(b.where, Where::Device);
@@ -254,8 +256,10 @@ TEST_F(BlockMemoryTest, VmmEvictionCopiesOutThenSwapsTheMappings) {
   ASSERT_NE(dev, 0u);
   EXPECT_FALSE(host_handle(dev));
   EXPECT_EQ(ledger.resident(), 2 * kGran);
+  EXPECT_TRUE(vmm->movable(b));
   ASSERT_TRUE(vmm->evict(b));
   EXPECT_EQ(b.where, Where::Evicting);
+  EXPECT_FALSE(vmm->movable(b));  // already on its way out
   EXPECT_TRUE(b.staging_mapped);
   EXPECT_EQ(at(b.base), dev);  // still the device chunk while the copy runs
   ASSERT_NE(at(b.base + b.span), 0u);
@@ -273,6 +277,7 @@ TEST_F(BlockMemoryTest, VmmEvictionCopiesOutThenSwapsTheMappings) {
   // Back in: a device chunk at staging, copied into, then swapped to the address.
   ASSERT_TRUE(vmm->prefetch(b, true, nullptr));
   EXPECT_EQ(b.where, Where::Incoming);
+  EXPECT_TRUE(vmm->host_completes(b));  // the mappings swap on the host once the copy ended
   EXPECT_TRUE(host_handle(at(b.base)));
   EXPECT_FALSE(host_handle(at(b.base + b.span)));
   complete(b.ready);
