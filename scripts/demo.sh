@@ -82,8 +82,9 @@ echo "== 6. the report"
 echo "written: $out/report.html (open it in a browser)"
 echo
 if compgen -G "../shared/traces/*.jsonl*" >/dev/null; then
-  echo "== 7. what-if on real-model traces: capuchin sim (simulated, GPU profile h200, budget 0.5 of each peak)"
+  echo "== 7. what-if on real-model traces: capuchin sim (simulated, GPU profile h200, budget 0.5 of each peak,"
+  echo "   each trace's last iteration repeated to 8: capuchin follows a plan from about the 4th)"
   for t in ../shared/traces/*.jsonl*; do
-    "$B/bin/capuchin" sim --trace "$t" --gpu h200 --budget 0.5 --policy capuchin | head -n 3
+    "$B/bin/capuchin" sim --trace "$t" --iters 8 --gpu h200 --budget 0.5 --policy capuchin | head -n 4
   done
 fi
