@@ -4,6 +4,8 @@
 // Contract: blocks are created, changed and deleted only under the executor's lock. A block
 // with pins > 0 is in use by a call in flight (a launch, a copy, a replay being set up, a move
 // waited for outside the lock): it is never chosen to move out, never trimmed, never deleted.
+// A block with forwarded > 0 is used by the job's work already handed to the driver by another
+// thread and not yet recorded: its memory is not remapped meanwhile (it is used where it is).
 // `where` changes only through Ledger::move, which keeps the resident bytes equal to the
 // spans of the blocks whose memory is on the device.
 #pragma once
@@ -69,6 +71,9 @@ struct Block {
   Kind kind = Kind::Managed;
   Where where = Where::Fresh;
   std::uint32_t pins = 0;
+  std::uint32_t forwarded = 0;  // the job's launches or copies using it, forwarded and not yet finished (after_*)
+  std::uint64_t use_gen = 0;    // bumped by every use marked (a wait on the host knows what it covered)
+  bool staging_stale = false;   // Vmm Incoming: written through its host copy meanwhile; the staged copy is not used
   std::uint64_t last_tick = 0;                   // the policy clock at its last use
   std::uint64_t stuck_tick = ~std::uint64_t{0};  // a move out failed at this tick: not a victim again then
   // ordering (ordering.cpp)

@@ -84,6 +84,8 @@ bool alloc(CUdeviceptr* out, std::size_t bytes, CUstream s, bool per_thread, boo
           span, static_cast<int>(refill));
       e.await_quiet(*b);
       release_free_events(e.events, *b);
+      e.events.unref(b->ready);
+      e.events.unref(b->exec);
       e.ledger.forget(*b);
       if (b->kind == Kind::Managed) e.frees_after_unlock.push_back(b->base);
       else e.mem(*b).release(*b);
@@ -126,10 +128,10 @@ bool free(CUdeviceptr p, CUstream s, bool per_thread, bool stream_ordered, CUres
   Block* b = e.blocks.by_base(p);
   if (b == nullptr) return false;
   ++b->pins;
-  e.materialize_dependents(*b);
   policy::Event ev = event(Op::Free, signature(Op::Free, b->bytes));
   ev.id = b->id;
   e.feed(ev, {});
+  e.materialize_dependents(*b);  // after the commands: a drop among them may depend on it
   --b->pins;
   record_free(p, reinterpret_cast<std::uint64_t>(s), per_thread ? kPerThread : 0);
   const CUstream ds = driver_stream(s, per_thread);
@@ -156,9 +158,12 @@ bool free(CUdeviceptr p, CUstream s, bool per_thread, bool stream_ordered, CUres
   }
   add_free_event(e.events, *b, b->exec);
   release_uses(e.events, *b);
-  Ev discarded = e.mem(*b).discard_dead(*b);  // after the work before the free; a reuse waits for it
-  if (discarded) b->free_stream_valid = false;  // issued on capuchin's stream: the free's stream order does not cover it
-  add_free_event(e.events, *b, discarded);
+  Ev discarded;
+  if (e.mem(*b).discard_dead(*b, discarded)) {  // after the work before the free; a reuse waits for it
+    b->free_stream_valid = false;  // issued on capuchin's stream: the free's stream order does not cover it
+    if (!discarded) e.await_stream(e.moves.out);  // no event marks it: it has happened now
+    add_free_event(e.events, *b, discarded);
+  }
   b->id = kNoBlockId;
   b->producer.reset();
   b->dependents.clear();
@@ -174,14 +179,18 @@ CUresult before_unknown_work(CUstream s, bool per_thread) {
   Executor* ex = running();
   if (ex == nullptr) return CUDA_SUCCESS;
   Held held(*ex);
-  return ex->settle_for_unknown_access(driver_stream(s, per_thread));
+  if (CUresult r = ex->settle_for_unknown_access(driver_stream(s, per_thread)); r != CUDA_SUCCESS) return r;
+  ex->invalidate_producers();  // it may write anything: no replay may read what it changes
+  ++ex->unknown_in_flight;     // nothing moves out until it is recorded (after_unknown_work)
+  return CUDA_SUCCESS;
 }
 
 void after_unknown_work(CUstream s, bool per_thread, bool launched) {
   Executor* ex = running();
-  if (!launched || ex == nullptr) return;
+  if (ex == nullptr) return;
   Held held(*ex);
-  ex->mark_unknown_use(driver_stream(s, per_thread));
+  if (ex->unknown_in_flight > 0) --ex->unknown_in_flight;
+  if (launched) ex->mark_unknown_use(driver_stream(s, per_thread));
 }
 
 namespace {
@@ -279,7 +288,20 @@ CUresult before_launch(Launch& l, const std::uint64_t* ids, unsigned n) {
     }
   }
   const std::uint64_t now = e.tick();
-  for (Block* b : cur) b->last_tick = now;
+  for (Block* b : cur) {
+    b->last_tick = now;
+    ++b->forwarded;
+    // What it may write is changed from now on (another thread may look before after_launch):
+    // no replay of its old producer.
+    if (output == nullptr || b == output) {
+      ++b->version;
+      b->producer.reset();
+    }
+  }
+  if (!l.complete_scan) {
+    e.invalidate_producers();
+    ++e.unknown_in_flight;
+  }
   l.active = true;
   l.driver_stream = ds;
   l.output = output != nullptr ? output->id : kNoBlockId;
@@ -301,20 +323,18 @@ void after_launch(Launch& l, const std::uint64_t* ids, unsigned n, bool launched
     if (!ev) e.await_stream(ds);  // no event to order later moves by: the launch is done now
     for (unsigned i = 0; i < n; ++i) {
       Block* b = e.blocks.by_id(ids[i]);
-      if (b == nullptr) continue;
-      if (ev) mark_use(e.events, *b, ds, ev);
-      if (l.output == kNoBlockId || b->id == l.output) {
-        ++b->version;
-        b->producer.reset();
-      }
+      if (b != nullptr && ev) mark_use(e.events, *b, ds, ev);
     }
     if (l.output != kNoBlockId)
       if (Block* out = e.blocks.by_id(l.output)) out->producer = std::move(l.producer);
     e.events.unref(ev);
     if (!l.complete_scan) e.mark_unknown_use(ds);
   } else {
-    e.planning.end_timing(-1, ds);
+    e.planning.cancel_timing(l.timing);
   }
+  if (!l.complete_scan && e.unknown_in_flight > 0) --e.unknown_in_flight;
+  for (unsigned i = 0; i < n; ++i)
+    if (Block* b = e.blocks.by_id(ids[i]); b != nullptr && b->forwarded > 0) --b->forwarded;
   l.producer.reset();
   unpin(e, ids, n);
 }
@@ -370,8 +390,12 @@ CUresult before_copy(std::uint64_t dst, std::uint64_t src, std::size_t bytes, CU
     }
   }
   const std::uint64_t now = e.tick();
-  if (d != nullptr) d->last_tick = now;
-  if (sb != nullptr) sb->last_tick = now;
+  if (sb != nullptr) sb->last_tick = now, ++sb->forwarded;
+  if (d != nullptr && d != sb) d->last_tick = now, ++d->forwarded;
+  if (d != nullptr) {  // changed from now on (another thread may look before after_copy)
+    ++d->version;
+    d->producer.reset();
+  }
   return CUDA_SUCCESS;
 }
 
@@ -385,15 +409,12 @@ void after_copy(CopyToken& t, bool ok) {
     if (!ev) e.await_stream(t.driver_stream);
     for (std::uint64_t id : {t.src, t.dst}) {
       Block* b = id != kNoBlockId ? e.blocks.by_id(id) : nullptr;
-      if (b == nullptr) continue;
-      if (ev) mark_use(e.events, *b, t.driver_stream, ev);
-      if (id == t.dst) {
-        ++b->version;
-        b->producer.reset();
-      }
+      if (b != nullptr && ev) mark_use(e.events, *b, t.driver_stream, ev);
     }
     e.events.unref(ev);
   }
+  for (std::uint64_t id : {t.src, t.dst})
+    if (Block* b = id != kNoBlockId ? e.blocks.by_id(id) : nullptr; b != nullptr && b->forwarded > 0) --b->forwarded;
   const std::uint64_t pinned[2] = {t.dst, t.src};
   unpin(e, pinned, 2);
 }

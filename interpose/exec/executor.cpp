@@ -217,8 +217,9 @@ void Executor::await_context() {
 void Executor::await_quiet(Block& b) {
   ++b.pins;
   if (b.many_streams) {
+    const std::uint64_t gen = b.use_gen;
     await_context();
-    release_uses(events, b);
+    if (b.use_gen == gen) release_uses(events, b);  // uses marked meanwhile were not covered by the wait
   }
   for (int round = 0; round < 16 && !quiet_now(events, b); ++round) {
     std::vector<Ev>& w = scratch().waits;
@@ -273,6 +274,13 @@ policy::Step Executor::feed(const policy::Event& ev, std::span<const std::uint64
   return st;
 }
 
+void Executor::invalidate_producers() {
+  blocks.for_each_live([](Block& b) {
+    ++b.version;
+    b.producer.reset();
+  });
+}
+
 void Executor::end_iteration() {
   planning.poll_timings(true);
   poll_lateness();
@@ -281,6 +289,7 @@ void Executor::end_iteration() {
   adopt_daemon_budget();
   decisions.end_iteration();
   trim_cache();
+  if (ondemand_per_iteration.size() >= 64) ondemand_per_iteration.erase(ondemand_per_iteration.begin());  // the last 64
   ondemand_per_iteration.push_back(0);
 }
 

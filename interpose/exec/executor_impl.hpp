@@ -90,6 +90,9 @@ class Executor {
   bool pool_full_warned = false;
   std::uint64_t live_bytes = 0;         // spans of live blocks
   std::uint64_t evictions_started = 0;
+  // Work whose accesses are unknown (graph launches, unscanned launches) forwarded and not yet
+  // recorded: while any is in flight nothing moves out (it may use any block).
+  std::uint32_t unknown_in_flight = 0;
   // Vmm evictions in the order they were issued (the out stream completes them in it), with
   // the move_seq they were issued under (an entry whose block moved on since is stale).
   std::deque<std::pair<Block*, std::uint64_t>> evict_queue;
@@ -110,6 +113,9 @@ class Executor {
   policy::Step feed(const policy::Event& e, std::span<const std::uint64_t> ids);  // + commands applied
   void end_iteration();
   void poll_lateness();
+  // Every live block may have been written (work whose accesses are unknown): no recomputation
+  // from its current producer.
+  void invalidate_producers();
   void note_launch_need(std::uint64_t total, std::uint64_t total_managed, const std::string& kernel);
   void report_need();
   void adopt_daemon_budget();

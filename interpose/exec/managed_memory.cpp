@@ -53,18 +53,19 @@ class ManagedMemory final : public BlockMemory {
     move_out(b, true);
   }
 
-  Ev discard_dead(Block& b) override {
-    if (c_.api->mem_discard == nullptr || b.where == Where::Fresh) return Ev{};
+  bool discard_dead(Block& b, Ev& done) override {
+    if (c_.api->mem_discard == nullptr || b.where == Where::Fresh) return false;
     order_after_uses(*c_.events, b, c_.out);
     if (b.where == Where::Incoming && b.ready && c_.events->order(c_.out, b.ready) != CUDA_SUCCESS)
       log(LogLevel::Error, "executor: ordering a discard after a prefetch failed");
     CUdeviceptr p = b.base;
     size_t n = b.span;
-    if (c_.api->mem_discard(&p, &n, 1, 0, c_.out) != CUDA_SUCCESS) return Ev{};  // kept as it is: still correct
+    if (c_.api->mem_discard(&p, &n, 1, 0, c_.out) != CUDA_SUCCESS) return false;  // kept as it is: still correct
     c_.events->unref(b.ready);
     b.ready = note_managed_out(c_, charged(b.where) ? b.span : 0);  // a move back in follows it
     c_.ledger->move(b, Where::Fresh);
-    return c_.events->ref(b.ready);
+    done = c_.events->ref(b.ready);
+    return true;
   }
 
   void complete_evict(Block&) override {}

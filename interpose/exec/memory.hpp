@@ -61,7 +61,9 @@ class BlockMemory {
   // At a free: Managed, where the driver can discard (cuMemDiscardBatchAsync): its pages are
   // dropped after the work before the free (Fresh: no device memory, nothing to move back),
   // and the returned event marks the discard (a reuse waits for it). Vmm, or no discard: none.
-  virtual Ev discard_dead(Block& b) { (void)b; return Ev{}; }
+  // true when a discard was issued; `done` then holds its event (none if none could be recorded:
+  // the caller waits for the out stream instead).
+  virtual bool discard_dead(Block& b, Ev& done) { (void)b, (void)done; return false; }
   // Vmm: an eviction whose copy completed (pre: ready): device memory released, the host copy
   // mapped at base: Host. Managed: nothing to do.
   virtual void complete_evict(Block& b) = 0;

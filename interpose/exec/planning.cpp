@@ -193,6 +193,10 @@ void Planning::drop_unstamped_probes() {
   armed_.clear();
 }
 
+void Planning::cancel_timing(int pair) {
+  if (pair >= 0) free_pairs_.push_back(pair);
+}
+
 void Planning::poll_timings(bool all) {
   const std::size_t n = pending_.size();
   for (std::size_t i = 0; i < n; ++i) {

@@ -65,6 +65,7 @@ class Planning {
   // completed pairs read without waiting into per-signature durations.
   int begin_timing(CUstream s, std::uint64_t sig);
   void end_timing(int pair, CUstream s);
+  void cancel_timing(int pair);  // the launch was not made: the pair is free again
   // Reads completed pairs, oldest first, until one is still in flight (never waits); all:
   // look at every pending pair (at syncs and iteration ends).
   void poll_timings(bool all = false);

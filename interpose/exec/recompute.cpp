@@ -29,8 +29,14 @@ bool Executor::recompute_valid(const Block& b) const {
 }
 
 bool Executor::try_drop(Block& b, const char* reason, double expected) {
-  if (!mem(b).droppable() || !opt.recompute || b.where != Where::Device || b.pins != 0) return false;
+  if (!mem(b).droppable() || !opt.recompute || b.where != Where::Device || b.pins != 0 || unknown_in_flight > 0) return false;
   if (!recompute_valid(b)) return false;
+  // An input in use by a call in flight may be being written; a dropped block depending on this
+  // one could not be recomputed once this one is gone (replays are one level deep).
+  for (std::uint64_t id : b.producer->input_ids)
+    if (const Block* in = blocks.by_id(id); in != nullptr && in->pins != 0) return false;
+  for (std::uint64_t id : b.dependents)
+    if (const Block* d = blocks.by_id(id); d != nullptr && d->where == Where::Dropped) return false;
   // The replay must fit on its own: its inputs and the tensor at once.
   std::uint64_t need = b.span;
   for (std::uint64_t id : b.producer->input_ids)
@@ -41,7 +47,8 @@ bool Executor::try_drop(Block& b, const char* reason, double expected) {
   mem(b).drop(b);
   if (b.where != Where::Dropped) return false;  // the unmap failed: it stays resident (logged)
   for (std::uint64_t id : b.producer->input_ids)
-    if (Block* in = blocks.by_id(id)) in->dependents.push_back(b.id);
+    if (Block* in = blocks.by_id(id); in != nullptr && std::find(in->dependents.begin(), in->dependents.end(), b.id) == in->dependents.end())
+      in->dependents.push_back(b.id);
   decisions.record(Action::Drop, b.id, b.span, reason, expected);
   return true;
 }
@@ -69,11 +76,12 @@ bool Executor::recompute(Block& b, const char* reason, double expected) {
   } unpin{b, inputs};
   for (Block* in : inputs)
     if (ensure_resident(*in, p.stream) != CUDA_SUCCESS) return false;
-  if (b.where != Where::Dropped) return b.where != Where::Host;  // recomputed by someone else meanwhile
+  if (b.where != Where::Dropped) return true;  // recomputed by another call meanwhile
   if (!recompute_valid(b)) return false;
   const bool room = make_room(b.span, "recompute");
   if (room) settle_managed_out(b.span);
-  if (b.where != Where::Dropped || !recompute_valid(b)) return b.where != Where::Dropped;
+  if (b.where != Where::Dropped) return true;
+  if (!recompute_valid(b)) return false;
   // Device memory when the budget has room, else host pieces: the replay writes it there.
   if (CUresult r = mem(b).fill(b, room); r != CUDA_SUCCESS) {
     log(LogLevel::Debug, "executor: recompute of %" PRIu64 ": no memory (CUresult %d)", b.id, static_cast<int>(r));

@@ -64,6 +64,7 @@ void Executor::delete_block(Block* b) {
 
 // Moves victims out until about `short_bytes` are on their way out. true: some move started.
 bool Executor::start_victims(std::uint64_t short_bytes) {
+  if (unknown_in_flight > 0) return false;  // work that may touch any block is running unrecorded
   std::uint64_t freed = 0;
   bool started_any = false;
   // Freed blocks still on the device: their data is dead (Vmm ones once their work is done).
@@ -171,7 +172,8 @@ bool Executor::make_room(std::uint64_t need, const char* reason, bool may_wait) 
 bool Executor::evict(Block& b, const char* reason, double expected) {
   if (b.many_streams) {  // its uses cannot be waited for in stream order: the host waits
     await_quiet(b);
-    if (!mem(b).movable(b)) return false;
+    // Looked at again: another call may have used it (pinned), freed it or added streams meanwhile.
+    if (b.pins != 0 || b.id == kNoBlockId || b.many_streams || !mem(b).movable(b)) return false;
   }
   if (!mem(b).evict(b)) {
     if (mem(b).pool_exhausted()) {
@@ -184,6 +186,7 @@ bool Executor::evict(Block& b, const char* reason, double expected) {
     return false;
   }
   if (b.where == Where::Evicting) {
+    if (!b.ready) await_stream(moves.out);  // no event marks the copy's end: it has ended now
     b.move_seq = ++evictions_started;
     evict_queue.emplace_back(&b, b.move_seq);
   }
@@ -203,6 +206,7 @@ bool Executor::prefetch(Block& b, const char* reason, bool on_demand, double exp
     if (b.where != Where::Host && b.where != Where::Dropped) return b.where != Where::Fresh;  // changed meanwhile
   }
   if (!mem(b).prefetch(b, keep, user)) return false;
+  if (mem(b).host_completes(b) && !b.ready) await_stream(moves.in);  // no event marks the copy's end
   if (reason == nullptr || !keep) return true;  // a first touch: no decision to record
   if (on_demand) {
     ++ondemand_per_iteration.back();
@@ -217,6 +221,13 @@ bool Executor::prefetch(Block& b, const char* reason, bool on_demand, double exp
 CUresult Executor::ensure_resident(Block& b, CUstream s) {
   for (int step = 0; step < 64; ++step) {
     order_after_replay(events, b, s);
+    // Host-clock memory another thread's forwarded work is using is not remapped under it: the
+    // work here uses it where it is (host pieces at its address), and a copy staged meanwhile is
+    // not used, as this work may write the host copy.
+    if (b.forwarded > 0 && mem(b).host_clock_memory() && (b.where == Where::Host || mem(b).host_completes(b))) {
+      if (b.where == Where::Incoming) b.staging_stale = true;
+      return CUDA_SUCCESS;
+    }
     switch (b.where) {
       case Where::Device:
         return CUDA_SUCCESS;
@@ -265,6 +276,7 @@ CUresult Executor::ensure_resident(Block& b, CUstream s) {
 }
 
 void Executor::apply(const policy::Command& c) {
+  if (unknown_in_flight > 0) return;  // work that may touch any block is running unrecorded
   Block* b = blocks.by_id(c.id);
   if (b == nullptr || b->pins != 0) return;  // gone, or in use by a call in flight
   // pinned: Managed blocks under 1 MiB move only under pressure (passive): planned swaps of

@@ -203,6 +203,14 @@ class VmmMemory final : public BlockMemory {
       return;
     }
     c_.events->unref(b.ready);
+    if (b.staging_stale) {  // the host copy was written while the copy ran: the staged one is stale
+      b.staging_stale = false;
+      b.staging_mapped = false;
+      if (unmap_logged(b.base + b.span, b.span, b.id)) release_dev(b);
+      else b.dev = 0;  // still mapped at staging: never released (logged), the tensor stays on the host
+      c_.ledger->move(b, Where::Host);
+      return;
+    }
     const bool host_unmapped = unmap_pieces(b.base, b.host, b.id);
     unmap_logged(b.base + b.span, b.span, b.id);
     b.staging_mapped = false;

@@ -239,7 +239,8 @@ TEST_F(BlockMemoryTest, ManagedDiscardAtAFreeLeavesNothingToMoveBack) {
   ASSERT_EQ(managed->create(b, false), CUDA_SUCCESS);
   ASSERT_TRUE(managed->prefetch(b, false, &kJob));
   managed->complete_prefetch(b, kJob);
-  Ev done = managed->discard_dead(b);
+  Ev done;
+  ASSERT_TRUE(managed->discard_dead(b, done));
   ASSERT_TRUE(done);
   EXPECT_TRUE(has("discard@" + sname(kOut)));
   EXPECT_EQ(b.where, Where::Fresh);
