@@ -94,5 +94,10 @@ int main(int argc, char** argv) {
     check(cudaStreamSynchronize(s), "sync");
     std::printf("iter %d acc %a %a\n", it, static_cast<double>(v[0]), static_cast<double>(v[3]));
   }
+  check(cudaGraphExecDestroy(ge), "graph exec destroy");
+  check(cudaGraphDestroy(g), "graph destroy");
+  check(cudaFree(x), "free x");
+  check(cudaFree(acc), "free acc");
+  check(cudaStreamDestroy(s), "stream destroy");
   return 0;
 }
