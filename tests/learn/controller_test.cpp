@@ -6,6 +6,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 
 #include "capuchin/controller.hpp"
 #include "capuchin/learn.hpp"
@@ -53,6 +54,13 @@ class Stream {
   void resume(int limit = 1 << 30) {
     for (int k = 0; k < limit && done_ < todo_.size(); ++k) todo_[done_++]();
   }
+  // Set-up, then iterations until the controller has learned one: its first plan request.
+  std::optional<PlanRequest> learn(int syncs) {
+    setup();
+    while (!c_.locked()) iteration(syncs);
+    return c_.take_request();
+  }
+
   // The rest of the iteration in progress: the controller's iteration starts with the
   // upload too (the fewest bytes are live before it), so this ends at its boundary.
   void to_boundary() {
@@ -174,9 +182,7 @@ std::shared_ptr<plan::SegmentPlan> toy_plan(const plan::SegmentJob& job) {
 TEST(Controller, AdoptsAnOfferedPlanOnlyAtTheNextBoundaryAndResolvesThisIterationsTensors) {
   Controller c;
   Stream s(c);
-  s.setup();
-  while (!c.locked()) s.iteration(1);
-  auto r = c.take_request();
+  auto r = s.learn(1);
   ASSERT_TRUE(r);
   s.to_boundary();
   // Offered in the middle of an iteration: followed from the next boundary, not before.
@@ -205,9 +211,7 @@ TEST(Controller, AdoptsAnOfferedPlanOnlyAtTheNextBoundaryAndResolvesThisIteratio
 TEST(Controller, AChangedIterationDropsThePlanAndTheSamePlanComesBackWithIt) {
   Controller c;
   Stream s(c);
-  s.setup();
-  while (!c.locked()) s.iteration(2);
-  auto r = c.take_request();
+  auto r = s.learn(2);
   ASSERT_TRUE(r);
   c.offer(r->serial, toy_plan(r->job));
   for (int i = 0; i < 3; ++i) s.iteration(2);
@@ -227,9 +231,7 @@ TEST(Controller, AChangedIterationDropsThePlanAndTheSamePlanComesBackWithIt) {
 TEST(Controller, ALateSwapInMakesTheNextBoundaryRequestAPlanCarryingIt) {
   Controller c;
   Stream s(c);
-  s.setup();
-  while (!c.locked()) s.iteration(0);
-  auto r = c.take_request();
+  auto r = s.learn(0);
   ASSERT_TRUE(r);
   c.offer(r->serial, toy_plan(r->job));
   s.to_boundary();
@@ -259,9 +261,7 @@ TEST(Controller, ALateSwapInMakesTheNextBoundaryRequestAPlanCarryingIt) {
 TEST(Controller, AnAnswerToAnOldRequestIsDropped) {
   Controller c;
   Stream s(c);
-  s.setup();
-  while (!c.locked()) s.iteration(1);
-  auto r = c.take_request();
+  auto r = s.learn(1);
   ASSERT_TRUE(r);
   c.offer(r->serial + 7, toy_plan(r->job));  // not the pending request
   for (int i = 0; i < 3; ++i) s.iteration(1);
