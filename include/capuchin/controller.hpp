@@ -27,8 +27,9 @@
 // Contract: pure computation: no CUDA, no clock, no threads, not thread-safe (the owner
 // serialises calls); deterministic: the same events and offers in the same order give the
 // same commands. Planning is the owner's (plan::plan_segment, at once or on another thread):
-// the controller never waits for it. Steady state (Locked, following) does not allocate
-// except to keep the last two iterations' events, whose storage is reused.
+// the controller never waits for it. Steady state (Locked, following) allocates only to keep
+// the last iterations' events (storage reused once the history is full) and, every half
+// history's worth of events, to confirm the period (learn::find_period, O(history)).
 #pragma once
 
 #include <cstdint>
@@ -135,10 +136,9 @@ class Controller {
 
   ControllerOptions opt_;
   ControllerStats stats_;
-  // history: events from hist_base_ (a global event index) on
+  // history: the last events (at least the last two iterations'), their ids in ids_
   std::vector<Stored> hist_;
   std::vector<std::uint64_t> ids_;
-  std::uint64_t hist_base_ = 0;
   std::size_t next_try_ = 0;
   std::unordered_map<std::uint64_t, std::uint64_t> live_;  // id -> bytes
   std::uint64_t live_bytes_ = 0;

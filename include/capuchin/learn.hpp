@@ -21,6 +21,18 @@ std::uint64_t kernel_signature(const trace::Trace& t, std::uint32_t event);
 // size, copy size and direction) hashed into the low 56 bits.
 std::uint64_t event_signature(const trace::Trace& t, std::uint32_t event);
 
+// The scheme both the trace's signatures and the executor's (which hashes what a live job
+// shows: function addresses, sizes) follow. `op` owns the top byte and `v` is spread over the
+// low 56 bits by splitmix64's finaliser, so no value can make one op's signature another's.
+inline std::uint64_t op_signature(trace::Op op, std::uint64_t v) {
+  v = (v ^ (v >> 30)) * 0xbf58476d1ce4e5b9ull;
+  v = (v ^ (v >> 27)) * 0x94d049bb133111ebull;
+  v ^= v >> 31;
+  return static_cast<std::uint64_t>(op) << 56 | (v & ((std::uint64_t{1} << 56) - 1));
+}
+// Folds v into a running hash h (boost::hash_combine's mixing step).
+inline std::uint64_t mix_signature(std::uint64_t h, std::uint64_t v) { return h ^ (v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2)); }
+
 struct IterationSplit {
   bool found = false;
   std::uint32_t period_kernels = 0;        // kernels per steady iteration

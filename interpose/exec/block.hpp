@@ -172,7 +172,6 @@ class BlockTable {
     }
     return out;
   }
-  std::size_t live_count() const { return by_id_.size(); }
 
  private:
   std::unordered_map<std::uint64_t, Block*> by_id_;

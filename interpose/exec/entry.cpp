@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "capture.hpp"
+#include "capuchin/learn.hpp"
 #include "capuchin/trace.hpp"
 #include "executor.hpp"
 #include "executor_impl.hpp"
@@ -23,13 +24,8 @@ namespace {
 
 using trace::Op;
 
-std::uint64_t signature(Op op, std::uint64_t v) {
-  v = (v ^ (v >> 30)) * 0xbf58476d1ce4e5b9ull;
-  v = (v ^ (v >> 27)) * 0x94d049bb133111ebull;
-  v ^= v >> 31;
-  return static_cast<std::uint64_t>(op) << 56 | (v & ((std::uint64_t{1} << 56) - 1));
-}
-std::uint64_t mix(std::uint64_t h, std::uint64_t v) { return h ^ (v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2)); }
+using learn::mix_signature;
+using learn::op_signature;
 
 policy::Event event(Op op, std::uint64_t sig) {
   policy::Event e;
@@ -107,8 +103,7 @@ bool alloc(CUdeviceptr* out, std::size_t bytes, CUstream s, bool per_thread, boo
   b->id = record_alloc(b->base, bytes, MemKind::Device, stream_ordered ? AllocSub::Async : AllocSub::Device,
                        reinterpret_cast<std::uint64_t>(s), per_thread ? kPerThread : 0);
   e.blocks.add_live(b);
-  e.live_bytes += b->span;
-  policy::Event ev = event(Op::Alloc, signature(Op::Alloc, bytes));
+  policy::Event ev = event(Op::Alloc, op_signature(Op::Alloc, bytes));
   ev.id = b->id;
   ev.bytes = b->span;
   ++b->pins;  // not a victim of its own allocation's commands
@@ -128,7 +123,7 @@ bool free(CUdeviceptr p, CUstream s, bool per_thread, bool stream_ordered, CUres
   Block* b = e.blocks.by_base(p);
   if (b == nullptr) return false;
   ++b->pins;
-  policy::Event ev = event(Op::Free, signature(Op::Free, b->bytes));
+  policy::Event ev = event(Op::Free, op_signature(Op::Free, b->bytes));
   ev.id = b->id;
   e.feed(ev, {});
   e.materialize_dependents(*b);  // after the commands: a drop among them may depend on it
@@ -136,7 +131,6 @@ bool free(CUdeviceptr p, CUstream s, bool per_thread, bool stream_ordered, CUres
   record_free(p, reinterpret_cast<std::uint64_t>(s), per_thread ? kPerThread : 0);
   const CUstream ds = driver_stream(s, per_thread);
   e.blocks.remove_live(b);
-  e.live_bytes -= b->span;
   if (stream_ordered) {
     Ev fe = e.events.record(ds);
     if (!fe) e.await_stream(ds);  // no event to order the reuse by: the work before the free is done now
@@ -235,7 +229,7 @@ CUresult before_launch(Launch& l, const std::uint64_t* ids, unsigned n) {
   std::vector<Block*>& cur = scratch().launch;
   cur.clear();
   std::uint64_t total = 0, total_managed = 0;
-  std::uint64_t sig = signature(Op::Kernel, reinterpret_cast<std::uint64_t>(l.func));
+  std::uint64_t sig = op_signature(Op::Kernel, reinterpret_cast<std::uint64_t>(l.func));
   for (unsigned i = 0; i < n; ++i) {
     Block* b = e.blocks.by_id(ids[i]);
     if (b == nullptr) continue;
@@ -243,9 +237,9 @@ CUresult before_launch(Launch& l, const std::uint64_t* ids, unsigned n) {
     cur.push_back(b);
     total += b->span;
     total_managed += e.managed->span_for(b->bytes);
-    sig = mix(sig, b->bytes);
+    sig = mix_signature(sig, b->bytes);
   }
-  sig = signature(Op::Kernel, sig);
+  sig = op_signature(Op::Kernel, sig);
   const CUstream ds = driver_stream(l.stream, l.per_thread);
   if (e.planning.probes_armed())  // when this launch could run, before it is made to wait for data
     for (Block* b : cur) e.planning.stamp_probe(b->id, ds);
@@ -268,7 +262,7 @@ CUresult before_launch(Launch& l, const std::uint64_t* ids, unsigned n) {
   ev.nreads = static_cast<std::uint32_t>(output != nullptr ? order.size() - 1 : order.size());
   ev.nwrites = output != nullptr ? 1 : 0;
   ev.bytes = total;
-  ev.name = e.planning.name_index(reinterpret_cast<std::uint64_t>(l.func), ki != nullptr ? ki->name : std::string("kernel"));
+  ev.name = e.planning.name_index(reinterpret_cast<std::uint64_t>(l.func), ki != nullptr ? std::string_view(ki->name) : "kernel");
   e.feed(ev, order);
   // Recomputations first: dropped blocks whose producer reads what this launch may write,
   // then dropped blocks it touches.
@@ -280,7 +274,7 @@ CUresult before_launch(Launch& l, const std::uint64_t* ids, unsigned n) {
       return r;
     }
   }
-  e.note_launch_need(total, total_managed, ki != nullptr && !ki->name.empty() ? ki->name : std::string("a kernel"));
+  e.note_launch_need(total, total_managed, ki != nullptr && !ki->name.empty() ? std::string_view(ki->name) : "a kernel");
   for (Block* b : cur) {
     if (CUresult r = e.ensure_resident(*b, ds); r != CUDA_SUCCESS) {
       unpin(e, ids, n);
@@ -354,13 +348,13 @@ CUresult before_copy(std::uint64_t dst, std::uint64_t src, std::size_t bytes, CU
   std::uint64_t one[1];
   std::span<const std::uint64_t> ids;
   if (memset) {
-    ev = event(Op::Kernel, signature(Op::Kernel, mix(0x5e75e7, bytes)));
+    ev = event(Op::Kernel, op_signature(Op::Kernel, mix_signature(0x5e75e7, bytes)));
     ev.name = e.planning.name_index(1, "memset");
     ev.bytes = bytes;
     if (d != nullptr) one[0] = d->id, ev.nwrites = 1, ids = std::span<const std::uint64_t>(one, 1);
   } else {
     const auto dir = d != nullptr && sb != nullptr ? trace::CopyDir::D2D : d != nullptr ? trace::CopyDir::H2D : trace::CopyDir::D2H;
-    ev = event(Op::Copy, signature(Op::Copy, mix(static_cast<std::uint64_t>(dir), bytes)));
+    ev = event(Op::Copy, op_signature(Op::Copy, mix_signature(static_cast<std::uint64_t>(dir), bytes)));
     ev.dir = static_cast<std::uint8_t>(dir);
     ev.bytes = bytes;
     ev.id = sb != nullptr ? sb->id : kNoBlockId;
@@ -424,7 +418,7 @@ void on_sync() {
   if (ex == nullptr) return;
   Executor& e = *ex;
   Held held(e);
-  e.feed(event(Op::Sync, signature(Op::Sync, 0)), {});
+  e.feed(event(Op::Sync, op_signature(Op::Sync, 0)), {});
   e.reclaim_finished_evictions();
   e.planning.poll_timings(true);
   e.poll_lateness();

@@ -339,7 +339,7 @@ void Executor::warn_pool_full() {
 // What one launch needs resident at once (`total`; `total_managed` as uvm would charge it). A
 // launch over the budget is still served: what does not fit is used from host memory. Said
 // once, when it first happens; the iteration's minimum follows at its end (report_need).
-void Executor::note_launch_need(std::uint64_t total, std::uint64_t total_managed, const std::string& kernel) {
+void Executor::note_launch_need(std::uint64_t total, std::uint64_t total_managed, std::string_view kernel) {
   need.iteration_need = std::max(need.iteration_need, total);
   if (total > need.min_needed) {
     need.min_needed = total;
@@ -349,9 +349,9 @@ void Executor::note_launch_need(std::uint64_t total, std::uint64_t total_managed
   if (total <= ledger.budget || need.warned) return;
   need.warned = true;
   log(LogLevel::Warn,
-      "capuchin: the budget %s is below what this job needs at once: a launch of %s touches %s; what does not fit "
+      "capuchin: the budget %s is below what this job needs at once: a launch of %.*s touches %s; what does not fit "
       "is used from host memory (correct, slow); the iteration's minimum follows at its end",
-      budget_desc().c_str(), kernel.c_str(), format_bytes(total).c_str());
+      budget_desc().c_str(), static_cast<int>(kernel.size()), kernel.data(), format_bytes(total).c_str());
   decisions.record(Action::Budget, kNoBlockId, total, "below-minimum", -1, "a launch needs more than the budget: served from host memory");
 }
 
@@ -399,11 +399,10 @@ bool init() {
   if (c.budget[0] == '\0') return false;
   g_ex = new (g_mem) Executor();
   Executor& e = *g_ex;
-  e.t0 = steady_s();
   e.opt.budget_text = c.budget;
   e.budget_source = std::string("CAPUCHIN_BUDGET=") + c.budget;
   e.opt.backend = std::strcmp(c.backend, "pinned") == 0 ? Backend::Pinned : Backend::Uvm;
-  e.decisions.open(env("CAPUCHIN_DECISION_LOG"), c.daemon, e.t0);
+  e.decisions.open(env("CAPUCHIN_DECISION_LOG"), c.daemon, steady_s());
   if (const char* v = env("CAPUCHIN_KERNEL_OUTPUTS")) e.kernels.declare_outputs(v);
   if (const char* v = env("CAPUCHIN_RECOMPUTE")) e.opt.recompute = std::strcmp(v, "0") != 0;
   if (const char* v = env("CAPUCHIN_UVM_PAGE")) {
@@ -449,11 +448,11 @@ void shutdown() {
       "executor summary: budget=%" PRIu64 " peak_resident=%" PRIu64 " min_needed=%" PRIu64 " evictions=%" PRIu64
       " prefetches=%" PRIu64 " on_demand=%" PRIu64 " stalls=%" PRIu64 " drops=%" PRIu64 " recomputes=%" PRIu64
       " fallbacks=%" PRIu64 " iterations=%" PRIu64 " period=%u plans=%" PRIu64 " planned_iterations=%" PRIu64
-      " relearns=%" PRIu64 " host_pool_peak=%" PRIu64 " on_demand_per_iteration=[%s]",
+      " relearns=%" PRIu64 " timed_launches=%" PRIu64 "/%" PRIu64 " host_pool_peak=%" PRIu64 " on_demand_per_iteration=[%s]",
       e.ledger.budget, e.ledger.peak(), e.need.min_needed, t.of(Action::Evict), t.of(Action::Prefetch),
       t.of(Action::SwapinOnDemand), t.of(Action::Stall), t.of(Action::Drop), t.of(Action::Recompute), t.of(Action::Fallback),
       cs.iterations, e.planning.controller().period(), cs.plans_adopted, cs.iterations_followed, cs.relearns,
-      e.pool.peak_bytes(), per.c_str());
+      e.planning.launches_timed(), e.planning.launches_seen(), e.pool.peak_bytes(), per.c_str());
   e.decisions.finish();
 }
 

@@ -20,6 +20,7 @@
 #include <mutex>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "api.hpp"
@@ -88,7 +89,6 @@ class Executor {
   std::uint64_t daemon_budget_gen = 0;  // daemon_budget() generation last applied
   bool simcuda = false;
   bool pool_full_warned = false;
-  std::uint64_t live_bytes = 0;         // spans of live blocks
   std::uint64_t evictions_started = 0;
   // Work whose accesses are unknown (graph launches, unscanned launches) forwarded and not yet
   // recorded: while any is in flight nothing moves out (it may use any block).
@@ -98,7 +98,6 @@ class Executor {
   std::deque<std::pair<Block*, std::uint64_t>> evict_queue;
   std::vector<std::uint32_t> ondemand_per_iteration{0};
   std::vector<CUdeviceptr> frees_after_unlock;  // managed memory of trimmed blocks
-  double t0 = 0;
 
   BlockMemory& mem(const Block& b) { return b.kind == Kind::Vmm ? *vmm : *managed; }
   std::uint64_t tick() const { return planning.controller().tick(); }
@@ -116,7 +115,7 @@ class Executor {
   // Every live block may have been written (work whose accesses are unknown): no recomputation
   // from its current producer.
   void invalidate_producers();
-  void note_launch_need(std::uint64_t total, std::uint64_t total_managed, const std::string& kernel);
+  void note_launch_need(std::uint64_t total, std::uint64_t total_managed, std::string_view kernel);
   void report_need();
   void adopt_daemon_budget();
   void trim_cache();
@@ -124,8 +123,8 @@ class Executor {
   void warn_pool_full();
 
   // --- residency.cpp
-  // Room for `need` more bytes; may_wait = false: only what is free without the host waiting.
-  bool make_room(std::uint64_t need, const char* reason, bool may_wait = true);
+  // Room for `bytes` more; may_wait = false: only what is free without the host waiting.
+  bool make_room(std::uint64_t bytes, bool may_wait = true);
   bool evict(Block& b, const char* reason, double expected = -1);
   bool prefetch(Block& b, const char* reason, bool on_demand, double expected = -1, const CUstream* user = nullptr,
                 bool may_wait = true);

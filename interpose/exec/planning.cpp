@@ -16,6 +16,7 @@ namespace capuchin::interpose::exec {
 namespace {
 constexpr int kRemotePlanTimeoutMs = 2000;  // then the job plans itself
 constexpr std::size_t kTimingPairs = 4096;
+constexpr std::uint64_t kRetimeEvery = 8;  // iterations
 }  // namespace
 
 Planning::~Planning() {
@@ -35,9 +36,9 @@ void Planning::stop() {
   thread_.join();
 }
 
-std::uint32_t Planning::name_index(std::uint64_t key, const std::string& name) {
+std::uint32_t Planning::name_index(std::uint64_t key, std::string_view name) {
   auto [it, fresh] = name_of_.try_emplace(key, static_cast<std::uint32_t>(names_.size()));
-  if (fresh) names_.push_back(name.empty() ? "kernel" : name);
+  if (fresh) names_.emplace_back(name.empty() ? std::string_view("kernel") : name);
   return it->second;
 }
 
@@ -108,7 +109,12 @@ void Planning::run() {
 }
 
 int Planning::begin_timing(CUstream s, std::uint64_t sig) {
+  ++launches_;
   if (!opt_.enabled || api_->event_elapsed == nullptr) return -1;
+  // Every launch is timed until a plan is followed (the plan to come needs every kernel's
+  // time); after that, one iteration in kRetimeEvery keeps the times current, and the others
+  // do not spend two event records per launch.
+  if (controller_.following() && controller_.iteration() % kRetimeEvery != 0) return -1;
   if (free_pairs_.empty()) {
     if (pairs_.size() >= kTimingPairs) return -1;
     Pair p;
@@ -124,6 +130,7 @@ int Planning::begin_timing(CUstream s, std::uint64_t sig) {
   if (api_->event_record(pairs_[static_cast<std::size_t>(k)].start, s) != CUDA_SUCCESS) return -1;
   free_pairs_.pop_back();
   pairs_[static_cast<std::size_t>(k)].sig = sig;
+  ++timed_;
   return k;
 }
 
@@ -198,18 +205,14 @@ void Planning::cancel_timing(int pair) {
 }
 
 void Planning::poll_timings(bool all) {
-  const std::size_t n = pending_.size();
-  for (std::size_t i = 0; i < n; ++i) {
+  for (std::size_t i = 0, n = pending_.size(); i < n; ++i) {
     const int k = pending_.front();
-    pending_.pop_front();
     Pair& p = pairs_[static_cast<std::size_t>(k)];
     const CUresult q = api_->event_query(p.end);
+    if (q == CUDA_ERROR_NOT_READY && !all) return;  // launches complete roughly in order: the rest are not done either
+    pending_.pop_front();
     if (q == CUDA_ERROR_NOT_READY) {
       pending_.push_back(k);
-      if (!all) {  // launches complete roughly in order: the rest are not done either
-        std::rotate(pending_.begin(), pending_.end() - 1, pending_.end());
-        return;
-      }
       continue;
     }
     float ms = 0;
@@ -218,10 +221,6 @@ void Planning::poll_timings(bool all) {
     free_pairs_.push_back(k);
   }
 }
-
-}  // namespace capuchin::interpose::exec
-
-namespace capuchin::interpose::exec {
 
 void Planning::warm_up() {
   plan::SegmentJob j;

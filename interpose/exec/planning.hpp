@@ -4,7 +4,8 @@
 // is attached (the same plan::plan_segment, out of process, so the session view, decision log
 // and set-budget see the plan the job applies) and plans here when it is not or the daemon
 // does not answer; answers are offered back to the controller at the next event. Kernel
-// durations are measured with event pairs and kept per launch signature for the planner.
+// durations are measured with event pairs and kept per launch signature for the planner: every
+// launch until a plan is followed, then one iteration in eight.
 //
 // Contract: feed() and the timing calls run under the executor's lock and never wait: the
 // hand-over with the planner thread is one atomic exchange each way and a semaphore release.
@@ -20,6 +21,7 @@
 #include <semaphore>
 #include <span>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <unordered_map>
 #include <vector>
@@ -55,21 +57,21 @@ class Planning {
   policy::Step feed(const policy::Event& e, std::span<const std::uint64_t> ids, std::vector<policy::Command>& out,
                     std::uint64_t budget);
   // A name index for kernel events (the planner's trace names kernels).
-  std::uint32_t name_index(std::uint64_t key, const std::string& name);
-  void note_late(std::uint64_t id, double late_s) { controller_.note_late(id, late_s); }
+  std::uint32_t name_index(std::uint64_t key, std::string_view name);
   void invalidate() { controller_.invalidate_plan(); }
   const policy::Controller& controller() const { return controller_; }
   bool enabled() const { return opt_.enabled; }
 
-  // Kernel timing: an event pair around a launch (-1 when none is free or timing is off),
-  // completed pairs read without waiting into per-signature durations.
+  // Kernel timing: an event pair around a launch (-1 when none is free, timing is off, or this
+  // iteration is not timed), completed pairs read without waiting into per-signature durations.
   int begin_timing(CUstream s, std::uint64_t sig);
   void end_timing(int pair, CUstream s);
   void cancel_timing(int pair);  // the launch was not made: the pair is free again
   // Reads completed pairs, oldest first, until one is still in flight (never waits); all:
   // look at every pending pair (at syncs and iteration ends).
   void poll_timings(bool all = false);
-  std::size_t measured_signatures() const { return dur_ns_.size(); }
+  std::uint64_t launches_seen() const { return launches_; }
+  std::uint64_t launches_timed() const { return timed_; }
 
   // Lateness of planned swap-ins, measured on the device's clock: a timing event after the
   // swap-in on the stream that moves it (arm), one on the launching stream before the first
@@ -115,6 +117,7 @@ class Planning {
   std::vector<int> free_pairs_;
   std::deque<int> pending_;
   std::unordered_map<std::uint64_t, std::uint64_t> dur_ns_;  // by kernel signature
+  std::uint64_t launches_ = 0, timed_ = 0;                   // begin_timing calls; pairs recorded
   std::vector<Probe> probes_;
   std::vector<int> free_probes_, stamped_;
   std::unordered_map<std::uint64_t, int> armed_;  // block id -> probe waiting for its launch

@@ -38,10 +38,10 @@ bool Executor::try_drop(Block& b, const char* reason, double expected) {
   for (std::uint64_t id : b.dependents)
     if (const Block* d = blocks.by_id(id); d != nullptr && d->where == Where::Dropped) return false;
   // The replay must fit on its own: its inputs and the tensor at once.
-  std::uint64_t need = b.span;
+  std::uint64_t replay_bytes = b.span;
   for (std::uint64_t id : b.producer->input_ids)
-    if (const Block* in = blocks.by_id(id)) need += in->span;
-  if (need > ledger.budget) return false;
+    if (const Block* in = blocks.by_id(id)) replay_bytes += in->span;
+  if (replay_bytes > ledger.budget) return false;
   await_quiet(b);  // its last uses must be done before its memory is unmapped
   if (b.where != Where::Device || b.pins != 0 || !recompute_valid(b)) return false;
   mem(b).drop(b);
@@ -78,7 +78,7 @@ bool Executor::recompute(Block& b, const char* reason, double expected) {
     if (ensure_resident(*in, p.stream) != CUDA_SUCCESS) return false;
   if (b.where != Where::Dropped) return true;  // recomputed by another call meanwhile
   if (!recompute_valid(b)) return false;
-  const bool room = make_room(b.span, "recompute");
+  const bool room = make_room(b.span);
   if (room) settle_managed_out(b.span);
   if (b.where != Where::Dropped) return true;
   if (!recompute_valid(b)) return false;

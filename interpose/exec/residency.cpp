@@ -38,7 +38,7 @@ Kind Executor::kind_for(std::size_t bytes) const {
 CUresult Executor::make_ready(Block& b, bool reuse) {
   bool room = false;
   if (mem(b).host_clock_memory() && (!reuse || b.where == Where::Host || b.where == Where::Dropped)) {
-    room = make_room(b.span, "pressure");
+    room = make_room(b.span);
     if (room) settle_managed_out(b.span);
   }
   return reuse ? mem(b).reuse(b, room) : mem(b).create(b, room);
@@ -150,17 +150,17 @@ bool Executor::land_idle_prefetch() {
   return true;
 }
 
-bool Executor::make_room(std::uint64_t need, const char* reason, bool may_wait) {
-  (void)reason;  // victims are logged as `pressure` whoever asked
-  if (need > ledger.budget) return false;  // cannot fit at all: the caller uses host memory
+// Victims moved here are logged as `pressure`, whoever asked.
+bool Executor::make_room(std::uint64_t bytes, bool may_wait) {
+  if (bytes > ledger.budget) return false;  // cannot fit at all: the caller uses host memory
   for (int round = 0; round < 100000; ++round) {
     reclaim_finished_evictions();
-    if (ledger.fits(need)) return true;
+    if (ledger.fits(bytes)) return true;
     std::uint64_t in_flight = 0;
     for (const auto& [b, seq] : evict_queue) in_flight += b->where == Where::Evicting && b->move_seq == seq ? b->span : 0;
-    const std::uint64_t short_bytes = ledger.resident() + need - ledger.budget;
+    const std::uint64_t short_bytes = ledger.resident() + bytes - ledger.budget;
     if (in_flight < short_bytes && start_victims(short_bytes - in_flight)) continue;
-    if (ledger.fits(need) || !may_wait) return ledger.fits(need);
+    if (ledger.fits(bytes) || !may_wait) return ledger.fits(bytes);
     if (await_eviction_in_flight()) continue;
     if (await_dead_block()) continue;
     if (land_idle_prefetch()) continue;
@@ -246,7 +246,7 @@ CUresult Executor::ensure_resident(Block& b, CUstream s) {
       case Where::Fresh:
       case Where::Host: {
         const bool fresh = b.where == Where::Fresh;
-        if (!make_room(b.span, "pressure")) {
+        if (!make_room(b.span)) {
           decisions.record(Action::Fallback, b.id, b.span, "no-room", -1, "no evictable tensor: used from host memory");
           return CUDA_SUCCESS;
         }

@@ -17,11 +17,6 @@ using trace::Op;
 
 namespace {
 
-std::uint64_t mix(std::uint64_t h, std::uint64_t v) {
-  h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
-  return h;
-}
-
 // z[i] = longest common prefix of s and s[i..]; z[0] = n.
 std::vector<std::uint32_t> z_function(const std::vector<std::uint64_t>& s) {
   const std::size_t n = s.size();
@@ -54,9 +49,9 @@ Period find_period(const std::vector<std::uint64_t>& sigs, std::uint32_t min_per
 std::uint64_t kernel_signature(const trace::Trace& t, std::uint32_t event) {
   const trace::Event& e = t.events[event];
   std::uint64_t h = std::hash<std::string>{}(t.names[e.name]);
-  h = mix(h, e.reads_end - e.access_begin);
-  h = mix(h, e.writes_end - e.reads_end);
-  for (std::uint32_t a = e.access_begin; a < e.access_end; ++a) h = mix(h, t.tensors[t.accesses[a].tensor].bytes);
+  h = mix_signature(h, e.reads_end - e.access_begin);
+  h = mix_signature(h, e.writes_end - e.reads_end);
+  for (std::uint32_t a = e.access_begin; a < e.access_end; ++a) h = mix_signature(h, t.tensors[t.accesses[a].tensor].bytes);
   return h;
 }
 
@@ -74,12 +69,9 @@ IterationSplit detect_iterations(const trace::Trace& t) {
 
   // Period: the shift P (>= 1) whose repeated suffix is longest, with at least one full
   // repetition (z >= P). Ties go to the smaller P.
-  std::vector<std::uint64_t> rev(sig.rbegin(), sig.rend());
-  const auto z = z_function(rev);
-  std::uint32_t period = 0, best = 0;
-  for (std::uint32_t p = 1; p <= k / 2; ++p)
-    if (z[p] >= p && z[p] > best) best = z[p], period = p;
-  if (period == 0) {
+  const Period per = find_period(sig, 1);
+  const std::uint32_t period = per.period, best = per.repeat;
+  if (!per.found) {
     r.reason = "the launch sequence does not repeat";
     return r;
   }

@@ -10,22 +10,13 @@ namespace capuchin::learn {
 using trace::kNone;
 using trace::Op;
 
-// The op owns the top byte; what follows is hashed into the low 56 bits, so no value of an
-// event's fields can make it another op's signature.
 std::uint64_t event_signature(const trace::Trace& t, std::uint32_t ev) {
   const trace::Event& e = t.events[ev];
-  constexpr std::uint64_t kLow = (std::uint64_t{1} << 56) - 1;
-  const std::uint64_t op = static_cast<std::uint64_t>(e.op) << 56;
-  auto low = [](std::uint64_t v) {  // splitmix64's finaliser: every input bit reaches the low bits
-    v = (v ^ (v >> 30)) * 0xbf58476d1ce4e5b9ull;
-    v = (v ^ (v >> 27)) * 0x94d049bb133111ebull;
-    return (v ^ (v >> 31)) & kLow;
-  };
   switch (e.op) {
-    case Op::Kernel: return op | low(kernel_signature(t, ev));
-    case Op::Alloc: return op | low(e.bytes);
-    case Op::Copy: return op | low(e.bytes ^ (static_cast<std::uint64_t>(e.dir) << 61));
-    default: return op;
+    case Op::Kernel: return op_signature(e.op, kernel_signature(t, ev));
+    case Op::Alloc: return op_signature(e.op, e.bytes);
+    case Op::Copy: return op_signature(e.op, e.bytes ^ (static_cast<std::uint64_t>(e.dir) << 61));
+    default: return static_cast<std::uint64_t>(e.op) << 56;
   }
 }
 

@@ -290,7 +290,6 @@ void Controller::trim_history(std::size_t keep_from) {
   hist_.erase(hist_.begin(), hist_.begin() + static_cast<std::ptrdiff_t>(keep_from));
   ids_.erase(ids_.begin(), ids_.begin() + drop_ids);
   for (Stored& s : hist_) s.e.ids_off -= drop_ids;
-  hist_base_ += keep_from;
   next_try_ = next_try_ > keep_from ? next_try_ - keep_from : 0;
 }
 

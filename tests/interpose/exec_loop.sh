@@ -11,7 +11,8 @@
 #   - EXPECT_LOG=regex: stderr matches it; NO_FALLBACK=1: no fallback decision;
 #   - EXPECT_PLAN=1: the executor learned the iteration and followed a plan (the summary counts
 #     planned iterations; the decision log has a `plan` record and evictions the plan made,
-#     i.e. with a planner's reason, not only `pressure` ones). No hook ever waits for a plan.
+#     i.e. with a planner's reason, not only `pressure` ones), and, once two iterations followed
+#     it, not every launch was timed. No hook ever waits for a plan.
 # EXTRA_ENV="VAR=value ..." is added to the capuchin run. Environment: LOOP, PRELOAD (ctest).
 set -eu
 out=$1; backend=$2; frac=$3; shift 3
@@ -58,6 +59,12 @@ if expect_plan:
     planned = re.search(r"planned_iterations=(\d+)", m.group(0) if m else "")
     if not planned or int(planned.group(1)) == 0: errors.append("no iteration followed a plan")
     if not any(r["action"] == "plan" for r in recs): errors.append("no plan record in the decision log")
+    # Launches are timed until a plan is followed, then one iteration in eight: two followed
+    # iterations leave some launches untimed.
+    timed = re.search(r"timed_launches=(\d+)/(\d+)", m.group(0) if m else "")
+    if not timed: errors.append("no timed_launches in the summary")
+    elif planned and int(planned.group(1)) >= 2 and not int(timed.group(1)) < int(timed.group(2)):
+        errors.append(f"every launch was timed ({timed.group(0)}) though {planned.group(1)} iterations followed a plan")
     plan_reasons = {"free-time", "least-swap-cost", "cross-iteration", "msps"}
     if not any(r["action"] in ("evict", "drop") and r.get("reason") in plan_reasons for r in recs):
         errors.append("no eviction the plan made (only passive ones)")
