@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "capuchin/trace.hpp"
@@ -78,6 +79,28 @@ struct Trace {
 TraceExpected<Trace> load_trace(const std::string& path);
 TraceExpected<Trace> parse_trace(std::string_view data, std::string name = "<memory>");
 TraceExpected<Trace> build_trace(TraceReader& reader);  // consumes the reader
+
+// Builds a Trace one event at a time with every derived field: tensors (id, bytes, role from
+// the alloc; alloc/free events; first/last access and access count), access ranges, kernel
+// names numbered in order of first use, iterations and setup_end. build_trace feeds it what
+// the reader reads; repeat_last_iteration (trace_repeat.hpp) what it makes.
+// Contract: events come in a valid order (what the reader's rules allow); an event's dense
+// indices (index, src_index, dst_index, read/write/touch_index) are this trace's tensors, an
+// alloc's being the next one; ids other than an alloc's are not read.
+class TraceAppender {
+ public:
+  TraceAppender(std::string name, Header header);
+  std::uint32_t append(const EventView& v);  // the event's index
+  std::uint32_t tensors() const { return static_cast<std::uint32_t>(t_.tensors.size()); }
+  Trace finish();
+
+ private:
+  void touch(std::uint32_t ev, std::uint32_t tensor, AccessMode mode);
+
+  Trace t_;
+  std::unordered_map<std::string, std::uint32_t> name_index_;
+  std::vector<std::uint32_t> last_access_event_;  // per tensor, to count accessing events once
+};
 Status write_trace(const Trace& trace, const std::string& path);
 
 struct Liveness {

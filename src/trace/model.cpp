@@ -7,93 +7,102 @@
 
 namespace capuchin::trace {
 
-TraceExpected<Trace> build_trace(TraceReader& reader) {
-  Trace t;
-  t.name = reader.name();
-  t.header = reader.header();
-  std::unordered_map<std::string, std::uint32_t> name_index;
-  std::vector<std::uint32_t> last_access_event;  // per tensor, to count accessing events once
+TraceAppender::TraceAppender(std::string name, Header header) {
+  t_.name = std::move(name);
+  t_.header = std::move(header);
+}
 
-  auto touch = [&](std::uint32_t ev, std::uint32_t tensor, AccessMode mode) {
-    t.accesses.push_back({ev, tensor, mode});
-    Tensor& ts = t.tensors[tensor];
-    if (ts.first_access == kNone) ts.first_access = ev;
-    ts.last_access = ev;
-    if (last_access_event[tensor] != ev) {
-      last_access_event[tensor] = ev;
-      ++ts.access_count;
+void TraceAppender::touch(std::uint32_t ev, std::uint32_t tensor, AccessMode mode) {
+  t_.accesses.push_back({ev, tensor, mode});
+  Tensor& ts = t_.tensors[tensor];
+  if (ts.first_access == kNone) ts.first_access = ev;
+  ts.last_access = ev;
+  if (last_access_event_[tensor] != ev) {
+    last_access_event_[tensor] = ev;
+    ++ts.access_count;
+  }
+}
+
+std::uint32_t TraceAppender::append(const EventView& v) {
+  const auto ei = static_cast<std::uint32_t>(t_.events.size());
+  Event e;
+  e.op = v.op;
+  e.flags = v.flags;
+  e.stream = v.stream;
+  e.bytes = v.bytes;
+  e.access_begin = e.reads_end = e.writes_end = e.access_end = static_cast<std::uint32_t>(t_.accesses.size());
+  switch (v.op) {
+    case Op::Alloc: {
+      Tensor ts;
+      ts.id = v.id;
+      ts.bytes = v.bytes;
+      ts.role = v.role;
+      ts.alloc_event = ei;
+      e.tensor = tensors();
+      t_.tensors.push_back(ts);
+      last_access_event_.push_back(kNone);
+      break;
     }
-  };
+    case Op::Free:
+      e.tensor = v.index;
+      t_.tensors[v.index].free_event = ei;
+      break;
+    case Op::Kernel: {
+      auto [it, inserted] = name_index_.try_emplace(std::string(v.name), static_cast<std::uint32_t>(t_.names.size()));
+      if (inserted) t_.names.emplace_back(v.name);
+      e.name = it->second;
+      e.flops = v.flops;
+      e.dur_ns = v.dur_ns;
+      for (auto i : v.read_index) touch(ei, i, AccessMode::Read);
+      e.reads_end = static_cast<std::uint32_t>(t_.accesses.size());
+      for (auto i : v.write_index) touch(ei, i, AccessMode::Write);
+      e.writes_end = static_cast<std::uint32_t>(t_.accesses.size());
+      for (auto i : v.touch_index) touch(ei, i, AccessMode::Touch);
+      break;
+    }
+    case Op::Copy:
+      e.dir = v.dir;
+      if (v.flags & kHasSrc) {
+        e.tensor = v.src_index;
+        touch(ei, v.src_index, AccessMode::Read);
+      }
+      e.reads_end = static_cast<std::uint32_t>(t_.accesses.size());
+      if (v.flags & kHasDst) {
+        e.tensor2 = v.dst_index;
+        touch(ei, v.dst_index, AccessMode::Write);
+      }
+      e.writes_end = static_cast<std::uint32_t>(t_.accesses.size());
+      break;
+    case Op::Iter:
+      e.n = v.n;
+      if (!t_.iterations.empty()) t_.iterations.back().end = ei;
+      t_.iterations.push_back({v.n, ei, ei});
+      break;
+    case Op::Sync:
+      break;
+  }
+  e.access_end = static_cast<std::uint32_t>(t_.accesses.size());
+  t_.events.push_back(e);
+  return ei;
+}
 
+Trace TraceAppender::finish() {
+  const auto n = static_cast<std::uint32_t>(t_.events.size());
+  if (!t_.iterations.empty()) t_.iterations.back().end = n;
+  t_.setup_end = t_.iterations.empty() ? n : t_.iterations.front().begin;
+  return std::move(t_);
+}
+
+TraceExpected<Trace> build_trace(TraceReader& reader) {
+  TraceAppender a(reader.name(), reader.header());
   EventView v;
   for (;;) {
     auto more = reader.next(v);
     if (!more) return Unexpected{more.error()};
     if (!*more) break;
-    const auto ei = static_cast<std::uint32_t>(t.events.size());
-    Event e;
-    e.op = v.op;
-    e.flags = v.flags;
-    e.stream = v.stream;
-    e.bytes = v.bytes;
-    e.access_begin = e.reads_end = e.writes_end = e.access_end = static_cast<std::uint32_t>(t.accesses.size());
-    switch (v.op) {
-      case Op::Alloc: {
-        Tensor ts;
-        ts.id = v.id;
-        ts.bytes = v.bytes;
-        ts.role = v.role;
-        ts.alloc_event = ei;
-        t.tensors.push_back(ts);
-        last_access_event.push_back(kNone);
-        e.tensor = v.index;
-        break;
-      }
-      case Op::Free:
-        e.tensor = v.index;
-        t.tensors[v.index].free_event = ei;
-        break;
-      case Op::Kernel: {
-        auto [it, inserted] = name_index.try_emplace(std::string(v.name), static_cast<std::uint32_t>(t.names.size()));
-        if (inserted) t.names.emplace_back(v.name);
-        e.name = it->second;
-        e.flops = v.flops;
-        e.dur_ns = v.dur_ns;
-        for (auto i : v.read_index) touch(ei, i, AccessMode::Read);
-        e.reads_end = static_cast<std::uint32_t>(t.accesses.size());
-        for (auto i : v.write_index) touch(ei, i, AccessMode::Write);
-        e.writes_end = static_cast<std::uint32_t>(t.accesses.size());
-        for (auto i : v.touch_index) touch(ei, i, AccessMode::Touch);
-        break;
-      }
-      case Op::Copy:
-        e.dir = v.dir;
-        if (v.flags & kHasSrc) {
-          e.tensor = v.src_index;
-          touch(ei, v.src_index, AccessMode::Read);
-        }
-        e.reads_end = static_cast<std::uint32_t>(t.accesses.size());
-        if (v.flags & kHasDst) {
-          e.tensor2 = v.dst_index;
-          touch(ei, v.dst_index, AccessMode::Write);
-        }
-        e.writes_end = static_cast<std::uint32_t>(t.accesses.size());
-        break;
-      case Op::Iter:
-        e.n = v.n;
-        if (!t.iterations.empty()) t.iterations.back().end = ei;
-        t.iterations.push_back({v.n, ei, ei});
-        break;
-      case Op::Sync:
-        break;
-    }
-    e.access_end = static_cast<std::uint32_t>(t.accesses.size());
-    t.events.push_back(e);
+    a.append(v);
   }
-  const auto n = static_cast<std::uint32_t>(t.events.size());
-  if (!t.iterations.empty()) t.iterations.back().end = n;
-  t.setup_end = t.iterations.empty() ? n : t.iterations.front().begin;
-  return t;
+  return a.finish();
 }
 
 TraceExpected<Trace> load_trace(const std::string& path) {

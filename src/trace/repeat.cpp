@@ -1,130 +1,104 @@
 // repeat_last_iteration: the set-up, a preamble making the last iteration's inherited state,
 // then the last iteration N times with fresh ids and the inherited/kept hand-over. The
 // contract is in include/capuchin/trace_repeat.hpp. The result is built directly (no text
-// round trip) with the derived fields build_trace (src/trace/model.cpp) computes: tensor
-// alloc/free/first/last access and access counts, access ranges, kernel names in order of
-// first use, iterations, setup_end.
+// round trip) by the TraceAppender build_trace uses, so its derived fields are the reader's.
 #include <algorithm>
 #include <limits>
+#include <span>
 
 #include "capuchin/trace_repeat.hpp"
 
 namespace capuchin::trace {
 namespace {
 
-// Appends events to a Trace, keeping every derived field as build_trace does.
+// Appends events of T, their tensors mapped, to a TraceAppender, which derives the rest as
+// build_trace does.
 class Builder {
  public:
-  explicit Builder(const Trace& t) : t_(t) {
-    u_.name = t.name;
-    u_.header = t.header;
-    name_map_.assign(t.names.size(), kNone);
-  }
+  explicit Builder(const Trace& t) : t_(t), out_(t.name, t.header) {}
 
-  // Appends original event `e` with its tensors mapped by `map` (original index -> output
-  // index). An alloc makes a new tensor with id `new_id` and returns its index; other events
-  // return kNone.
+  // Appends T's event `e` with its tensors mapped by `map` (T's index -> output index). An
+  // alloc makes a new tensor with id `new_id` and returns its index; other events return kNone.
   std::uint32_t copy(std::uint32_t e, const std::vector<std::uint32_t>& map, std::uint64_t new_id = 0) {
     const Event& src = t_.events[e];
-    const auto ei = static_cast<std::uint32_t>(u_.events.size());
-    Event ev = src;
-    ev.access_begin = ev.reads_end = ev.writes_end = ev.access_end = static_cast<std::uint32_t>(u_.accesses.size());
-    std::uint32_t made = kNone;
+    EventView v = view_of(src);
     switch (src.op) {
       case Op::Alloc: {
-        const Tensor& orig = t_.tensors[src.tensor];
-        Tensor ts;
-        ts.id = new_id;
-        ts.bytes = orig.bytes;
-        ts.role = orig.role;
-        ts.alloc_event = ei;
-        made = static_cast<std::uint32_t>(u_.tensors.size());
-        u_.tensors.push_back(ts);
-        last_access_event_.push_back(kNone);
-        ev.tensor = made;
-        break;
+        v.id = new_id;
+        v.role = t_.tensors[src.tensor].role;
+        const std::uint32_t made = out_.tensors();
+        out_.append(v);
+        return made;
       }
       case Op::Free:
-        ev.tensor = map[src.tensor];
-        u_.tensors[ev.tensor].free_event = ei;
+        v.index = map[src.tensor];
         break;
       case Op::Kernel:
+        v.name = t_.names[src.name];
+        v.read_index = mapped(reads_, src.access_begin, src.reads_end, map);
+        v.write_index = mapped(writes_, src.reads_end, src.writes_end, map);
+        v.touch_index = mapped(touch_, src.writes_end, src.access_end, map);
+        break;
       case Op::Copy:
-        if (src.op == Op::Kernel) {  // names in order of first use, as the reader numbers them
-          if (name_map_[src.name] == kNone) {
-            name_map_[src.name] = static_cast<std::uint32_t>(u_.names.size());
-            u_.names.push_back(t_.names[src.name]);
-          }
-          ev.name = name_map_[src.name];
-        }
-        if (src.tensor != kNone) ev.tensor = map[src.tensor];
-        if (src.tensor2 != kNone) ev.tensor2 = map[src.tensor2];
-        append_accesses(ei, src.access_begin, src.reads_end, map);
-        ev.reads_end = static_cast<std::uint32_t>(u_.accesses.size());
-        append_accesses(ei, src.reads_end, src.writes_end, map);
-        ev.writes_end = static_cast<std::uint32_t>(u_.accesses.size());
-        append_accesses(ei, src.writes_end, src.access_end, map);
+        if (src.flags & kHasSrc) v.src_index = map[src.tensor];
+        if (src.flags & kHasDst) v.dst_index = map[src.tensor2];
         break;
       case Op::Iter:
       case Op::Sync:
         break;
     }
-    ev.access_end = static_cast<std::uint32_t>(u_.accesses.size());
-    u_.events.push_back(ev);
-    return made;
+    out_.append(v);
+    return kNone;
   }
 
-  // A `free` of output tensor `x` that the original trace does not have (on its alloc's stream).
-  void free(std::uint32_t x) {
-    const auto ei = static_cast<std::uint32_t>(u_.events.size());
-    const Event& alloc = u_.events[u_.tensors[x].alloc_event];
-    Event ev;
-    ev.op = Op::Free;
-    ev.flags = alloc.flags & kHasStream;
-    ev.stream = alloc.stream;
-    ev.tensor = x;
-    ev.access_begin = ev.reads_end = ev.writes_end = ev.access_end = static_cast<std::uint32_t>(u_.accesses.size());
-    u_.tensors[x].free_event = ei;
-    u_.events.push_back(ev);
+  // A `free` of T's tensor `x` (output tensor map[x]) that T does not have, on its alloc's stream.
+  void free(std::uint32_t x, const std::vector<std::uint32_t>& map) {
+    const Event& alloc = t_.events[t_.tensors[x].alloc_event];
+    EventView v;
+    v.op = Op::Free;
+    v.flags = alloc.flags & kHasStream;
+    v.stream = alloc.stream;
+    v.index = map[x];
+    out_.append(v);
   }
 
-  // An `iter` event numbered n (a copy of original `iter` event e), closing the previous one.
+  // T's `iter` event e, numbered n.
   void iter(std::uint32_t e, std::uint64_t n) {
-    const auto ei = static_cast<std::uint32_t>(u_.events.size());
-    if (u_.iterations.empty()) u_.setup_end = ei;
-    else u_.iterations.back().end = ei;
-    u_.iterations.push_back({n, ei, ei});
-    copy(e, {});
-    u_.events.back().n = n;
+    EventView v = view_of(t_.events[e]);
+    v.n = n;
+    out_.append(v);
   }
 
   Trace finish() {
-    const auto n = static_cast<std::uint32_t>(u_.events.size());
-    if (!u_.iterations.empty()) u_.iterations.back().end = n;
-    else u_.setup_end = n;
-    u_.header.iterations = static_cast<std::int64_t>(u_.iterations.size());
-    return std::move(u_);
+    Trace u = out_.finish();
+    u.header.iterations = static_cast<std::int64_t>(u.iterations.size());
+    return u;
   }
 
  private:
-  void append_accesses(std::uint32_t ei, std::uint32_t from, std::uint32_t to, const std::vector<std::uint32_t>& map) {
-    for (std::uint32_t a = from; a < to; ++a) {
-      const std::uint32_t x = map[t_.accesses[a].tensor];
-      u_.accesses.push_back({ei, x, t_.accesses[a].mode});
-      Tensor& ts = u_.tensors[x];
-      if (ts.first_access == kNone) ts.first_access = ei;
-      ts.last_access = ei;
-      if (last_access_event_[x] != ei) {
-        last_access_event_[x] = ei;
-        ++ts.access_count;
-      }
-    }
+  static EventView view_of(const Event& e) {
+    EventView v;
+    v.op = e.op;
+    v.flags = e.flags;
+    v.stream = e.stream;
+    v.dir = e.dir;
+    v.bytes = e.bytes;
+    v.n = e.n;
+    v.flops = e.flops;
+    v.dur_ns = e.dur_ns;
+    return v;
+  }
+
+  std::span<const std::uint32_t> mapped(std::vector<std::uint32_t>& out, std::uint32_t from, std::uint32_t to,
+                                        const std::vector<std::uint32_t>& map) const {
+    out.clear();
+    for (std::uint32_t a = from; a < to; ++a) out.push_back(map[t_.accesses[a].tensor]);
+    return out;
   }
 
   const Trace& t_;
-  Trace u_;
-  std::vector<std::uint32_t> last_access_event_;  // per output tensor, to count accessing events once
-  std::vector<std::uint32_t> name_map_;           // original name index -> output name index
+  TraceAppender out_;
+  std::vector<std::uint32_t> reads_, writes_, touch_;
 };
 
 }  // namespace
@@ -196,7 +170,7 @@ Expected<Trace> repeat_last_iteration(const Trace& t, unsigned iterations) {
       else b.copy(e, map);
     }
     if (r < iterations)
-      for (std::uint32_t x : unpaired) b.free(map[x]);
+      for (std::uint32_t x : unpaired) b.free(x, map);
   }
   return b.finish();
 }
