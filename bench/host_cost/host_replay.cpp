@@ -1,0 +1,294 @@
+// host_replay: the CUDA call sequence of a real model's trace, or a synthetic allocation /
+// launch loop, issued against the null driver (stub_driver.cpp) with every call timed on the
+// host, so that the same program run with and without LD_PRELOAD=libcapuchin.so shows what
+// capuchin adds per call. bench_host_cost runs it; it is not meant to be typed.
+//
+//   host_replay trace FILE [--iters N] [--warmup W]
+//     Replays capuchin::trace::repeat_last_iteration(FILE, N) as driver calls in trace order:
+//     alloc/free = cuMemAllocAsync/cuMemFreeAsync (PyTorch with backend:cudaMallocAsync), a
+//     kernel = cuLaunchKernel of a per-name function (up to 4 read and 2 written tensors as
+//     separate pointer parameters, more as 288-byte by-value structs of up to 16), copies =
+//     cuMemcpyHtoDAsync (batch) / cuMemcpyDtoH (the loss read: blocking) / cuMemcpyAsync
+//     (d2d), sync = cuCtxSynchronize. Prints, over the iterations after the first W:
+//       kind <alloc|free|launch|copy|sync> <calls per iteration> <host ns per iteration>
+//       iteration_ns <host ns per iteration, all kinds and the replay's own work>
+//   host_replay curve --live N [--rounds R] [--per-round P]
+//     Keeps N allocations (4 KiB .. 64 KiB) live, then times R rounds of P cuMemAllocAsync +
+//     cuMemFreeAsync pairs of 4 KiB and R rounds of P launches (4 pointers into live
+//     allocations, layout 1); prints `pair_ns <median>` and `launch_ns <median>`.
+// Both end with `capture <summary>` when libcapuchin.so is loaded (its capuchin_finish).
+#include <cuda.h>
+#include <dlfcn.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "capuchin/trace_model.hpp"
+#include "capuchin/trace_repeat.hpp"
+
+namespace {
+
+namespace tr = capuchin::trace;
+using Clock = std::chrono::steady_clock;
+
+enum CallKind : int { kAlloc, kFree, kLaunch, kCopy, kSync, kKinds };
+constexpr const char* kKindNames[kKinds] = {"alloc", "free", "launch", "copy", "sync"};
+
+void check(CUresult r, const char* what) {
+  if (r == CUDA_SUCCESS) return;
+  std::fprintf(stderr, "host_replay: %s failed (CUresult %d)\n", what, static_cast<int>(r));
+  std::exit(1);
+}
+
+// Parameter blocks of the two layouts stub_driver.cpp describes.
+struct Small {
+  std::uint64_t seed;
+  double target;
+  std::uint32_t packed;
+  CUdeviceptr ptr[6];
+  std::uint64_t bytes[6];
+};
+struct List {  // one by-value parameter of 288 bytes
+  std::uint64_t seed;
+  double target;
+  std::uint32_t reads, writes, in_place, fresh;
+  CUdeviceptr ptr[16];
+  std::uint64_t bytes[16];
+};
+static_assert(sizeof(List) == 288);
+
+CUfunction function(std::uint32_t name, int layout) {
+  return reinterpret_cast<CUfunction>((static_cast<std::uintptr_t>(name) + 1) << 4 | static_cast<std::uintptr_t>(layout));
+}
+
+class Timer {
+ public:
+  template <class F>
+  void time(CallKind k, F&& f) {
+    const auto t0 = Clock::now();
+    f();
+    const auto t1 = Clock::now();
+    if (!counting_) return;
+    ns_[k] += std::chrono::duration<double, std::nano>(t1 - t0).count();
+    ++calls_[k];
+  }
+  void counting(bool on) { counting_ = on; }
+  double ns(int k) const { return ns_[k]; }
+  std::uint64_t calls(int k) const { return calls_[k]; }
+
+ private:
+  bool counting_ = false;
+  std::array<double, kKinds> ns_{};
+  std::array<std::uint64_t, kKinds> calls_{};
+};
+
+class TraceReplay {
+ public:
+  explicit TraceReplay(const tr::Trace& t) : t_(t), ptr_(t.tensors.size(), 0), host_(1 << 20) {}
+
+  void run(Timer& timer, int warmup, int* counted, double* counted_ns) {
+    Clock::time_point start{};
+    for (std::uint32_t e = 0; e < t_.events.size(); ++e) {
+      const tr::Event& ev = t_.events[e];
+      if (ev.op == tr::Op::Iter) {
+        const bool count = static_cast<int>(ev.n) > warmup;
+        if (count && !timer_on_) start = Clock::now();
+        timer_on_ = count;
+        timer.counting(count);
+        if (count) ++*counted;
+      }
+      execute(timer, ev);
+    }
+    if (timer_on_) *counted_ns = std::chrono::duration<double, std::nano>(Clock::now() - start).count();
+    timer.counting(false);
+    for (std::uint32_t x = 0; x < ptr_.size(); ++x)
+      if (ptr_[x] != 0) check(cuMemFreeAsync(ptr_[x], nullptr), "cuMemFreeAsync");
+  }
+
+ private:
+  void execute(Timer& timer, const tr::Event& ev) {
+    switch (ev.op) {
+      case tr::Op::Alloc:
+        timer.time(kAlloc, [&] { check(cuMemAllocAsync(&ptr_[ev.tensor], t_.tensors[ev.tensor].bytes, nullptr), "alloc"); });
+        break;
+      case tr::Op::Free:
+        timer.time(kFree, [&] { check(cuMemFreeAsync(ptr_[ev.tensor], nullptr), "free"); });
+        ptr_[ev.tensor] = 0;
+        break;
+      case tr::Op::Kernel:
+        launch(timer, ev);
+        break;
+      case tr::Op::Copy:
+        copy(timer, ev);
+        break;
+      case tr::Op::Sync:
+        timer.time(kSync, [&] { check(cuCtxSynchronize(), "cuCtxSynchronize"); });
+        break;
+      case tr::Op::Iter:
+        break;
+    }
+  }
+
+  void launch(Timer& timer, const tr::Event& ev) {
+    std::vector<std::uint32_t>& reads = reads_;
+    std::vector<std::uint32_t>& writes = writes_;
+    reads.clear();
+    writes.clear();
+    for (std::uint32_t i = ev.access_begin; i < ev.access_end; ++i) {
+      const tr::TensorAccess& a = t_.accesses[i];
+      auto& list = a.mode == tr::AccessMode::Read ? reads : writes;
+      if (std::find(list.begin(), list.end(), a.tensor) == list.end()) list.push_back(a.tensor);
+    }
+    const std::uint32_t name = ev.name == tr::kNone ? 0 : ev.name;
+    if (reads.size() <= 4 && writes.size() <= 2) {
+      Small s{};
+      s.seed = ++seed_;
+      s.target = static_cast<double>(ev.dur_ns);
+      s.packed = static_cast<std::uint32_t>(reads.size() | writes.size() << 3);
+      for (std::size_t i = 0; i < reads.size(); ++i) s.ptr[i] = ptr_[reads[i]], s.bytes[i] = t_.tensors[reads[i]].bytes;
+      for (std::size_t i = 0; i < writes.size(); ++i)
+        s.ptr[4 + i] = ptr_[writes[i]], s.bytes[4 + i] = t_.tensors[writes[i]].bytes;
+      void* params[15] = {&s.seed, &s.target, &s.packed, &s.ptr[0], &s.ptr[1], &s.ptr[2], &s.ptr[3], &s.ptr[4],
+                          &s.ptr[5], &s.bytes[0], &s.bytes[1], &s.bytes[2], &s.bytes[3], &s.bytes[4], &s.bytes[5]};
+      timer.time(kLaunch, [&] { check(cuLaunchKernel(function(name, 1), 1, 1, 1, 128, 1, 1, 0, nullptr, params, nullptr), "launch"); });
+      return;
+    }
+    // Tensor lists of up to 16: reads first, then writes, as TensorIterator packs them.
+    std::vector<std::uint32_t> all(reads);
+    all.insert(all.end(), writes.begin(), writes.end());
+    for (std::size_t at = 0; at < all.size(); at += 16) {
+      List l{};
+      l.seed = ++seed_;
+      l.target = static_cast<double>(ev.dur_ns);
+      const std::size_t n = std::min<std::size_t>(16, all.size() - at);
+      for (std::size_t i = 0; i < n; ++i) l.ptr[i] = ptr_[all[at + i]], l.bytes[i] = t_.tensors[all[at + i]].bytes;
+      l.reads = static_cast<std::uint32_t>(n);
+      void* params[1] = {&l};
+      timer.time(kLaunch, [&] { check(cuLaunchKernel(function(name, 2), 1, 1, 1, 128, 1, 1, 0, nullptr, params, nullptr), "launch"); });
+    }
+  }
+
+  void copy(Timer& timer, const tr::Event& ev) {
+    const bool has_src = (ev.flags & tr::kHasSrc) != 0, has_dst = (ev.flags & tr::kHasDst) != 0;
+    const std::size_t bytes = std::min<std::size_t>(ev.bytes, host_.size());
+    if (ev.dir == tr::CopyDir::H2D && has_dst)
+      timer.time(kCopy, [&] { check(cuMemcpyHtoDAsync(ptr_[ev.tensor2], host_.data(), bytes, nullptr), "h2d copy"); });
+    else if (ev.dir == tr::CopyDir::D2H && has_src)
+      timer.time(kCopy, [&] { check(cuMemcpyDtoH(host_.data(), ptr_[ev.tensor], bytes), "d2h copy"); });
+    else if (ev.dir == tr::CopyDir::D2D && has_src && has_dst)
+      timer.time(kCopy, [&] { check(cuMemcpyAsync(ptr_[ev.tensor2], ptr_[ev.tensor], ev.bytes, nullptr), "d2d copy"); });
+  }
+
+  const tr::Trace& t_;
+  std::vector<CUdeviceptr> ptr_;
+  std::vector<unsigned char> host_;
+  std::vector<std::uint32_t> reads_, writes_;
+  std::uint64_t seed_ = 0;
+  bool timer_on_ = false;
+};
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
+void print_capture_summary() {
+  auto finish = reinterpret_cast<int (*)(char*, size_t)>(dlsym(RTLD_DEFAULT, "capuchin_finish"));
+  if (finish == nullptr) return;
+  char summary[1024];
+  finish(summary, sizeof summary);
+  std::printf("capture %s\n", summary);
+}
+
+int run_trace(const std::string& file, int iters, int warmup) {
+  auto loaded = tr::load_trace(file);
+  if (!loaded) {
+    std::fprintf(stderr, "host_replay: %s\n", loaded.error().message().c_str());
+    return 1;
+  }
+  auto repeated = tr::repeat_last_iteration(*loaded, static_cast<unsigned>(iters));
+  if (!repeated) {
+    std::fprintf(stderr, "host_replay: %s\n", repeated.error().message.c_str());
+    return 1;
+  }
+  check(cuInit(0), "cuInit");
+  Timer timer;
+  TraceReplay replay(*repeated);
+  int counted = 0;
+  double counted_ns = 0;
+  replay.run(timer, warmup, &counted, &counted_ns);
+  if (counted == 0) {
+    std::fprintf(stderr, "host_replay: --warmup %d leaves no iteration of %d to count\n", warmup, iters);
+    return 1;
+  }
+  for (int k = 0; k < kKinds; ++k)
+    std::printf("kind %s %.1f %.1f\n", kKindNames[k], static_cast<double>(timer.calls(k)) / counted, timer.ns(k) / counted);
+  std::printf("iteration_ns %.1f\n", counted_ns / counted);
+  print_capture_summary();
+  return 0;
+}
+
+int run_curve(int live, int rounds, int per_round) {
+  check(cuInit(0), "cuInit");
+  std::vector<CUdeviceptr> held(static_cast<std::size_t>(live));
+  std::mt19937_64 rng(42);
+  for (auto& p : held) check(cuMemAllocAsync(&p, 4096 << (rng() % 5), nullptr), "alloc (live set)");
+  std::vector<double> pair_ns, launch_ns;
+  std::vector<CUdeviceptr> fresh(static_cast<std::size_t>(per_round));
+  for (int r = 0; r < rounds; ++r) {
+    auto t0 = Clock::now();
+    for (int i = 0; i < per_round; ++i) {
+      CUdeviceptr p = 0;
+      check(cuMemAllocAsync(&p, 4096, nullptr), "alloc");
+      check(cuMemFreeAsync(p, nullptr), "free");
+    }
+    pair_ns.push_back(std::chrono::duration<double, std::nano>(Clock::now() - t0).count() / per_round);
+    // Four live allocations per launch, chosen anew each round (interior pointers, as views are).
+    CUdeviceptr a[4];
+    for (auto& x : a) x = held[rng() % held.size()] + 256;
+    void* params[15];
+    Small s{};
+    for (int i = 0; i < 4; ++i) s.ptr[i] = a[i];
+    void* fields[15] = {&s.seed, &s.target, &s.packed, &s.ptr[0], &s.ptr[1], &s.ptr[2], &s.ptr[3], &s.ptr[4],
+                        &s.ptr[5], &s.bytes[0], &s.bytes[1], &s.bytes[2], &s.bytes[3], &s.bytes[4], &s.bytes[5]};
+    std::memcpy(params, fields, sizeof params);
+    const CUfunction f = function(0, 1);
+    t0 = Clock::now();
+    for (int i = 0; i < per_round; ++i) check(cuLaunchKernel(f, 1, 1, 1, 128, 1, 1, 0, nullptr, params, nullptr), "launch");
+    launch_ns.push_back(std::chrono::duration<double, std::nano>(Clock::now() - t0).count() / per_round);
+    // Let capture's drain thread empty the ring: a full ring takes a cheaper drop path.
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  std::printf("pair_ns %.1f\nlaunch_ns %.1f\n", median(pair_ns), median(launch_ns));
+  for (CUdeviceptr p : held) check(cuMemFreeAsync(p, nullptr), "free (live set)");
+  print_capture_summary();
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"host_replay: timed CUDA call sequences on the null driver (run by bench_host_cost)"};
+  app.require_subcommand(1);
+  std::string file;
+  int iters = 8, warmup = 3, live = 1000, rounds = 15, per_round = 5000;
+  auto* trace = app.add_subcommand("trace", "replay a trace's calls");
+  trace->add_option("file", file, "trace (.jsonl or .jsonl.gz)")->required();
+  trace->add_option("--iters", iters, "repetitions of the last iteration")->check(CLI::Range(1, 10000));
+  trace->add_option("--warmup", warmup, "iterations not counted")->check(CLI::Range(0, 10000));
+  auto* curve = app.add_subcommand("curve", "alloc/free pairs and launches with N live allocations");
+  curve->add_option("--live", live, "live allocations")->check(CLI::Range(1, 10000000));
+  curve->add_option("--rounds", rounds, "timed rounds")->check(CLI::Range(1, 10000));
+  curve->add_option("--per-round", per_round, "pairs and launches per round")->check(CLI::Range(1, 10000000));
+  CLI11_PARSE(app, argc, argv);
+  if (trace->parsed()) return run_trace(file, iters, warmup);
+  return run_curve(live, rounds, per_round);
+}
