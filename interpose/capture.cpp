@@ -31,7 +31,8 @@ struct State {
   Config config;
   RingPool pool;
   FuncCache cache;
-  LiveMap* live = nullptr;
+  // The span of device allocations recorded so far (scan_launch's fast reject).
+  std::atomic<std::uint64_t> span_lo{~std::uint64_t{0}}, span_hi{0};
   Drain* drain = nullptr;
   std::mutex* start_mu = nullptr;
   std::atomic<std::uint64_t> next_id{0};
@@ -101,7 +102,6 @@ void at_fork_child() {
   // The parent's drain thread, sink and locks do not exist here: leak them, start afresh.
   s.pool.reset_after_fork();
   timing::reset_after_fork();
-  if (s.live != nullptr) s.live->reset_after_fork();
   s.drain = nullptr;
   s.start_mu = new (std::nothrow) std::mutex;
   s.join_mu = new (std::nothrow) std::mutex;
@@ -138,7 +138,6 @@ bool init_from_env() {
     log(LogLevel::Error, "cannot map the event rings; capture is off");
     return false;
   }
-  s.live = new LiveMap(s.pool);
   pthread_atfork(nullptr, nullptr, at_fork_child);
   g_capturing.store(true, std::memory_order_release);
   return true;
@@ -216,32 +215,26 @@ inline void put(Kind kind, std::uint8_t flags) {
   put(kind, flags, nullptr, 0, [](Record&) {});
 }
 
-inline std::uint64_t id_at(std::uint64_t addr, ThreadSlot* slot, bool* host) {
-  LiveMap::Reader reader(*st().live, slot);
-  const LiveEntry* e = reader.find(addr);
-  *host = e != nullptr && e->kind == MemKind::Host;
-  return e == nullptr || e->kind == MemKind::Host ? kNoId : e->id;
-}
-
-void free_evicted(const LiveEntry* ev, std::size_t n) {
-  for (std::size_t i = 0; i < n; ++i) {
-    if (ev[i].kind == MemKind::Host) continue;
-    put(Kind::Free, 0, nullptr, 0, [&](Record& r) {
-      r.h.a = ev[i].id;
-    });
+// The span of every device allocation recorded so far (it only grows): a parameter word
+// outside it cannot point into one. Relaxed: a launch that uses an allocation happens after
+// the allocation was recorded, so it sees a span that covers it.
+void widen_span(State& s, std::uint64_t lo, std::uint64_t hi) {
+  std::uint64_t cur = s.span_lo.load(std::memory_order_relaxed);
+  while (lo < cur && !s.span_lo.compare_exchange_weak(cur, lo, std::memory_order_relaxed)) {
+  }
+  cur = s.span_hi.load(std::memory_order_relaxed);
+  while (hi > cur && !s.span_hi.compare_exchange_weak(cur, hi, std::memory_order_relaxed)) {
   }
 }
 
 }  // namespace
 
-std::uint64_t record_alloc(std::uint64_t base, std::uint64_t bytes, MemKind kind, AllocSub sub, std::uint64_t stream,
+std::uint64_t record_alloc(std::uint64_t base, std::uint64_t bytes, AllocSub sub, std::uint64_t stream,
                            std::uint8_t flags) {
   if (bytes == 0) return kNoId;
   State& s = st();
   const std::uint64_t id = s.next_id.fetch_add(1, std::memory_order_relaxed);
-  LiveEntry evicted[16];
-  const std::size_t n = s.live->insert(LiveEntry{base, base + bytes, id, kind}, evicted, 16);
-  free_evicted(evicted, n);
+  widen_span(s, base, base + bytes);
   put(Kind::Alloc, flags, nullptr, 0, [&](Record& r) {
     r.sub = static_cast<std::uint8_t>(sub);
     r.h.a = id;
@@ -253,117 +246,100 @@ std::uint64_t record_alloc(std::uint64_t base, std::uint64_t bytes, MemKind kind
 }
 
 void record_free(std::uint64_t base, std::uint64_t stream, std::uint8_t flags) {
-  LiveEntry e;
-  if (!st().live->remove(base, &e)) return;
-  if (e.kind == MemKind::Host) return;
   put(Kind::Free, flags, nullptr, 0, [&](Record& r) {
-    r.h.a = e.id;
+    r.h.b = base;
     r.h.d = stream;
   });
 }
 
 void record_unmap(std::uint64_t base, std::uint64_t bytes) {
-  LiveEntry removed[256];
-  const std::size_t n = st().live->remove_range(base, base + bytes, removed, 256);
-  free_evicted(removed, n);
+  put(Kind::Unmap, 0, nullptr, 0, [&](Record& r) {
+    r.h.b = base;
+    r.h.c = bytes;
+  });
 }
 
 void record_host_alloc(std::uint64_t base, std::uint64_t bytes) {
   if (bytes == 0) return;
-  State& s = st();
-  LiveEntry evicted[16];
-  const std::size_t n = s.live->insert(LiveEntry{base, base + bytes, kNoId, MemKind::Host}, evicted, 16);
-  free_evicted(evicted, n);
-  s.host_bytes.fetch_add(bytes, std::memory_order_relaxed);
+  st().host_bytes.fetch_add(bytes, std::memory_order_relaxed);
+  put(Kind::HostAlloc, 0, nullptr, 0, [&](Record& r) {
+    r.h.b = base;
+    r.h.c = bytes;
+  });
 }
 
-void record_host_free(std::uint64_t base) { st().live->remove(base, nullptr); }
+void record_host_free(std::uint64_t base) {
+  put(Kind::HostFree, 0, nullptr, 0, [&](Record& r) {
+    r.h.b = base;
+  });
+}
 
-unsigned scan_launch(const FuncLayout* layout, void** params, void** extra, std::uint64_t* ids,
-                     std::uint64_t* unknown_out, std::uint8_t* flags) {
+unsigned scan_launch(const FuncLayout* layout, void** params, void** extra, std::uint64_t* words,
+                     std::uint8_t* flags) {
   State& s = st();
-  ThreadSlot* slot = current_slot(s.pool);
-  *unknown_out = 0;
-  if (slot == nullptr) return 0;
-  constexpr unsigned kMaxIds = kMaxLaunchIds;
+  // Most words are scalars far outside every allocation: one subtract-and-compare rejects them.
+  const std::uint64_t lo = s.span_lo.load(std::memory_order_relaxed);
+  const std::uint64_t span = s.span_hi.load(std::memory_order_relaxed) - lo;
+  if (lo > s.span_hi.load(std::memory_order_relaxed)) return 0;  // no allocation yet
   unsigned n = 0;
-  std::uint64_t unknown = 0;
-  {
-    LiveMap::Reader reader(*s.live, slot);
-    // Most words are scalars far outside every allocation: one subtract-and-compare against
-    // locals rejects them (the snapshot's fields would be reloaded after each ids[] store).
-    const std::uint64_t lo = reader.snapshot().lo;
-    const std::uint64_t span = reader.snapshot().hi - lo;
-    auto scan = [&](std::uint64_t w) {
-      if (w - lo >= span) [[likely]] return;
-      const LiveEntry* e = reader.find(w);
-      if (e == nullptr) {
-        ++unknown;
-        return;
+  auto keep = [&](std::uint64_t w) {
+    for (unsigned j = 0; j < n; ++j)
+      if (words[j] == w) return;
+    if (n < kMaxLaunchWords) words[n++] = w;
+    else *flags |= kTruncated;
+  };
+  // Four words at a time: one or-ed range test per block (vectorisable), a closer look only
+  // at blocks holding a candidate.
+  auto scan_words = [&](const char* p, std::uint32_t count) {
+    std::uint32_t i = 0;
+    for (; i + 4 <= count; i += 4) {
+      std::uint64_t w0, w1, w2, w3;  // scalars, not an array: no round trip through the stack
+      std::memcpy(&w0, p + 8 * i, 8);
+      std::memcpy(&w1, p + 8 * i + 8, 8);
+      std::memcpy(&w2, p + 8 * i + 16, 8);
+      std::memcpy(&w3, p + 8 * i + 24, 8);
+      const bool any = (w0 - lo < span) | (w1 - lo < span) | (w2 - lo < span) | (w3 - lo < span);
+      if (any) [[unlikely]] {
+        for (std::uint64_t w : {w0, w1, w2, w3})
+          if (w - lo < span) keep(w);
       }
-      if (e->kind == MemKind::Host) return;
-      for (unsigned j = 0; j < n; ++j)
-        if (ids[j] == e->id) return;
-      if (n < kMaxIds) ids[n++] = e->id;
-      else *flags |= kTruncated;
-    };
-    // Four words at a time: one or-ed range test per block (vectorisable), a closer look only
-    // at blocks holding a candidate.
-    auto scan_words = [&](const char* p, std::uint32_t count) {
-      std::uint32_t i = 0;
-      for (; i + 4 <= count; i += 4) {
-        std::uint64_t w0, w1, w2, w3;  // scalars, not an array: no round trip through the stack
-        std::memcpy(&w0, p + 8 * i, 8);
-        std::memcpy(&w1, p + 8 * i + 8, 8);
-        std::memcpy(&w2, p + 8 * i + 16, 8);
-        std::memcpy(&w3, p + 8 * i + 24, 8);
-        const bool any = (w0 - lo < span) | (w1 - lo < span) | (w2 - lo < span) | (w3 - lo < span);
-        if (any) [[unlikely]] {
-          scan(w0);
-          scan(w1);
-          scan(w2);
-          scan(w3);
-        }
-      }
-      for (; i < count; ++i) {
-        std::uint64_t x;
-        std::memcpy(&x, p + 8 * i, sizeof x);
-        scan(x);
-      }
-    };
-    if (params != nullptr && layout != nullptr) {
-      const ScanRun* runs = s.cache.runs(*layout);
-      const std::uint32_t nruns = layout->nruns;
-      for (std::uint32_t k = 0; k < nruns; ++k) {
-        const char* value = static_cast<const char*>(params[runs[k].param]);
-        if (value == nullptr) [[unlikely]] continue;
-        scan_words(value + runs[k].offset, runs[k].nwords);
-      }
-    } else if (params == nullptr && extra != nullptr) {
-      // CU_LAUNCH_PARAM_BUFFER_POINTER / _SIZE pairs, CU_LAUNCH_PARAM_END-terminated.
-      const char* buf = nullptr;
-      std::size_t size = 0;
-      for (int i = 0; i < 64 && extra[i] != CU_LAUNCH_PARAM_END; i += 2) {
-        if (extra[i] == CU_LAUNCH_PARAM_BUFFER_POINTER) buf = static_cast<const char*>(extra[i + 1]);
-        else if (extra[i] == CU_LAUNCH_PARAM_BUFFER_SIZE && extra[i + 1] != nullptr)
-          size = *static_cast<const std::size_t*>(extra[i + 1]);
-      }
-      if (buf != nullptr) scan_words(buf, static_cast<std::uint32_t>(size > 0xffffu ? 0xffffu : size) / 8);
     }
+    for (; i < count; ++i) {
+      std::uint64_t x;
+      std::memcpy(&x, p + 8 * i, sizeof x);
+      if (x - lo < span) keep(x);
+    }
+  };
+  if (params != nullptr && layout != nullptr) {
+    const ScanRun* runs = s.cache.runs(*layout);
+    const std::uint32_t nruns = layout->nruns;
+    for (std::uint32_t k = 0; k < nruns; ++k) {
+      const char* value = static_cast<const char*>(params[runs[k].param]);
+      if (value == nullptr) [[unlikely]] continue;
+      scan_words(value + runs[k].offset, runs[k].nwords);
+    }
+  } else if (params == nullptr && extra != nullptr) {
+    // CU_LAUNCH_PARAM_BUFFER_POINTER / _SIZE pairs, CU_LAUNCH_PARAM_END-terminated.
+    const char* buf = nullptr;
+    std::size_t size = 0;
+    for (int i = 0; i < 64 && extra[i] != CU_LAUNCH_PARAM_END; i += 2) {
+      if (extra[i] == CU_LAUNCH_PARAM_BUFFER_POINTER) buf = static_cast<const char*>(extra[i + 1]);
+      else if (extra[i] == CU_LAUNCH_PARAM_BUFFER_SIZE && extra[i + 1] != nullptr)
+        size = *static_cast<const std::size_t*>(extra[i + 1]);
+    }
+    if (buf != nullptr) scan_words(buf, static_cast<std::uint32_t>(size > 0xffffu ? 0xffffu : size) / 8);
   }
-  *unknown_out = unknown;
   return n;
 }
 
-void record_launch_ids(const FuncLayout* layout, std::uint64_t func, const std::uint64_t* ids, unsigned n,
-                       std::uint64_t unknown, std::uint64_t stream, std::uint8_t flags, std::uint32_t timing) {
+void record_launch_words(const FuncLayout* layout, std::uint64_t func, const std::uint64_t* words, unsigned n,
+                         std::uint64_t stream, std::uint8_t flags, std::uint32_t timing) {
   State& s = st();
   const std::uint32_t seq = capture_sequence(stream, (flags & kPerThread) != 0);
-  put(Kind::Launch, static_cast<std::uint8_t>(flags | (seq != 0 ? kCaptured : 0)), ids, n, [&](Record& r) {
+  put(Kind::Launch, static_cast<std::uint8_t>(flags | (seq != 0 ? kCaptured : 0)), words, n, [&](Record& r) {
     r.aux = layout != nullptr ? s.cache.index_of(layout) : ~0u;
     r.h.a = func;
     r.h.b = n;
-    r.h.c = unknown;
     r.h.d = stream;
     r.h.e = seq;  // a captured launch carries its capture sequence in e (aux is the layout)
     r.h.f = timing;
@@ -372,70 +348,31 @@ void record_launch_ids(const FuncLayout* layout, std::uint64_t func, const std::
 
 void record_launch(const FuncLayout* layout, std::uint64_t func, void** params, void** extra, std::uint64_t stream,
                    std::uint8_t flags, std::uint32_t timing) {
-  State& s = st();
-  if (current_slot(s.pool) == nullptr) {
-    s.pool.no_slot_events.fetch_add(1, std::memory_order_relaxed);
-    return;
-  }
-  std::uint64_t ids[kMaxLaunchIds];
-  std::uint64_t unknown = 0;
-  const unsigned n = scan_launch(layout, params, extra, ids, &unknown, &flags);
-  record_launch_ids(layout, func, ids, n, unknown, stream, flags, timing);
+  std::uint64_t words[kMaxLaunchWords];
+  const unsigned n = scan_launch(layout, params, extra, words, &flags);
+  record_launch_words(layout, func, words, n, stream, flags, timing);
 }
 
 void record_copy(std::uint64_t dst, std::uint64_t src, std::uint64_t bytes, CopyHint hint, std::uint64_t stream,
                  std::uint8_t flags) {
-  State& s = st();
-  ThreadSlot* slot = current_slot(s.pool);
-  if (slot == nullptr) {
-    s.pool.no_slot_events.fetch_add(1, std::memory_order_relaxed);
-    return;
-  }
-  bool dst_host = false, src_host = false;
-  const std::uint64_t dst_id = id_at(dst, slot, &dst_host);
-  const std::uint64_t src_id = id_at(src, slot, &src_host);
-  CopySub sub;
-  switch (hint) {
-    case CopyHint::H2D: sub = CopySub::H2D; break;
-    case CopyHint::D2H: sub = CopySub::D2H; break;
-    case CopyHint::D2D: sub = CopySub::D2D; break;
-    default:
-      if (dst_id != kNoId && src_id != kNoId) sub = CopySub::D2D;
-      else if (dst_id != kNoId) sub = CopySub::H2D;
-      else if (src_id != kNoId) sub = CopySub::D2H;
-      else return;  // host to host, or two unknown addresses: nothing on the device we know
-  }
-  std::uint64_t unknown = 0;
-  if ((sub == CopySub::H2D || sub == CopySub::D2D) && dst_id == kNoId) ++unknown;
-  if ((sub == CopySub::D2H || sub == CopySub::D2D) && src_id == kNoId) ++unknown;
   const std::uint32_t seq = capture_sequence(stream, (flags & kPerThread) != 0);
   put(Kind::Copy, static_cast<std::uint8_t>(flags | (seq != 0 ? kCaptured : 0)), nullptr, 0, [&](Record& r) {
-    r.sub = static_cast<std::uint8_t>(sub);
+    r.sub = static_cast<std::uint8_t>(hint);
     r.aux = seq;
-    r.h.a = sub == CopySub::H2D ? kNoId : src_id;
-    r.h.b = sub == CopySub::D2H ? kNoId : dst_id;
+    r.h.a = src;
+    r.h.b = dst;
     r.h.c = bytes;
     r.h.d = stream;
-    r.h.f = unknown;
   });
 }
 
 void record_memset(std::uint64_t dst, std::uint64_t bytes, std::uint64_t stream, std::uint8_t flags) {
-  State& s = st();
-  ThreadSlot* slot = current_slot(s.pool);
-  if (slot == nullptr) {
-    s.pool.no_slot_events.fetch_add(1, std::memory_order_relaxed);
-    return;
-  }
-  bool host = false;
-  const std::uint64_t id = id_at(dst, slot, &host);
   const std::uint32_t seq = capture_sequence(stream, (flags & kPerThread) != 0);
   put(Kind::Memset, static_cast<std::uint8_t>(flags | (seq != 0 ? kCaptured : 0)), nullptr, 0, [&](Record& r) {
     r.aux = seq;
-    r.h.a = id;
+    r.h.a = dst;
     r.h.c = bytes;
     r.h.d = stream;
-    r.h.f = id == kNoId ? 1 : 0;
   });
 }
 

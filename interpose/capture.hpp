@@ -2,9 +2,11 @@
 //
 // Contract: hooks open a HookScope first; only the outermost scope of a thread records
 // (the library's own CUDA calls, and CUDA calling itself, e.g. cudart calling the driver
-// wrappers, pass straight through). record_* never lock, sleep or allocate, except
-// record_alloc/record_free (they update the LiveMap under its writer mutex) and the first
-// launch of each function (one parameter-layout query to the driver, then cached). errno
+// wrappers, pass straight through). record_* never lock, sleep, allocate or search a shared
+// map: they write raw values (addresses, handles) into the thread's ring, and the drain thread
+// resolves addresses to allocations in the global event order (drain.hpp). The one exception
+// is the first launch of each function (one parameter-layout query to the driver, then
+// cached). errno
 // is preserved across everything a hook adds. When capture is off (CAPUCHIN_DISABLE=1, no
 // sink configured, after fork without %p, after shutdown) hooks are pure pass-throughs.
 #pragma once
@@ -17,7 +19,6 @@
 
 #include "config.hpp"
 #include "func_cache.hpp"
-#include "live_map.hpp"
 #include "record.hpp"
 #include "ring.hpp"
 
@@ -60,13 +61,11 @@ void shutdown_capture(char* summary, std::size_t summary_bytes);
 const Config& config();
 
 // --- what hooks record -------------------------------------------------------------------
-enum class CopyHint : std::uint8_t { Infer, H2D, D2H, D2D };
-
 // Returns the allocation's id (kNoId when bytes == 0).
-std::uint64_t record_alloc(std::uint64_t base, std::uint64_t bytes, MemKind kind, AllocSub sub, std::uint64_t stream,
+std::uint64_t record_alloc(std::uint64_t base, std::uint64_t bytes, AllocSub sub, std::uint64_t stream,
                            std::uint8_t flags);
-// Removes the allocation starting at base (before the real free runs, so the address can
-// never be mapped twice) and records its free; unknown bases are ignored.
+// Records the free of the allocation starting at base, before the real free runs (so the
+// address is never seen mapped twice); the drain ignores bases it does not know.
 void record_free(std::uint64_t base, std::uint64_t stream, std::uint8_t flags);
 // A VMM unmap: frees every mapping that starts in [base, base + bytes).
 void record_unmap(std::uint64_t base, std::uint64_t bytes);
@@ -78,14 +77,14 @@ void record_host_free(std::uint64_t base);
 // `timing` is the launch's kernel-timing pair (kernel_timing.hpp), 0 when not timed.
 void record_launch(const FuncLayout* layout, std::uint64_t func, void** params, void** extra,
                    std::uint64_t stream, std::uint8_t flags, std::uint32_t timing = 0);
-// The same in two steps, for the executor (which needs the ids before the launch is
-// forwarded): scan_launch fills ids (at most kMaxLaunchIds) and the count of unknown words
-// and may set kTruncated in *flags; record_launch_ids records what it found.
-inline constexpr unsigned kMaxLaunchIds = 255 * kIdsPerCont;
-unsigned scan_launch(const FuncLayout* layout, void** params, void** extra, std::uint64_t* ids,
-                     std::uint64_t* unknown, std::uint8_t* flags);
-void record_launch_ids(const FuncLayout* layout, std::uint64_t func, const std::uint64_t* ids, unsigned n,
-                       std::uint64_t unknown, std::uint64_t stream, std::uint8_t flags, std::uint32_t timing = 0);
+// The same in two steps, for the executor (which resolves the words to its blocks before the
+// launch is forwarded): scan_launch fills `words` (at most kMaxLaunchWords distinct parameter
+// words that lie in the span of device allocations seen so far: candidate pointers, interior
+// ones included) and may set kTruncated in *flags; record_launch_words records them.
+inline constexpr unsigned kMaxLaunchWords = 255 * kIdsPerCont;
+unsigned scan_launch(const FuncLayout* layout, void** params, void** extra, std::uint64_t* words, std::uint8_t* flags);
+void record_launch_words(const FuncLayout* layout, std::uint64_t func, const std::uint64_t* words, unsigned n,
+                         std::uint64_t stream, std::uint8_t flags, std::uint32_t timing = 0);
 void record_copy(std::uint64_t dst, std::uint64_t src, std::uint64_t bytes, CopyHint hint, std::uint64_t stream,
                  std::uint8_t flags);
 void record_memset(std::uint64_t dst, std::uint64_t bytes, std::uint64_t stream, std::uint8_t flags);

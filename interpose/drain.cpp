@@ -39,7 +39,91 @@ void Translator::emit(EventView& ev) {
   ++stats_.events_written;
 }
 
-void Translator::on(const Record& head, const std::uint64_t* ids, std::size_t nids, std::uint32_t slot) {
+std::uint64_t Translator::device_id(std::uint64_t addr, bool* host) const {
+  const AddressMap::Entry* e = addr != 0 ? addresses_.find(addr) : nullptr;
+  *host = e != nullptr && e->host;
+  return e == nullptr || e->host ? kNoId : e->id;
+}
+
+void Translator::free_stale(std::uint64_t id, std::uint32_t slot) {
+  Record f{};
+  f.kind = Kind::Free;
+  f.h.a = id;
+  translate(f, nullptr, 0, slot);
+}
+
+void Translator::on(const Record& raw, const std::uint64_t* words, std::size_t nwords, std::uint32_t slot) {
+  Record head = raw;
+  auto stale = [&](std::uint64_t, const AddressMap::Entry& e) {
+    if (!e.host) free_stale(e.id, slot);
+  };
+  switch (raw.kind) {
+    case Kind::Alloc:
+      addresses_.insert(raw.h.b, raw.h.c, raw.h.a, false, stale);
+      break;
+    case Kind::Free: {
+      AddressMap::Entry e;
+      if (!addresses_.erase(raw.h.b, false, &e)) return;  // not an allocation we saw (or host memory)
+      head.h.a = e.id;
+      break;
+    }
+    case Kind::HostAlloc:
+      addresses_.insert(raw.h.b, raw.h.c, kNoId, true, stale);
+      return;
+    case Kind::HostFree:
+      addresses_.erase(raw.h.b, true, nullptr);
+      return;
+    case Kind::Unmap:
+      addresses_.erase_range(raw.h.b, raw.h.b + raw.h.c, stale);
+      return;
+    case Kind::Launch: {
+      resolved_.clear();
+      std::uint64_t unknown = 0;
+      for (std::size_t i = 0; i < nwords; ++i) {
+        const AddressMap::Entry* e = addresses_.find(words[i]);
+        if (e == nullptr) ++unknown;
+        else if (!e->host && std::find(resolved_.begin(), resolved_.end(), e->id) == resolved_.end())
+          resolved_.push_back(e->id);
+      }
+      head.h.b = resolved_.size();
+      head.h.c = unknown;
+      translate(head, resolved_.data(), resolved_.size(), slot);
+      return;
+    }
+    case Kind::Copy: {
+      bool dst_host = false, src_host = false;
+      const std::uint64_t dst = device_id(raw.h.b, &dst_host), src = device_id(raw.h.a, &src_host);
+      CopySub sub;
+      switch (static_cast<CopyHint>(raw.sub)) {
+        case CopyHint::H2D: sub = CopySub::H2D; break;
+        case CopyHint::D2H: sub = CopySub::D2H; break;
+        case CopyHint::D2D: sub = CopySub::D2D; break;
+        default:
+          if (dst != kNoId && src != kNoId) sub = CopySub::D2D;
+          else if (dst != kNoId) sub = CopySub::H2D;
+          else if (src != kNoId) sub = CopySub::D2H;
+          else return;  // host to host, or two unknown addresses: nothing on the device we know
+      }
+      head.sub = static_cast<std::uint8_t>(sub);
+      head.h.a = sub == CopySub::H2D ? kNoId : src;
+      head.h.b = sub == CopySub::D2H ? kNoId : dst;
+      head.h.f = ((sub == CopySub::H2D || sub == CopySub::D2D) && dst == kNoId ? 1 : 0) +
+                 ((sub == CopySub::D2H || sub == CopySub::D2D) && src == kNoId ? 1 : 0);
+      break;
+    }
+    case Kind::Memset: {
+      bool host = false;
+      head.h.a = device_id(raw.h.a, &host);
+      head.h.f = head.h.a == kNoId ? 1 : 0;
+      break;
+    }
+    default:
+      break;
+  }
+  translate(head, nullptr, 0, slot);
+}
+
+void Translator::translate(const Record& head, const std::uint64_t* ids, std::size_t nids, std::uint32_t slot) {
   if ((head.flags & kCaptured) != 0 && (head.kind == Kind::Launch || head.kind == Kind::Copy ||
                                          head.kind == Kind::Memset)) {
     const std::uint32_t seq = head.kind == Kind::Launch ? static_cast<std::uint32_t>(head.h.e) : head.aux;
@@ -169,12 +253,15 @@ void Translator::on(const Record& head, const std::uint64_t* ids, std::size_t ni
         r.flags = static_cast<std::uint8_t>((r.flags & ~kCaptured & ~kPerThread) | (head.flags & kPerThread));
         r.h.d = head.h.d;  // the graph runs on the stream it is launched into
         ++stats_.graph_events_replayed;
-        on(r, c.ids.data(), c.ids.size(), slot);
+        translate(r, c.ids.data(), c.ids.size(), slot);
       }
       return;
     }
     case Kind::Ids:
-      return;
+    case Kind::HostAlloc:
+    case Kind::HostFree:
+    case Kind::Unmap:
+      return;  // continuation records, and address-map changes (`on`)
   }
 }
 

@@ -5,8 +5,13 @@
 // rings; it emits, sorted by sequence number, only the events numbered below the horizon
 // and keeps the rest for the next pass. An event that causally precedes an emitted one (an
 // allocation whose pointer another thread then launched with) was committed before that
-// event took its number, so it is always emitted first (see RingPool::next_stamp). Translation (Translator, drain thread only, may allocate):
-// stream handles become small stream numbers, kernel names come from the function cache,
+// event took its number, so it is always emitted first (see RingPool::next_stamp).
+//
+// Translation (Translator, drain thread only, may allocate): raw addresses become allocation
+// ids through the drain's own map of live allocations (AddressMap), updated by the alloc,
+// free, unmap and host-memory records in that same order, so a launch's words resolve to the
+// allocations live when it was issued; stream handles become small stream numbers, kernel
+// names come from the function cache,
 // launches and copies made during stream capture are kept per capture and replayed on each
 // graph launch, and ids the sink never saw allocated are dropped and counted so the trace
 // stays valid even when records were lost.
@@ -21,6 +26,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "address_map.hpp"
 #include "func_cache.hpp"
 #include "kernel_timing.hpp"
 #include "record.hpp"
@@ -48,8 +54,9 @@ struct CaptureStats {
 class Translator {
  public:
   Translator(const FuncCache& cache, Sink* sink) : cache_(cache), sink_(sink) {}
-  // One event: its head record, the ids of its continuation records, the producing slot.
-  void on(const Record& head, const std::uint64_t* ids, std::size_t nids, std::uint32_t slot);
+  // One event as the hook recorded it: its head record, the words of its continuation
+  // records, the producing slot.
+  void on(const Record& head, const std::uint64_t* words, std::size_t nwords, std::uint32_t slot);
   CaptureStats& stats() { return stats_; }
   bool sink_failed() const { return sink_failed_; }
 
@@ -59,6 +66,12 @@ class Translator {
     std::vector<std::uint64_t> ids;
     std::uint32_t slot;
   };
+  // `on` after resolution: addresses are ids (Alloc/Free: a = id; Launch: the ids, b = their
+  // count, c = unknown words; Copy: a/b = src/dst id or kNoId, sub = CopySub, f = unknown
+  // sides; Memset: a = id or kNoId, f = unknown sides).
+  void translate(const Record& head, const std::uint64_t* ids, std::size_t nids, std::uint32_t slot);
+  void free_stale(std::uint64_t id, std::uint32_t slot);
+  std::uint64_t device_id(std::uint64_t addr, bool* host) const;
   std::uint32_t stream_number(std::uint64_t handle, bool per_thread, std::uint32_t slot);
   void emit(trace::EventView& ev);
   bool live(std::uint64_t id) const { return live_.count(id) != 0; }
@@ -68,6 +81,8 @@ class Translator {
   bool sink_failed_ = false;
   CaptureStats stats_;
   std::unordered_set<std::uint64_t> live_;
+  AddressMap addresses_;
+  std::vector<std::uint64_t> resolved_;
   std::unordered_map<std::uint64_t, std::uint32_t> streams_;
   std::unordered_map<std::uint32_t, std::vector<Captured>> captures_;
   std::unordered_map<std::uint64_t, std::uint32_t> graph_capture_, exec_capture_;

@@ -66,7 +66,7 @@ CUresult body_MemAlloc(const Variant& v, CUdeviceptr* dptr, size_t bytes) {
   const CUresult r = REAL(MemAlloc)(dptr, bytes);
   if (r == CUDA_SUCCESS && scope.record()) {
     ErrnoKeeper keep;
-    record_alloc(*dptr, bytes, MemKind::Device, AllocSub::Device, 0, 0);
+    record_alloc(*dptr, bytes, AllocSub::Device, 0, 0);
   }
   return r;
 }
@@ -75,7 +75,7 @@ CUresult body_MemAllocManaged(const Variant& v, CUdeviceptr* dptr, size_t bytes,
   const CUresult r = REAL(MemAllocManaged)(dptr, bytes, fl);
   if (r == CUDA_SUCCESS && scope.record()) {
     ErrnoKeeper keep;
-    record_alloc(*dptr, bytes, MemKind::Managed, AllocSub::Managed, 0, 0);
+    record_alloc(*dptr, bytes, AllocSub::Managed, 0, 0);
   }
   return r;
 }
@@ -89,7 +89,7 @@ CUresult body_MemAllocAsync(const Variant& v, CUdeviceptr* dptr, size_t bytes, C
   const CUresult r = REAL(MemAllocAsync)(dptr, bytes, s);
   if (r == CUDA_SUCCESS && scope.record()) {
     ErrnoKeeper keep;
-    record_alloc(*dptr, bytes, MemKind::Device, AllocSub::Async, u64(s), thread_flag(v));
+    record_alloc(*dptr, bytes, AllocSub::Async, u64(s), thread_flag(v));
   }
   return r;
 }
@@ -103,7 +103,7 @@ CUresult body_MemAllocFromPoolAsync(const Variant& v, CUdeviceptr* dptr, size_t 
   const CUresult r = REAL(MemAllocFromPoolAsync)(dptr, bytes, pool, s);
   if (r == CUDA_SUCCESS && scope.record()) {
     ErrnoKeeper keep;
-    record_alloc(*dptr, bytes, MemKind::Device, AllocSub::Async, u64(s), thread_flag(v));
+    record_alloc(*dptr, bytes, AllocSub::Async, u64(s), thread_flag(v));
   }
   return r;
 }
@@ -144,7 +144,7 @@ CUresult body_MemMap(const Variant& v, CUdeviceptr p, size_t bytes, size_t off, 
   const CUresult r = REAL(MemMap)(p, bytes, off, h, fl);
   if (r == CUDA_SUCCESS && scope.record()) {
     ErrnoKeeper keep;
-    record_alloc(p, bytes, MemKind::Vmm, AllocSub::Vmm, 0, 0);
+    record_alloc(p, bytes, AllocSub::Vmm, 0, 0);
   }
   return r;
 }
@@ -169,7 +169,7 @@ CUresult executor_launch(const Variant& v, pfn_LaunchKernel real_plain, pfn_Laun
     sl.emplace(layout_for_function(f), params, extra, thread_flag(v));
     sl->launch.func = f;
     sl->set_geometry(gx, gy, gz, bx, by, bz, shmem, s);
-    if (const CUresult e = exec::before_launch(sl->launch, sl->ids, sl->n); e != CUDA_SUCCESS) return e;
+    if (const CUresult e = sl->prepare(); e != CUDA_SUCCESS) return e;
     sl->timer.begin(s, thread_flag(v) != 0);
   }
   const CUresult r = real_ex != nullptr ? real_ex(cfg, f, params, extra)

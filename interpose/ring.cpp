@@ -73,7 +73,6 @@ void RingPool::recycle(ThreadSlot* slot) {
   // Only the consumer calls this, on an abandoned slot with tail == head: nobody else
   // touches the slot until the state store below publishes it as free.
   slot->lost_events.store(0, std::memory_order_relaxed);
-  slot->hazard.store(nullptr, std::memory_order_relaxed);
   slot->state.store(SlotState::Free, std::memory_order_release);
 }
 
@@ -84,7 +83,6 @@ void RingPool::reset_after_fork() {
     s.tail.store(0, std::memory_order_relaxed);
     s.cached_tail = 0;
     s.lost_events.store(0, std::memory_order_relaxed);
-    s.hazard.store(nullptr, std::memory_order_relaxed);
     s.state.store(SlotState::Free, std::memory_order_release);
   }
 }

@@ -23,7 +23,6 @@ struct alignas(64) ThreadSlot {
   std::atomic<std::uint64_t> head{0};
   std::uint64_t cached_tail = 0;              // producer's last view of tail
   std::atomic<std::uint64_t> lost_events{0};  // single writer: the owning thread
-  std::atomic<const void*> hazard{nullptr};   // live-map snapshot in use (see live_map.hpp)
   // Consumer-owned line.
   alignas(64) std::atomic<std::uint64_t> tail{0};
   std::atomic<SlotState> state{SlotState::Free};

@@ -93,7 +93,7 @@ cudaError_t executor_launch_rt(Real real, const void* f, dim3 g, dim3 b, size_t 
     sl.emplace(layout, args, nullptr, pt_flag(pt));
     sl->launch.func = layout != nullptr ? reinterpret_cast<CUfunction>(layout->func) : nullptr;
     sl->set_geometry(g.x, g.y, g.z, b.x, b.y, b.z, static_cast<unsigned>(shm), reinterpret_cast<CUstream>(s));
-    if (const CUresult e = exec::before_launch(sl->launch, sl->ids, sl->n); e != CUDA_SUCCESS) return rt_error(e);
+    if (const CUresult e = sl->prepare(); e != CUDA_SUCCESS) return rt_error(e);
     sl->timer.begin(reinterpret_cast<CUstream>(s), pt);
   }
   const cudaError_t r = real();
@@ -146,7 +146,7 @@ cudaError_t rt_cudaMalloc(F real, bool, void** p, size_t n) {
   }
   const cudaError_t r = real(p, n);
   CAPUCHIN_AFTER(r == cudaSuccess && p != nullptr,
-                 record_alloc(u64(*p), n, MemKind::Device, AllocSub::Device, 0, 0))
+                 record_alloc(u64(*p), n, AllocSub::Device, 0, 0))
   return r;
 }
 template <class F>
@@ -154,7 +154,7 @@ cudaError_t rt_cudaMallocManaged(F real, bool, void** p, size_t n, unsigned fl) 
   HookScope scope;
   const cudaError_t r = real(p, n, fl);
   CAPUCHIN_AFTER(r == cudaSuccess && p != nullptr,
-                 record_alloc(u64(*p), n, MemKind::Managed, AllocSub::Managed, 0, 0))
+                 record_alloc(u64(*p), n, AllocSub::Managed, 0, 0))
   return r;
 }
 template <class F>
@@ -167,7 +167,7 @@ cudaError_t rt_cudaMallocAsync(F real, bool pt, void** p, size_t n, cudaStream_t
   }
   const cudaError_t r = real(p, n, s);
   CAPUCHIN_AFTER(r == cudaSuccess && p != nullptr,
-                 record_alloc(u64(*p), n, MemKind::Device, AllocSub::Async, u64(s), pt_flag(pt)))
+                 record_alloc(u64(*p), n, AllocSub::Async, u64(s), pt_flag(pt)))
   return r;
 }
 template <class F>

@@ -100,7 +100,7 @@ bool alloc(CUdeviceptr* out, std::size_t bytes, CUstream s, bool per_thread, boo
       return false;
     }
   }
-  b->id = record_alloc(b->base, bytes, MemKind::Device, stream_ordered ? AllocSub::Async : AllocSub::Device,
+  b->id = record_alloc(b->base, bytes, stream_ordered ? AllocSub::Async : AllocSub::Device,
                        reinterpret_cast<std::uint64_t>(s), per_thread ? kPerThread : 0);
   e.blocks.add_live(b);
   policy::Event ev = event(Op::Alloc, op_signature(Op::Alloc, bytes));
@@ -218,7 +218,8 @@ void unpin(Executor& e, const std::uint64_t* ids, unsigned n) {
 
 }  // namespace
 
-CUresult before_launch(Launch& l, const std::uint64_t* ids, unsigned n) {
+CUresult before_launch(Launch& l, const std::uint64_t* words, unsigned nwords, std::uint64_t* ids, unsigned* nids) {
+  *nids = 0;
   Executor* ex = running();
   if (ex == nullptr) return CUDA_SUCCESS;
   // Being captured into a graph: nothing may be enqueued around it; its accesses are made
@@ -230,10 +231,13 @@ CUresult before_launch(Launch& l, const std::uint64_t* ids, unsigned n) {
   cur.clear();
   std::uint64_t total = 0, total_managed = 0;
   std::uint64_t sig = op_signature(Op::Kernel, reinterpret_cast<std::uint64_t>(l.func));
-  for (unsigned i = 0; i < n; ++i) {
-    Block* b = e.blocks.by_id(ids[i]);
-    if (b == nullptr) continue;
+  unsigned n = 0;
+  for (unsigned i = 0; i < nwords; ++i) {
+    Block* b = e.blocks.by_addr(words[i]);
+    if (b == nullptr || std::find(cur.begin(), cur.end(), b) != cur.end()) continue;
     ++b->pins;  // unpinned by after_launch (or below, on an error)
+    ids[n++] = b->id;
+    *nids = n;
     cur.push_back(b);
     total += b->span;
     total_managed += e.managed->span_for(b->bytes);

@@ -74,9 +74,11 @@ struct Launch {
   int timing = -1;
   std::shared_ptr<Producer> producer;
 };
-// Before forwarding a launch that touches `ids` (allocation ids from the live map).
-// CUDA_SUCCESS: forward it; an error (out of memory): return it without launching.
-CUresult before_launch(Launch& l, const std::uint64_t* ids, unsigned n);
+// Before forwarding a launch whose parameters hold `words` (scan_launch's candidate
+// pointers): resolves them to the executor's blocks, whose ids it writes to `ids` (room for
+// nwords) and their count to *nids. CUDA_SUCCESS: forward it; an error (out of memory):
+// return it without launching.
+CUresult before_launch(Launch& l, const std::uint64_t* words, unsigned nwords, std::uint64_t* ids, unsigned* nids);
 // After it (launched: the call succeeded), with the same ids.
 void after_launch(Launch& l, const std::uint64_t* ids, unsigned n, bool launched);
 

@@ -1,5 +1,5 @@
 // The scan before a launch the executor handles, shared by the driver and runtime launch
-// hooks: finds the allocations the parameters touch and fills the executor's view of the
+// hooks: collects the parameter words that may point into allocations and fills the executor's view of the
 // launch, except the geometry and stream, which each hook sets from its own arguments.
 // Contract: as scan_launch (no lock, no allocation); call inside the hook's ErrnoKeeper.
 #pragma once
@@ -12,15 +12,15 @@ namespace capuchin::interpose {
 
 struct ScannedLaunch {
   exec::Launch launch;
-  std::uint64_t ids[kMaxLaunchIds];
-  std::uint64_t unknown = 0;
-  unsigned n = 0;
+  std::uint64_t words[kMaxLaunchWords];  // recorded for the trace
+  std::uint64_t ids[kMaxLaunchWords];    // the executor's blocks among them (before_launch)
+  unsigned nwords = 0, n = 0;
   std::uint8_t flags = 0;
   timing::Timer timer;  // the hook begins it just before forwarding the launch
 
   ScannedLaunch(const FuncLayout* layout, void** params, void** extra, std::uint8_t initial_flags)
       : flags(initial_flags) {
-    n = scan_launch(layout, params, extra, ids, &unknown, &flags);
+    nwords = scan_launch(layout, params, extra, words, &flags);
     launch.layout = layout;
     launch.per_thread = (flags & kPerThread) != 0;
     launch.params = params;
@@ -34,11 +34,13 @@ struct ScannedLaunch {
     launch.shmem = shmem;
     launch.stream = s;
   }
+  // Before it: the executor resolves the words to its blocks (ids, n).
+  CUresult prepare() { return exec::before_launch(launch, words, nwords, ids, &n); }
   // After the real launch: tells the executor, and records the launch when it happened.
   void finish(bool launched, std::uint64_t func, std::uint64_t stream) {
     exec::after_launch(launch, ids, n, launched);
     const std::uint32_t timed = timer.end(launched);
-    if (launched) record_launch_ids(launch.layout, func, ids, n, unknown, stream, flags, timed);
+    if (launched) record_launch_words(launch.layout, func, words, nwords, stream, flags, timed);
   }
 };
 

@@ -1,0 +1,61 @@
+// address_map.hpp: the drain thread's map of live allocations by address, through which the
+// raw addresses hooks record (launch parameter words, copy and memset ends, frees by base)
+// become allocation ids, in the global event order.
+//
+// Contract: single-threaded (the drain thread only; it may allocate). Entries never overlap:
+// inserting over a stale range (a free that was never seen) removes the stale entries and
+// hands them to the caller, which emits their frees. O(log n) per call.
+#pragma once
+
+#include <cstdint>
+#include <map>
+
+namespace capuchin::interpose {
+
+class AddressMap {
+ public:
+  struct Entry {
+    std::uint64_t end = 0;
+    std::uint64_t id = 0;  // meaningless for host entries
+    bool host = false;     // host memory the driver knows (pinned, registered): never an allocation of ours
+  };
+
+  // Adds [base, base + bytes); `stale(base, entry)` is called for each overlapping entry removed.
+  template <class Stale>
+  void insert(std::uint64_t base, std::uint64_t bytes, std::uint64_t id, bool host, Stale&& stale) {
+    auto it = entries_.lower_bound(base);
+    if (it != entries_.begin() && std::prev(it)->second.end > base) --it;
+    while (it != entries_.end() && it->first < base + bytes) {
+      stale(it->first, it->second);
+      it = entries_.erase(it);
+    }
+    entries_.emplace(base, Entry{base + bytes, id, host});
+  }
+  // Removes the entry starting exactly at base, when there is one of that kind (host or not).
+  bool erase(std::uint64_t base, bool host, Entry* out) {
+    auto it = entries_.find(base);
+    if (it == entries_.end() || it->second.host != host) return false;
+    if (out != nullptr) *out = it->second;
+    entries_.erase(it);
+    return true;
+  }
+  // Removes every entry starting in [lo, hi), calling gone(base, entry) for each.
+  template <class Gone>
+  void erase_range(std::uint64_t lo, std::uint64_t hi, Gone&& gone) {
+    for (auto it = entries_.lower_bound(lo); it != entries_.end() && it->first < hi; it = entries_.erase(it))
+      gone(it->first, it->second);
+  }
+  // The entry containing addr (interior addresses included), or nullptr.
+  const Entry* find(std::uint64_t addr) const {
+    auto it = entries_.upper_bound(addr);
+    if (it == entries_.begin()) return nullptr;
+    --it;
+    return addr < it->second.end ? &it->second : nullptr;
+  }
+  std::size_t size() const { return entries_.size(); }
+
+ private:
+  std::map<std::uint64_t, Entry> entries_;
+};
+
+}  // namespace capuchin::interpose
