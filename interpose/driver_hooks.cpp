@@ -163,10 +163,11 @@ CUresult body_MemUnmap(const Variant& v, CUdeviceptr p, size_t bytes) {
 CUresult executor_launch(const Variant& v, pfn_LaunchKernel real_plain, pfn_LaunchKernelEx real_ex,
                          const CUlaunchConfig* cfg, CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
                          unsigned by, unsigned bz, unsigned shmem, CUstream s, void** params, void** extra) {
+  LaunchWords buf;
   std::optional<ScannedLaunch> sl;
   {
     ErrnoKeeper keep;
-    sl.emplace(layout_for_function(f), params, extra, thread_flag(v));
+    sl.emplace(buf, layout_for_function(f), params, extra, thread_flag(v));
     sl->launch.func = f;
     sl->set_geometry(gx, gy, gz, bx, by, bz, shmem, s);
     if (const CUresult e = sl->prepare(); e != CUDA_SUCCESS) return e;

@@ -86,11 +86,12 @@ bool executor_alloc(void** p, size_t n, cudaStream_t s, bool pt, bool async, cud
 template <class Real>
 cudaError_t executor_launch_rt(Real real, const void* f, dim3 g, dim3 b, size_t shm, cudaStream_t s, bool pt,
                                void** args) {
+  LaunchWords buf;
   std::optional<ScannedLaunch> sl;
   {
     ErrnoKeeper keep;
     const FuncLayout* layout = layout_for_stub(f);
-    sl.emplace(layout, args, nullptr, pt_flag(pt));
+    sl.emplace(buf, layout, args, nullptr, pt_flag(pt));
     sl->launch.func = layout != nullptr ? reinterpret_cast<CUfunction>(layout->func) : nullptr;
     sl->set_geometry(g.x, g.y, g.z, b.x, b.y, b.z, static_cast<unsigned>(shm), reinterpret_cast<CUstream>(s));
     if (const CUresult e = sl->prepare(); e != CUDA_SUCCESS) return rt_error(e);

@@ -114,6 +114,7 @@ class Controller {
   bool at_boundary() const { return locked_ && (pos_ == 0 || pos_ == pattern_.size()); }
   std::uint64_t tick() const { return stats_.events; }  // events fed: the clock victims age by
   std::uint64_t iteration() const { return stats_.iterations; }
+  std::uint64_t live_bytes() const { return live_bytes_; }  // allocated now, by the events fed
   const std::shared_ptr<const plan::SegmentPlan>& plan() const { return plan_; }
   const ControllerStats& stats() const { return stats_; }
   bool awaits(std::uint64_t id) const { return awaited_.count(id) != 0; }

@@ -129,8 +129,8 @@ class BlockTable {
   // The live block holding `addr`, or null.
   Block* by_addr(std::uint64_t addr) const;
   Block* by_base(CUdeviceptr base) const {
-    auto it = by_base_.find(base);
-    return it == by_base_.end() ? nullptr : it->second;
+    auto it = at_base_.find(base);
+    return it == at_base_.end() ? nullptr : it->second;
   }
   void add_live(Block* b);
   void remove_live(Block* b);
@@ -176,6 +176,9 @@ class BlockTable {
  private:
   std::unordered_map<std::uint64_t, Block*> by_id_;
   std::map<CUdeviceptr, Block*> by_base_;
+  // The same by exact base: most parameter words are a tensor's base, one hash probe instead
+  // of a tree walk (interior pointers fall back to by_base_).
+  std::unordered_map<CUdeviceptr, Block*> at_base_;
   std::multimap<std::size_t, Block*> cache_;  // freed blocks by span, for reuse
 };
 

@@ -10,16 +10,23 @@
 
 namespace capuchin::interpose {
 
-struct ScannedLaunch {
-  exec::Launch launch;
+// The scan's arrays (28 KiB): a hook's local, left uninitialised (a struct with initialised
+// members beside them gets the whole object cleared: a 28 KiB memset per launch, measured).
+struct LaunchWords {
   std::uint64_t words[kMaxLaunchWords];  // recorded for the trace
   std::uint64_t ids[kMaxLaunchWords];    // the executor's blocks among them (before_launch)
+};
+
+struct ScannedLaunch {
+  exec::Launch launch;
+  std::uint64_t* words;
+  std::uint64_t* ids;
   unsigned nwords = 0, n = 0;
   std::uint8_t flags = 0;
   timing::Timer timer;  // the hook begins it just before forwarding the launch
 
-  ScannedLaunch(const FuncLayout* layout, void** params, void** extra, std::uint8_t initial_flags)
-      : flags(initial_flags) {
+  ScannedLaunch(LaunchWords& buf, const FuncLayout* layout, void** params, void** extra, std::uint8_t initial_flags)
+      : words(buf.words), ids(buf.ids), flags(initial_flags) {
     nwords = scan_launch(layout, params, extra, words, &flags);
     launch.layout = layout;
     launch.per_thread = (flags & kPerThread) != 0;

@@ -49,6 +49,7 @@ policy::Step Planning::feed(const policy::Event& e, std::span<const std::uint64_
     if (a) controller_.offer(a->serial, std::move(a->plan));
   }
   const policy::Step st = controller_.on_event(e, ids, out);
+  if (!pressure_seen_ && controller_.live_bytes() >= budget / 5 * 4) pressure_seen_ = true;
   if (auto r = controller_.take_request()) {
     if (opt_.enabled) hand_over(std::move(*r), budget);
     else controller_.offer(r->serial, nullptr);
@@ -111,6 +112,9 @@ void Planning::run() {
 int Planning::begin_timing(CUstream s, std::uint64_t sig) {
   ++launches_;
   if (!opt_.enabled || api_->event_elapsed == nullptr) return -1;
+  // Kernel times serve the planner only: while the job has never held 80% of the budget there
+  // is nothing to plan, and two event records per launch would be pure cost.
+  if (!pressure_seen_) return -1;
   // Every launch is timed until a plan is followed (the plan to come needs every kernel's
   // time); after that, one iteration in kRetimeEvery keeps the times current, and the others
   // do not spend two event records per launch.

@@ -118,6 +118,7 @@ class Planning {
   std::deque<int> pending_;
   std::unordered_map<std::uint64_t, std::uint64_t> dur_ns_;  // by kernel signature
   std::uint64_t launches_ = 0, timed_ = 0;                   // begin_timing calls; pairs recorded
+  bool pressure_seen_ = false;  // the job has held 80% of the budget (kernel times are then worth taking)
   std::vector<Probe> probes_;
   std::vector<int> free_probes_, stamped_;
   std::unordered_map<std::uint64_t, int> armed_;  // block id -> probe waiting for its launch
