@@ -27,6 +27,9 @@ bool same_place(const plan::LateArrival& a, const plan::LateArrival& b) {
 Controller::Controller(ControllerOptions o) : opt_(o) {
   opt_.min_period = std::max<std::uint32_t>(opt_.min_period, 1);
   opt_.max_history = std::max<std::uint32_t>(opt_.max_history, 4 * opt_.min_period);
+  // The history's final size at once: growing it would copy it (and fault fresh pages) on
+  // the executor's hook path; untouched capacity costs address space only.
+  hist_.reserve(opt_.max_history + 1);
 }
 
 Step Controller::on_event(const Event& e, std::span<const std::uint64_t> ids, std::vector<Command>& out) {
