@@ -340,6 +340,7 @@ class Scheduler {
   uint64_t stream_virtual_ns(CUstream handle);
   double max_virtual_ns();
   double host_virtual_ns();
+  void set_host_time_scale(double scale) { host_time_scale_.store(scale, std::memory_order_relaxed); }
   std::vector<std::pair<uint64_t, double>> stream_clocks();
   uint64_t kernels_launched() const { return launched_.load(); }
   uint64_t kernels_executed() const { return executed_.load(); }
@@ -350,6 +351,10 @@ class Scheduler {
   void execute(CUstream_st* s, Op& op, double start_ns, double* cost_ns);
   void wait_for(const CompletionPtr& c, std::unique_lock<std::mutex>& lock);
   CUstream_st* per_thread_stream();
+  // SIMCUDA_HOST_TIME: the calling thread's host time since its last submission or wait
+  // (scaled; 0 when off), taken at the entry of one; host_left() at its exit.
+  double host_gap_ns();
+  void host_left();
 
   std::mutex mu_;
   std::condition_variable cv_;
@@ -363,6 +368,7 @@ class Scheduler {
   std::atomic<uint64_t> launched_{0};
   std::atomic<uint64_t> executed_{0};
   unsigned jitter_us_ = 0;
+  std::atomic<double> host_time_scale_{0};
 };
 
 struct Driver {

@@ -210,6 +210,8 @@ uint64_t simcuda_stream_virtual_ns(CUstream stream) { return driver().scheduler.
 
 uint64_t simcuda_host_virtual_ns(void) { return static_cast<uint64_t>(driver().scheduler.host_virtual_ns()); }
 
+void simcuda_set_host_time_scale(double scale) { driver().scheduler.set_host_time_scale(scale); }
+
 void simcuda_reset_stats(void) { driver().memory.reset_stats(); }
 
 int simcuda_write_stats_json(const char* path) {

@@ -211,6 +211,7 @@ const ProcEntry kTable[] = {
     E("simcuda_get_stats", 0, simcuda_get_stats),
     E("simcuda_stream_virtual_ns", 0, simcuda_stream_virtual_ns),
     E("simcuda_host_virtual_ns", 0, simcuda_host_virtual_ns),
+    E("simcuda_set_host_time_scale", 0, simcuda_set_host_time_scale),
     E("simcuda_reset_stats", 0, simcuda_reset_stats),
     E("simcuda_write_stats_json", 0, simcuda_write_stats_json),
 };

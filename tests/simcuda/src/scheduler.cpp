@@ -7,12 +7,15 @@
 // its cost. The host's clock advances to an op's finish when the host waits for it. The legacy
 // default stream waits for all prior work of blocking streams, and blocking streams (including
 // per-thread default streams) wait for prior legacy work; non-blocking streams do neither.
+// With host time on (SIMCUDA_HOST_TIME, simcuda.h), the host's clock also advances at each
+// submission and wait by the scaled wall time the thread spent outside them since its last.
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <random>
 
 #include "internal.hpp"
@@ -21,10 +24,39 @@ namespace simcuda {
 
 namespace {
 thread_local CUstream_st* tls_per_thread_stream = nullptr;
+// The end of this thread's last submission or wait (host time, see host_gap_ns).
+thread_local std::chrono::steady_clock::time_point tls_left_simcuda{};
+thread_local bool tls_left_once = false;
+
+// Marks the thread as back in its own code when a submission or wait returns.
+struct LeaveGuard {
+  std::function<void()> on_exit;
+  ~LeaveGuard() { on_exit(); }
+};
+}  // namespace
+
+double Scheduler::host_gap_ns() {
+  const double scale = host_time_scale_.load(std::memory_order_relaxed);
+  if (scale <= 0 || !tls_left_once) return 0;
+  return scale * std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - tls_left_simcuda).count();
+}
+
+void Scheduler::host_left() {
+  if (host_time_scale_.load(std::memory_order_relaxed) <= 0) return;
+  tls_left_simcuda = std::chrono::steady_clock::now();
+  tls_left_once = true;
 }
 
 Scheduler::Scheduler() {
   if (const char* j = std::getenv("SIMCUDA_JITTER_US")) jitter_us_ = static_cast<unsigned>(std::atoi(j));
+  if (const char* h = std::getenv("SIMCUDA_HOST_TIME"); h != nullptr && h[0] != '\0') {
+    char* end = nullptr;
+    const double scale = std::strtod(h, &end);
+    if (end == h || *end != '\0' || !(scale >= 0))
+      std::fprintf(stderr, "simcuda: SIMCUDA_HOST_TIME=%s is not a non-negative number; host time is off\n", h);
+    else
+      host_time_scale_.store(scale, std::memory_order_relaxed);
+  }
   if (const char* t = std::getenv("SIMCUDA_TIMELINE"); t != nullptr && t[0] != '\0') {
     timeline_ = std::fopen(t, "w");
     if (timeline_ != nullptr)
@@ -124,7 +156,10 @@ void Scheduler::invalidate_capture(CUstream_st* s) {
 
 CUresult Scheduler::enqueue(CUstream_st* s, OpPayload payload, CompletionPtr* done_out,
                             std::vector<CompletionPtr> extra_deps) {
+  const double gap = host_gap_ns();
+  LeaveGuard leave{[this] { host_left(); }};
   std::lock_guard<std::mutex> lock(mu_);
+  host_clock_ns_ += gap;  // the host reached this call that much later
   if (done_out) *done_out = nullptr;
   if (s->capture) {
     if (payload.kind == OpKind::FreeAsync || payload.kind == OpKind::Prefetch || payload.kind == OpKind::Discard) {
@@ -290,8 +325,11 @@ void Scheduler::wait_for(const CompletionPtr& c, std::unique_lock<std::mutex>& l
 }
 
 CUresult Scheduler::synchronize_stream(CUstream_st* s) {
+  const double gap = host_gap_ns();
+  LeaveGuard leave{[this] { host_left(); }};
   {
     std::unique_lock<std::mutex> lock(mu_);
+    host_clock_ns_ += gap;
     if (s->capture) {
       s->capture->invalidated = true;
       return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
@@ -304,8 +342,11 @@ CUresult Scheduler::synchronize_stream(CUstream_st* s) {
 }
 
 CUresult Scheduler::synchronize_device() {
+  const double gap = host_gap_ns();
+  LeaveGuard leave{[this] { host_left(); }};
   {
     std::unique_lock<std::mutex> lock(mu_);
+    host_clock_ns_ += gap;
     for (CUstream_st* s : streams_) {
       if (s->capture) {
         s->capture->invalidated = true;
@@ -321,7 +362,10 @@ CUresult Scheduler::synchronize_device() {
 }
 
 CUresult Scheduler::synchronize_event(CUevent_st* e) {
+  const double gap = host_gap_ns();
+  LeaveGuard leave{[this] { host_left(); }};
   std::unique_lock<std::mutex> lock(mu_);
+  host_clock_ns_ += gap;
   CompletionPtr last = e->last;
   wait_for(last, lock);
   return sticky();

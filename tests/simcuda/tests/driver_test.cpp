@@ -306,6 +306,35 @@ TEST_F(Simcuda, HostClockMovesOnlyWhenTheHostWaits) {
   EXPECT_EQ(st.max_stream_virtual_ns, 4000000u);
 }
 
+// Host time (simcuda_set_host_time_scale): the wall time the host spends between calls moves
+// its clock, so a kernel submitted after 30 ms of host work starts no earlier (its stream
+// idles meanwhile); scaled by the factor given; off, the same program's clock ignores it.
+TEST_F(Simcuda, HostTimeDelaysWorkSubmittedAfterIt) {
+  CUstream a;
+  ASSERT_EQ(cuStreamCreate(&a, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+  auto busy = [](int ms) {  // host work: the thread runs, it does not wait in simcuda
+    const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
+    while (std::chrono::steady_clock::now() < until) {
+    }
+  };
+  ASSERT_EQ(launch(k.fixed_1ms, a), CUDA_SUCCESS);
+  busy(30);  // off: ignored
+  ASSERT_EQ(launch(k.fixed_1ms, a), CUDA_SUCCESS);
+  ASSERT_EQ(cuStreamSynchronize(a), CUDA_SUCCESS);
+  EXPECT_EQ(simcuda_host_virtual_ns(), 2000000u);
+  simcuda_set_host_time_scale(0.5);
+  ASSERT_EQ(launch(k.fixed_1ms, a), CUDA_SUCCESS);  // the first call of this thread since: its clock starts
+  busy(30);
+  ASSERT_EQ(launch(k.fixed_1ms, a), CUDA_SUCCESS);
+  ASSERT_EQ(cuStreamSynchronize(a), CUDA_SUCCESS);
+  const std::uint64_t t = simcuda_host_virtual_ns();
+  // 2 ms, then the first kernel (1 ms) while the host works 15 ms (30 x 0.5), then the second:
+  // at least 2 + 15 + 1 = 18 ms; well under 2 + 30 + 1 (the scale applies).
+  EXPECT_GE(t, 18000000u);
+  EXPECT_LT(t, 30000000u);
+  simcuda_set_host_time_scale(0);
+}
+
 TEST_F(Simcuda, CaptureAndReplayGraph) {
   CUstream s;
   ASSERT_EQ(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
