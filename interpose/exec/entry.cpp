@@ -215,11 +215,15 @@ void unpin(Executor& e, const std::uint64_t* ids, unsigned n) {
   for (unsigned i = 0; i < n; ++i)
     if (Block* b = e.blocks.by_id(ids[i]); b != nullptr && b->pins > 0) --b->pins;
 }
+void unpin(Block* const* blocks, unsigned n) {
+  for (unsigned i = 0; i < n; ++i)
+    if (blocks[i]->pins > 0) --blocks[i]->pins;
+}
 
 }  // namespace
 
-CUresult before_launch(Launch& l, const std::uint64_t* words, unsigned nwords, std::uint64_t* ids, unsigned* nids) {
-  *nids = 0;
+CUresult before_launch(Launch& l, const std::uint64_t* words, unsigned nwords, Block** touched, unsigned* ntouched) {
+  *ntouched = 0;
   Executor* ex = running();
   if (ex == nullptr) return CUDA_SUCCESS;
   // Being captured into a graph: nothing may be enqueued around it; its accesses are made
@@ -236,8 +240,8 @@ CUresult before_launch(Launch& l, const std::uint64_t* words, unsigned nwords, s
     Block* b = e.blocks.by_addr(words[i]);
     if (b == nullptr || std::find(cur.begin(), cur.end(), b) != cur.end()) continue;
     ++b->pins;  // unpinned by after_launch (or below, on an error)
-    ids[n++] = b->id;
-    *nids = n;
+    touched[n++] = b;
+    *ntouched = n;
     cur.push_back(b);
     total += b->span;
     total_managed += e.managed->span_for(b->bytes);
@@ -274,14 +278,14 @@ CUresult before_launch(Launch& l, const std::uint64_t* words, unsigned nwords, s
     if (output == nullptr || b == output) e.materialize_dependents(*b);
   if (!l.complete_scan) {  // accesses unknown: nothing may be missing from its address or moving
     if (CUresult r = e.settle_for_unknown_access(ds); r != CUDA_SUCCESS) {
-      unpin(e, ids, n);
+      unpin(touched, n);
       return r;
     }
   }
   e.note_launch_need(total, total_managed, ki != nullptr && !ki->name.empty() ? std::string_view(ki->name) : "a kernel");
   for (Block* b : cur) {
     if (CUresult r = e.ensure_resident(*b, ds); r != CUDA_SUCCESS) {
-      unpin(e, ids, n);
+      unpin(touched, n);
       return r;
     }
   }
@@ -309,32 +313,34 @@ CUresult before_launch(Launch& l, const std::uint64_t* words, unsigned nwords, s
   return CUDA_SUCCESS;
 }
 
-void after_launch(Launch& l, const std::uint64_t* ids, unsigned n, bool launched) {
+void after_launch(Launch& l, Block* const* touched, unsigned n, bool launched) {
   if (!l.active) return;
   l.active = false;
   Executor& e = *g_ex;
   Held held(e);
   const CUstream ds = l.driver_stream;
+  Ev ev;
   if (launched) {
     e.planning.end_timing(l.timing, ds);
-    Ev ev = e.events.record(ds);
+    ev = e.events.record(ds);
     if (!ev) e.await_stream(ds);  // no event to order later moves by: the launch is done now
-    for (unsigned i = 0; i < n; ++i) {
-      Block* b = e.blocks.by_id(ids[i]);
-      if (b != nullptr && ev) mark_use(e.events, *b, ds, ev);
-    }
     if (l.output != kNoBlockId)
       if (Block* out = e.blocks.by_id(l.output)) out->producer = std::move(l.producer);
-    e.events.unref(ev);
     if (!l.complete_scan) e.mark_unknown_use(ds);
   } else {
     e.planning.cancel_timing(l.timing);
   }
   if (!l.complete_scan && e.unknown_in_flight > 0) --e.unknown_in_flight;
-  for (unsigned i = 0; i < n; ++i)
-    if (Block* b = e.blocks.by_id(ids[i]); b != nullptr && b->forwarded > 0) --b->forwarded;
+  // Still pinned, so still the blocks the launch used: a block freed meanwhile (id cleared)
+  // cannot have been reused; its free already ordered its reuse after this launch's stream.
+  for (unsigned i = 0; i < n; ++i) {
+    Block* b = touched[i];
+    if (ev && b->id != kNoBlockId) mark_use(e.events, *b, ds, ev);
+    if (b->forwarded > 0) --b->forwarded;
+    if (b->pins > 0) --b->pins;
+  }
+  e.events.unref(ev);
   l.producer.reset();
-  unpin(e, ids, n);
 }
 
 CUresult before_copy(std::uint64_t dst, std::uint64_t src, std::size_t bytes, CUstream s, bool per_thread, bool memset,

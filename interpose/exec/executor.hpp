@@ -57,6 +57,7 @@ bool alloc(CUdeviceptr* out, std::size_t bytes, CUstream s, bool per_thread, boo
 bool free(CUdeviceptr p, CUstream s, bool per_thread, bool stream_ordered, CUresult* r);
 
 struct Producer;
+struct Block;
 struct Launch {
   CUfunction func = nullptr;  // null when unknown (no layout)
   const FuncLayout* layout = nullptr;
@@ -75,12 +76,12 @@ struct Launch {
   std::shared_ptr<Producer> producer;
 };
 // Before forwarding a launch whose parameters hold `words` (scan_launch's candidate
-// pointers): resolves them to the executor's blocks, whose ids it writes to `ids` (room for
-// nwords) and their count to *nids. CUDA_SUCCESS: forward it; an error (out of memory):
-// return it without launching.
-CUresult before_launch(Launch& l, const std::uint64_t* words, unsigned nwords, std::uint64_t* ids, unsigned* nids);
-// After it (launched: the call succeeded), with the same ids.
-void after_launch(Launch& l, const std::uint64_t* ids, unsigned n, bool launched);
+// pointers): resolves them to the executor's blocks, pinned until after_launch, which it
+// writes to `touched` (room for nwords) and their count to *ntouched. CUDA_SUCCESS: forward
+// it; an error (out of memory): return it without launching (nothing left pinned).
+CUresult before_launch(Launch& l, const std::uint64_t* words, unsigned nwords, Block** touched, unsigned* ntouched);
+// After it (launched: the call succeeded), with the same blocks.
+void after_launch(Launch& l, Block* const* touched, unsigned n, bool launched);
 
 // Copies and memsets (dst/src: addresses; 0 when a side is host memory).
 struct CopyToken {

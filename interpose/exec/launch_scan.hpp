@@ -14,19 +14,19 @@ namespace capuchin::interpose {
 // members beside them gets the whole object cleared: a 28 KiB memset per launch, measured).
 struct LaunchWords {
   std::uint64_t words[kMaxLaunchWords];  // recorded for the trace
-  std::uint64_t ids[kMaxLaunchWords];    // the executor's blocks among them (before_launch)
+  exec::Block* blocks[kMaxLaunchWords];  // the executor's blocks among them (before_launch)
 };
 
 struct ScannedLaunch {
   exec::Launch launch;
   std::uint64_t* words;
-  std::uint64_t* ids;
+  exec::Block** blocks;
   unsigned nwords = 0, n = 0;
   std::uint8_t flags = 0;
   timing::Timer timer;  // the hook begins it just before forwarding the launch
 
   ScannedLaunch(LaunchWords& buf, const FuncLayout* layout, void** params, void** extra, std::uint8_t initial_flags)
-      : words(buf.words), ids(buf.ids), flags(initial_flags) {
+      : words(buf.words), blocks(buf.blocks), flags(initial_flags) {
     nwords = scan_launch(layout, params, extra, words, &flags);
     launch.layout = layout;
     launch.per_thread = (flags & kPerThread) != 0;
@@ -41,11 +41,11 @@ struct ScannedLaunch {
     launch.shmem = shmem;
     launch.stream = s;
   }
-  // Before it: the executor resolves the words to its blocks (ids, n).
-  CUresult prepare() { return exec::before_launch(launch, words, nwords, ids, &n); }
+  // Before it: the executor resolves the words to its blocks (blocks, n).
+  CUresult prepare() { return exec::before_launch(launch, words, nwords, blocks, &n); }
   // After the real launch: tells the executor, and records the launch when it happened.
   void finish(bool launched, std::uint64_t func, std::uint64_t stream) {
-    exec::after_launch(launch, ids, n, launched);
+    exec::after_launch(launch, blocks, n, launched);
     const std::uint32_t timed = timer.end(launched);
     if (launched) record_launch_words(launch.layout, func, words, nwords, stream, flags, timed);
   }
