@@ -8,7 +8,7 @@
 // libraries launch through it), with capture on (CAPUCHIN_SINK=null: events go through the
 // rings and the drain thread, then are discarded; set CAPUCHIN_RECORD to write a file).
 // Two kernels: 4 pointer arguments, and one 256-byte by-value struct (32 words scanned).
-// 1000 live allocations are registered first so the interval-map lookups are realistic.
+// 1000 live allocations are registered first (the span test then passes the pointer words).
 //
 // Output: per kernel, the median direct and intercepted ns per launch and the median added
 // ns; the capture summary; the last line `added_ns_per_launch_median <ns>` (the larger of the

@@ -31,4 +31,19 @@ inline double swap_round_trip_s(std::uint64_t bytes, double link_bytes_per_s, do
 // Orders candidates best victim first.
 void order_victims(std::vector<VictimCandidate>& c);
 
+// The same order one victim at a time, for callers that stop once enough bytes are free: a
+// heap over `c` (reordered in place), O(n) to set up and O(log n) per victim, where sorting
+// every resident tensor at each shortage dominated the executor's time under pressure.
+class VictimOrder {
+ public:
+  explicit VictimOrder(std::vector<VictimCandidate>& c);
+  bool done() const { return left_ == 0; }
+  // The best candidate not yet returned (precondition: !done()); valid until `c` changes.
+  const VictimCandidate& next();
+
+ private:
+  std::vector<VictimCandidate>& c_;
+  std::size_t left_;
+};
+
 }  // namespace capuchin::policy

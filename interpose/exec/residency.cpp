@@ -91,9 +91,8 @@ bool Executor::start_victims(std::uint64_t short_bytes) {
     const std::uint64_t idle = now - std::min(now, b.last_tick) + 1;
     cand.push_back({b.id, b.span, idle, policy::swap_round_trip_s(b.span, link, lat), false});
   });
-  policy::order_victims(cand);
-  for (std::size_t i = 0; i < cand.size() && freed < short_bytes; ++i) {
-    Block* b = blocks.by_id(cand[i].handle);  // evict() may wait: look each one up again
+  for (policy::VictimOrder order(cand); !order.done() && freed < short_bytes;) {
+    Block* b = blocks.by_id(order.next().handle);  // evict() may wait: look each one up again
     if (b == nullptr || b->pins != 0) continue;
     if (!mem(*b).movable(*b)) continue;
     if (!evict(*b, "pressure")) {

@@ -89,10 +89,9 @@ class CapuchinPolicy final : public sim::Policy {
       const std::uint64_t idle = controller_.tick() - std::min(controller_.tick(), last_tick_[tn]) + 1;
       cands_.push_back({tn, s.bytes(tn), idle, drop ? s.recompute_cost_s(tn) : swap, drop});
     }
-    policy::order_victims(cands_);
     std::uint64_t freed = 0;
-    for (const policy::VictimCandidate& v : cands_) {
-      if (freed >= bytes_short) break;
+    for (policy::VictimOrder order(cands_); !order.done() && freed < bytes_short;) {
+      const policy::VictimCandidate& v = order.next();
       out.push_back({static_cast<std::uint32_t>(v.handle), v.drop ? ActionKind::Drop : ActionKind::Evict});
       freed += v.bytes;
     }

@@ -282,5 +282,20 @@ TEST(Victims, LeastRestoreCostPerByteAndIdleEventFirst) {
   EXPECT_EQ(order, (std::vector<std::uint64_t>{4, 2, 3, 5, 1}));  // 2, 3 and 5 tie: smaller handle first
 }
 
+// One at a time, the same order as the sort, ties included, on many random candidates.
+TEST(Victims, OneAtATimeGivesTheSortedOrder) {
+  std::vector<VictimCandidate> v;
+  std::uint64_t x = 0x9e3779b97f4a7c15ull;
+  auto rnd = [&] { return x ^= x << 13, x ^= x >> 7, x ^= x << 17, x; };
+  for (std::uint64_t h = 0; h < 2000; ++h)  // few distinct keys: many ties
+    v.push_back({h * 7919 % 2003, 64u << (rnd() % 4), 1 + rnd() % 5, 0.5 * static_cast<double>(1 + rnd() % 3)});
+  std::vector<VictimCandidate> sorted = v;
+  order_victims(sorted);
+  std::vector<std::uint64_t> want, got;
+  for (const auto& c : sorted) want.push_back(c.handle);
+  for (VictimOrder order(v); !order.done();) got.push_back(order.next().handle);
+  EXPECT_EQ(got, want);
+}
+
 }  // namespace
 }  // namespace capuchin::policy
