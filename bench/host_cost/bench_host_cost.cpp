@@ -135,7 +135,7 @@ bool describe(TraceCase& c, int iters) {
 int main(int argc, char** argv) {
   std::string traces_dir = CAPUCHIN_SHARED_TRACES, replay = HOST_REPLAY_PATH, stub_dir = STUB_DRIVER_DIR,
               lib = CAPUCHIN_INTERPOSER_PATH;
-  int repeats = 3, iters = 8, warmup = 3, max_live = 100000;
+  int repeats = 3, iters = 20, warmup = 10, max_live = 100000;
   bool skip_traces = false, skip_curve = false;
   CLI::App app{"bench_host_cost: host time libcapuchin.so adds per CUDA call and per iteration (null driver)"};
   app.add_option("--traces", traces_dir, "folder of traces (*.jsonl.gz)");
