@@ -63,11 +63,24 @@ void clean_environment() {
   for (const std::string& n : names) unsetenv(n.c_str());
 }
 
-bool run_child(const std::string& command, Output* out, std::string* capture_line) {
-  FILE* p = popen(command.c_str(), "r");
+// What the run says of capuchin itself: its capture summary, and the executor's (evictions).
+struct Seen {
+  std::string capture_line;
+  bool executor = false;
+  long evictions = -1;
+};
+
+bool run_child(const std::string& command, Output* out, Seen* seen) {
+  FILE* p = popen((command + " 2>&1").c_str(), "r");
   if (p == nullptr) return false;
-  char line[2048];
+  char line[4096];
+  std::string* capture_line = &seen->capture_line;
   while (std::fgets(line, sizeof line, p) != nullptr) {
+    if (const char* at = std::strstr(line, "executor summary:")) {
+      seen->executor = true;
+      if (const char* ev = std::strstr(at, " evictions=")) seen->evictions = std::atol(ev + 11);
+      continue;
+    }
     std::istringstream in(line);
     std::string key;
     in >> key;
@@ -90,10 +103,21 @@ bool run_child(const std::string& command, Output* out, std::string* capture_lin
 
 std::string command_for(const Mode& m, const std::string& replay, const std::string& stub_dir, const std::string& lib,
                         const std::string& args) {
-  std::string c = "LD_LIBRARY_PATH='" + stub_dir + "' CAPUCHIN_LOG=error";
+  std::string c = "LD_LIBRARY_PATH='" + stub_dir + "' CAPUCHIN_LOG=" + (m.budget.empty() ? "error" : "info");
   if (m.preload) c += " LD_PRELOAD='" + lib + "' CAPUCHIN_SINK=null CAPUCHIN_DRAIN_US=200";
   if (!m.budget.empty()) c += " CAPUCHIN_BUDGET=" + m.budget;
   return c + " '" + replay + "' " + args;
+}
+
+// Whether the run measured what its mode says (else the figures would be a vacuous "no cost"):
+// capuchin loaded and capturing, the executor on, and evicting under pressure.
+bool really(const Mode& m, const Seen& seen, const std::string& what) {
+  const char* why = nullptr;
+  if (m.preload && seen.capture_line.empty()) why = "libcapuchin.so did not capture (not loaded?)";
+  else if (!m.budget.empty() && !seen.executor) why = "the executor did not run";
+  else if (m.name == "pressure" && seen.evictions <= 0) why = "no eviction under pressure";
+  if (why != nullptr) std::fprintf(stderr, "bench_host_cost: %s, mode %s: %s\n", what.c_str(), m.name.c_str(), why);
+  return why == nullptr;
 }
 
 double median(std::vector<double> v) {
@@ -177,10 +201,12 @@ int main(int argc, char** argv) {
       for (int r = 0; r < repeats; ++r)
         for (const Mode& m : modes) {
           Output o;
-          if (!run_child(command_for(m, replay, stub_dir, lib, args), &o, &capture_line)) {
+          Seen seen;
+          if (!run_child(command_for(m, replay, stub_dir, lib, args), &o, &seen) || !really(m, seen, c.name)) {
             std::fprintf(stderr, "bench_host_cost: host_replay failed for %s (%s)\n", c.name.c_str(), m.name.c_str());
             ok = false;
           }
+          if (m.preload) capture_line = seen.capture_line;
           runs[m.name].push_back(std::move(o));
         }
       for (const Mode& m : modes) {
@@ -218,11 +244,11 @@ int main(int argc, char** argv) {
       const int per_round = live >= 100000 ? 2000 : 5000;
       const std::string args = "curve --live " + std::to_string(live) + " --rounds 11 --per-round " + std::to_string(per_round);
       std::map<std::string, std::vector<Output>> runs;
-      std::string capture_line;
       for (int r = 0; r < repeats; ++r)
         for (const Mode& m : modes) {
           Output o;
-          if (!run_child(command_for(m, replay, stub_dir, lib, args), &o, &capture_line)) {
+          Seen seen;
+          if (!run_child(command_for(m, replay, stub_dir, lib, args), &o, &seen) || !really(m, seen, "curve")) {
             std::fprintf(stderr, "bench_host_cost: host_replay curve failed (%d live, %s)\n", live, m.name.c_str());
             ok = false;
           }
