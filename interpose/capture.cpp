@@ -274,61 +274,22 @@ void record_host_free(std::uint64_t base) {
   });
 }
 
+DeviceSpan device_span() {
+  State& s = st();
+  return DeviceSpan{s.span_lo.load(std::memory_order_relaxed), s.span_hi.load(std::memory_order_relaxed)};
+}
+
+const ScanRun* scan_runs(const FuncLayout& layout) { return st().cache.runs(layout); }
+
 unsigned scan_launch(const FuncLayout* layout, void** params, void** extra, std::uint64_t* words,
                      std::uint8_t* flags) {
-  State& s = st();
-  // Most words are scalars far outside every allocation: one subtract-and-compare rejects them.
-  const std::uint64_t lo = s.span_lo.load(std::memory_order_relaxed);
-  const std::uint64_t span = s.span_hi.load(std::memory_order_relaxed) - lo;
-  if (lo > s.span_hi.load(std::memory_order_relaxed)) return 0;  // no allocation yet
   unsigned n = 0;
-  auto keep = [&](std::uint64_t w) {
+  for_each_candidate(layout, params, extra, [&](std::uint64_t w) {
     for (unsigned j = 0; j < n; ++j)
       if (words[j] == w) return;
     if (n < kMaxLaunchWords) words[n++] = w;
     else *flags |= kTruncated;
-  };
-  // Four words at a time: one or-ed range test per block (vectorisable), a closer look only
-  // at blocks holding a candidate.
-  auto scan_words = [&](const char* p, std::uint32_t count) {
-    std::uint32_t i = 0;
-    for (; i + 4 <= count; i += 4) {
-      std::uint64_t w0, w1, w2, w3;  // scalars, not an array: no round trip through the stack
-      std::memcpy(&w0, p + 8 * i, 8);
-      std::memcpy(&w1, p + 8 * i + 8, 8);
-      std::memcpy(&w2, p + 8 * i + 16, 8);
-      std::memcpy(&w3, p + 8 * i + 24, 8);
-      const bool any = (w0 - lo < span) | (w1 - lo < span) | (w2 - lo < span) | (w3 - lo < span);
-      if (any) [[unlikely]] {
-        for (std::uint64_t w : {w0, w1, w2, w3})
-          if (w - lo < span) keep(w);
-      }
-    }
-    for (; i < count; ++i) {
-      std::uint64_t x;
-      std::memcpy(&x, p + 8 * i, sizeof x);
-      if (x - lo < span) keep(x);
-    }
-  };
-  if (params != nullptr && layout != nullptr) {
-    const ScanRun* runs = s.cache.runs(*layout);
-    const std::uint32_t nruns = layout->nruns;
-    for (std::uint32_t k = 0; k < nruns; ++k) {
-      const char* value = static_cast<const char*>(params[runs[k].param]);
-      if (value == nullptr) [[unlikely]] continue;
-      scan_words(value + runs[k].offset, runs[k].nwords);
-    }
-  } else if (params == nullptr && extra != nullptr) {
-    // CU_LAUNCH_PARAM_BUFFER_POINTER / _SIZE pairs, CU_LAUNCH_PARAM_END-terminated.
-    const char* buf = nullptr;
-    std::size_t size = 0;
-    for (int i = 0; i < 64 && extra[i] != CU_LAUNCH_PARAM_END; i += 2) {
-      if (extra[i] == CU_LAUNCH_PARAM_BUFFER_POINTER) buf = static_cast<const char*>(extra[i + 1]);
-      else if (extra[i] == CU_LAUNCH_PARAM_BUFFER_SIZE && extra[i + 1] != nullptr)
-        size = *static_cast<const std::size_t*>(extra[i + 1]);
-    }
-    if (buf != nullptr) scan_words(buf, static_cast<std::uint32_t>(size > 0xffffu ? 0xffffu : size) / 8);
-  }
+  });
   return n;
 }
 

@@ -16,6 +16,7 @@
 #include <atomic>
 #include <cerrno>
 #include <cstdint>
+#include <cstring>
 
 #include "config.hpp"
 #include "func_cache.hpp"
@@ -82,6 +83,61 @@ void record_launch(const FuncLayout* layout, std::uint64_t func, void** params, 
 // words that lie in the span of device allocations seen so far: candidate pointers, interior
 // ones included) and may set kTruncated in *flags; record_launch_words records them.
 inline constexpr unsigned kMaxLaunchWords = 255 * kIdsPerCont;
+// The span of the device allocations recorded so far ([lo, hi), empty until the first): it
+// only grows, so a word outside it points into none.
+struct DeviceSpan {
+  std::uint64_t lo, hi;
+};
+DeviceSpan device_span();
+const ScanRun* scan_runs(const FuncLayout& layout);
+// Calls f(word) for each 8-byte-aligned parameter word of a launch inside device_span()
+// (repeats included): kernelParams by the layout's scan plan, or an `extra` buffer.
+template <class F>
+void for_each_candidate(const FuncLayout* layout, void** params, void** extra, F&& f) {
+  const DeviceSpan sp = device_span();  // each bound read once: a concurrent first allocation
+  if (sp.lo >= sp.hi) return;           // must not make the span wrap around
+  const std::uint64_t lo = sp.lo, span = sp.hi - sp.lo;
+  // Four words at a time: one or-ed range test per block (vectorisable), a closer look only
+  // at blocks holding a candidate. Most words are scalars far outside every allocation.
+  auto scan_words = [&](const char* p, std::uint32_t count) {
+    std::uint32_t i = 0;
+    for (; i + 4 <= count; i += 4) {
+      std::uint64_t w0, w1, w2, w3;  // scalars, not an array: no round trip through the stack
+      std::memcpy(&w0, p + 8 * i, 8);
+      std::memcpy(&w1, p + 8 * i + 8, 8);
+      std::memcpy(&w2, p + 8 * i + 16, 8);
+      std::memcpy(&w3, p + 8 * i + 24, 8);
+      const bool any = (w0 - lo < span) | (w1 - lo < span) | (w2 - lo < span) | (w3 - lo < span);
+      if (any) [[unlikely]] {
+        for (std::uint64_t w : {w0, w1, w2, w3})
+          if (w - lo < span) f(w);
+      }
+    }
+    for (; i < count; ++i) {
+      std::uint64_t x;
+      std::memcpy(&x, p + 8 * i, sizeof x);
+      if (x - lo < span) f(x);
+    }
+  };
+  if (params != nullptr && layout != nullptr) {
+    const ScanRun* runs = scan_runs(*layout);
+    for (std::uint32_t k = 0; k < layout->nruns; ++k) {
+      const char* value = static_cast<const char*>(params[runs[k].param]);
+      if (value == nullptr) [[unlikely]] continue;
+      scan_words(value + runs[k].offset, runs[k].nwords);
+    }
+  } else if (params == nullptr && extra != nullptr) {
+    // CU_LAUNCH_PARAM_BUFFER_POINTER / _SIZE pairs, CU_LAUNCH_PARAM_END-terminated.
+    const char* buf = nullptr;
+    std::size_t size = 0;
+    for (int i = 0; i < 64 && extra[i] != CU_LAUNCH_PARAM_END; i += 2) {
+      if (extra[i] == CU_LAUNCH_PARAM_BUFFER_POINTER) buf = static_cast<const char*>(extra[i + 1]);
+      else if (extra[i] == CU_LAUNCH_PARAM_BUFFER_SIZE && extra[i + 1] != nullptr)
+        size = *static_cast<const std::size_t*>(extra[i + 1]);
+    }
+    if (buf != nullptr) scan_words(buf, static_cast<std::uint32_t>(size > 0xffffu ? 0xffffu : size) / 8);
+  }
+}
 unsigned scan_launch(const FuncLayout* layout, void** params, void** extra, std::uint64_t* words, std::uint8_t* flags);
 void record_launch_words(const FuncLayout* layout, std::uint64_t func, const std::uint64_t* words, unsigned n,
                          std::uint64_t stream, std::uint8_t flags, std::uint32_t timing = 0);

@@ -222,8 +222,8 @@ void unpin(Block* const* blocks, unsigned n) {
 
 }  // namespace
 
-CUresult before_launch(Launch& l, const std::uint64_t* words, unsigned nwords, Block** touched, unsigned* ntouched) {
-  *ntouched = 0;
+CUresult before_launch(Launch& l, const std::uint64_t* words, unsigned nwords, std::vector<Block*>& touched) {
+  touched.clear();
   Executor* ex = running();
   if (ex == nullptr) return CUDA_SUCCESS;
   // Being captured into a graph: nothing may be enqueued around it; its accesses are made
@@ -231,18 +231,26 @@ CUresult before_launch(Launch& l, const std::uint64_t* words, unsigned nwords, B
   if (capture_sequence(reinterpret_cast<std::uint64_t>(l.stream), l.per_thread) != 0) return CUDA_SUCCESS;
   Executor& e = *ex;
   Held held(e);
-  std::vector<Block*>& cur = scratch().launch;
-  cur.clear();
+  std::vector<Block*>& cur = touched;
+  auto take = [&](std::uint64_t word) {
+    Block* b = e.blocks.by_addr(word);
+    if (b == nullptr || std::find(cur.begin(), cur.end(), b) != cur.end()) return;
+    if (cur.size() == kMaxLaunchWords) {  // more blocks than a launch event holds
+      l.complete_scan = false;
+      return;
+    }
+    ++b->pins;  // unpinned by after_launch (or on an error, below)
+    cur.push_back(b);
+  };
+  if (l.words_truncated && l.layout != nullptr)  // more candidate words than recorded: every one, here
+    for_each_candidate(l.layout, l.params, l.extra, take);
+  else
+    for (unsigned i = 0; i < nwords; ++i) take(words[i]);
+  const unsigned n = static_cast<unsigned>(cur.size());
+  Block* const* pinned = cur.data();
   std::uint64_t total = 0, total_managed = 0;
   std::uint64_t sig = op_signature(Op::Kernel, reinterpret_cast<std::uint64_t>(l.func));
-  unsigned n = 0;
-  for (unsigned i = 0; i < nwords; ++i) {
-    Block* b = e.blocks.by_addr(words[i]);
-    if (b == nullptr || std::find(cur.begin(), cur.end(), b) != cur.end()) continue;
-    ++b->pins;  // unpinned by after_launch (or below, on an error)
-    touched[n++] = b;
-    *ntouched = n;
-    cur.push_back(b);
+  for (Block* b : cur) {
     total += b->span;
     total_managed += e.managed->span_for(b->bytes);
     sig = mix_signature(sig, b->bytes);
@@ -278,14 +286,14 @@ CUresult before_launch(Launch& l, const std::uint64_t* words, unsigned nwords, B
     if (output == nullptr || b == output) e.materialize_dependents(*b);
   if (!l.complete_scan) {  // accesses unknown: nothing may be missing from its address or moving
     if (CUresult r = e.settle_for_unknown_access(ds); r != CUDA_SUCCESS) {
-      unpin(touched, n);
+      unpin(pinned, n);
       return r;
     }
   }
   e.note_launch_need(total, total_managed, ki != nullptr && !ki->name.empty() ? std::string_view(ki->name) : "a kernel");
   for (Block* b : cur) {
     if (CUresult r = e.ensure_resident(*b, ds); r != CUDA_SUCCESS) {
-      unpin(touched, n);
+      unpin(pinned, n);
       return r;
     }
   }
@@ -313,7 +321,7 @@ CUresult before_launch(Launch& l, const std::uint64_t* words, unsigned nwords, B
   return CUDA_SUCCESS;
 }
 
-void after_launch(Launch& l, Block* const* touched, unsigned n, bool launched) {
+void after_launch(Launch& l, const std::vector<Block*>& touched, bool launched) {
   if (!l.active) return;
   l.active = false;
   Executor& e = *g_ex;
@@ -332,9 +340,9 @@ void after_launch(Launch& l, Block* const* touched, unsigned n, bool launched) {
   }
   if (!l.complete_scan && e.unknown_in_flight > 0) --e.unknown_in_flight;
   // Still pinned, so still the blocks the launch used: a block freed meanwhile (id cleared)
-  // cannot have been reused; its free already ordered its reuse after this launch's stream.
-  for (unsigned i = 0; i < n; ++i) {
-    Block* b = touched[i];
+  // cannot have been reused while pinned; it gets no use mark (as before, when it was looked
+  // up by id), so a reuse is ordered only by what its free recorded.
+  for (Block* b : touched) {
     if (ev && b->id != kNoBlockId) mark_use(e.events, *b, ds, ev);
     if (b->forwarded > 0) --b->forwarded;
     if (b->pins > 0) --b->pins;

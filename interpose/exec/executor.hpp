@@ -20,6 +20,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 namespace capuchin::interpose {
 struct FuncLayout;
@@ -67,7 +68,8 @@ struct Launch {
   bool per_thread = false;
   void** params = nullptr;
   void** extra = nullptr;
-  bool complete_scan = true;  // false: unscanned or truncated (accesses unknown)
+  bool complete_scan = true;  // false: unscanned, or more blocks than an event holds (accesses unknown)
+  bool words_truncated = false;  // scan_launch kept only the first kMaxLaunchWords candidate words
   // set by before_launch for after_launch
   bool active = false;
   CUstream driver_stream = nullptr;
@@ -76,12 +78,13 @@ struct Launch {
   std::shared_ptr<Producer> producer;
 };
 // Before forwarding a launch whose parameters hold `words` (scan_launch's candidate
-// pointers): resolves them to the executor's blocks, pinned until after_launch, which it
-// writes to `touched` (room for nwords) and their count to *ntouched. CUDA_SUCCESS: forward
-// it; an error (out of memory): return it without launching (nothing left pinned).
-CUresult before_launch(Launch& l, const std::uint64_t* words, unsigned nwords, Block** touched, unsigned* ntouched);
+// pointers; all of them unless l.words_truncated, when the parameters are scanned again
+// here): resolves them to the executor's blocks, pinned until after_launch, into `touched`.
+// CUDA_SUCCESS: forward it; an error (out of memory): return it without launching (nothing
+// left pinned).
+CUresult before_launch(Launch& l, const std::uint64_t* words, unsigned nwords, std::vector<Block*>& touched);
 // After it (launched: the call succeeded), with the same blocks.
-void after_launch(Launch& l, Block* const* touched, unsigned n, bool launched);
+void after_launch(Launch& l, const std::vector<Block*>& touched, bool launched);
 
 // Copies and memsets (dst/src: addresses; 0 when a side is host memory).
 struct CopyToken {

@@ -10,29 +10,32 @@
 
 namespace capuchin::interpose {
 
-// The scan's arrays (28 KiB): a hook's local, left uninitialised (a struct with initialised
-// members beside them gets the whole object cleared: a 28 KiB memset per launch, measured).
+// The scan's words (14 KiB): a hook's local, left uninitialised (a struct with initialised
+// members beside it gets the whole object cleared: a memset per launch, measured).
 struct LaunchWords {
   std::uint64_t words[kMaxLaunchWords];  // recorded for the trace
-  exec::Block* blocks[kMaxLaunchWords];  // the executor's blocks among them (before_launch)
 };
+// The executor's blocks among them (before_launch): per thread, off the job's stack; a hook
+// never nests in another on the same thread (HookScope), so one list per thread suffices.
+inline thread_local std::vector<exec::Block*> t_launch_blocks;
 
 struct ScannedLaunch {
   exec::Launch launch;
   std::uint64_t* words;
-  exec::Block** blocks;
-  unsigned nwords = 0, n = 0;
+  std::vector<exec::Block*>& blocks;
+  unsigned nwords = 0;
   std::uint8_t flags = 0;
   timing::Timer timer;  // the hook begins it just before forwarding the launch
 
   ScannedLaunch(LaunchWords& buf, const FuncLayout* layout, void** params, void** extra, std::uint8_t initial_flags)
-      : words(buf.words), blocks(buf.blocks), flags(initial_flags) {
+      : words(buf.words), blocks(t_launch_blocks), flags(initial_flags) {
     nwords = scan_launch(layout, params, extra, words, &flags);
     launch.layout = layout;
     launch.per_thread = (flags & kPerThread) != 0;
     launch.params = params;
     launch.extra = extra;
-    launch.complete_scan = layout != nullptr && (flags & kTruncated) == 0;
+    launch.complete_scan = layout != nullptr;
+    launch.words_truncated = (flags & kTruncated) != 0;
   }
   void set_geometry(unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, unsigned shmem,
                     CUstream s) {
@@ -41,11 +44,11 @@ struct ScannedLaunch {
     launch.shmem = shmem;
     launch.stream = s;
   }
-  // Before it: the executor resolves the words to its blocks (blocks, n).
-  CUresult prepare() { return exec::before_launch(launch, words, nwords, blocks, &n); }
+  // Before it: the executor resolves the words to its blocks.
+  CUresult prepare() { return exec::before_launch(launch, words, nwords, blocks); }
   // After the real launch: tells the executor, and records the launch when it happened.
   void finish(bool launched, std::uint64_t func, std::uint64_t stream) {
-    exec::after_launch(launch, blocks, n, launched);
+    exec::after_launch(launch, blocks, launched);
     const std::uint32_t timed = timer.end(launched);
     if (launched) record_launch_words(launch.layout, func, words, nwords, stream, flags, timed);
   }

@@ -8,7 +8,7 @@
 // default stream waits for all prior work of blocking streams, and blocking streams (including
 // per-thread default streams) wait for prior legacy work; non-blocking streams do neither.
 // With host time on (SIMCUDA_HOST_TIME, simcuda.h), the host's clock also advances at each
-// submission and wait by the scaled wall time the thread spent outside them since its last.
+// submission and wait by the scaled wall time since any thread's last one returned.
 #include <unistd.h>
 
 #include <algorithm>
@@ -24,9 +24,14 @@ namespace simcuda {
 
 namespace {
 thread_local CUstream_st* tls_per_thread_stream = nullptr;
-// The end of this thread's last submission or wait (host time, see host_gap_ns).
-thread_local std::chrono::steady_clock::time_point tls_left_simcuda{};
-thread_local bool tls_left_once = false;
+// When a submission or wait last returned, on any thread (host time, see host_gap_ns), in
+// steady-clock ns; 0 before the first. One host timeline: threads that take turns submitting
+// (PyTorch's forward on the main thread, backward on autograd's device thread) add up once.
+std::atomic<std::int64_t> g_left_simcuda_ns{0};
+
+std::int64_t steady_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
 
 // Marks the thread as back in its own code when a submission or wait returns.
 struct LeaveGuard {
@@ -37,14 +42,14 @@ struct LeaveGuard {
 
 double Scheduler::host_gap_ns() {
   const double scale = host_time_scale_.load(std::memory_order_relaxed);
-  if (scale <= 0 || !tls_left_once) return 0;
-  return scale * std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - tls_left_simcuda).count();
+  const std::int64_t left = g_left_simcuda_ns.load(std::memory_order_relaxed);
+  if (scale <= 0 || left == 0) return 0;
+  return scale * static_cast<double>(std::max<std::int64_t>(0, steady_ns() - left));
 }
 
 void Scheduler::host_left() {
   if (host_time_scale_.load(std::memory_order_relaxed) <= 0) return;
-  tls_left_simcuda = std::chrono::steady_clock::now();
-  tls_left_once = true;
+  g_left_simcuda_ns.store(steady_ns(), std::memory_order_relaxed);
 }
 
 Scheduler::Scheduler() {

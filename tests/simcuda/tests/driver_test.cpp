@@ -323,7 +323,7 @@ TEST_F(Simcuda, HostTimeDelaysWorkSubmittedAfterIt) {
   ASSERT_EQ(cuStreamSynchronize(a), CUDA_SUCCESS);
   EXPECT_EQ(simcuda_host_virtual_ns(), 2000000u);
   simcuda_set_host_time_scale(0.5);
-  ASSERT_EQ(launch(k.fixed_1ms, a), CUDA_SUCCESS);  // the first call of this thread since: its clock starts
+  ASSERT_EQ(launch(k.fixed_1ms, a), CUDA_SUCCESS);  // the first call since: host time counts from its return
   busy(30);
   ASSERT_EQ(launch(k.fixed_1ms, a), CUDA_SUCCESS);
   ASSERT_EQ(cuStreamSynchronize(a), CUDA_SUCCESS);

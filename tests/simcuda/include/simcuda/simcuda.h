@@ -117,11 +117,10 @@ uint64_t simcuda_stream_virtual_ns(CUstream stream);
 uint64_t simcuda_host_virtual_ns(void);
 /* Host time (SIMCUDA_HOST_TIME=<scale>, or this call; 0 = off, the default): the host's
  * virtual clock also advances, at each submission of device work and each host wait, by the
- * wall time the calling thread spent outside those calls since its previous one, times
- * `scale` (the speed of this CPU against a GPU server's: 0.5 when it is twice as slow). A
- * GPU waiting for a slow host then shows in virtual time: no op starts before the host
- * submitted it. Submitting threads share the one host clock (right for one training thread;
- * an overestimate when several submit concurrently). */
+ * wall time since the last such call returned (on any thread), times `scale` (the speed of
+ * this CPU against a GPU server's: 0.5 when it is twice as slow). A GPU waiting for a slow
+ * host then shows in virtual time: no op starts before the host submitted it. One host
+ * timeline: threads taking turns count once; threads submitting concurrently overlap. */
 void simcuda_set_host_time_scale(double scale);
 /* Resets peak_device_bytes to the current use and zeroes the counters (not residency). */
 void simcuda_reset_stats(void);
