@@ -39,9 +39,8 @@ void Translator::emit(EventView& ev) {
   ++stats_.events_written;
 }
 
-std::uint64_t Translator::device_id(std::uint64_t addr, bool* host) const {
+std::uint64_t Translator::device_id(std::uint64_t addr) const {
   const AddressMap::Entry* e = addr != 0 ? addresses_.find(addr) : nullptr;
-  *host = e != nullptr && e->host;
   return e == nullptr || e->host ? kNoId : e->id;
 }
 
@@ -91,8 +90,7 @@ void Translator::on(const Record& raw, const std::uint64_t* words, std::size_t n
       return;
     }
     case Kind::Copy: {
-      bool dst_host = false, src_host = false;
-      const std::uint64_t dst = device_id(raw.h.b, &dst_host), src = device_id(raw.h.a, &src_host);
+      const std::uint64_t dst = device_id(raw.h.b), src = device_id(raw.h.a);
       CopySub sub;
       switch (static_cast<CopyHint>(raw.sub)) {
         case CopyHint::H2D: sub = CopySub::H2D; break;
@@ -112,8 +110,7 @@ void Translator::on(const Record& raw, const std::uint64_t* words, std::size_t n
       break;
     }
     case Kind::Memset: {
-      bool host = false;
-      head.h.a = device_id(raw.h.a, &host);
+      head.h.a = device_id(raw.h.a);
       head.h.f = head.h.a == kNoId ? 1 : 0;
       break;
     }

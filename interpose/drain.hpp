@@ -71,7 +71,7 @@ class Translator {
   // sides; Memset: a = id or kNoId, f = unknown sides).
   void translate(const Record& head, const std::uint64_t* ids, std::size_t nids, std::uint32_t slot);
   void free_stale(std::uint64_t id, std::uint32_t slot);
-  std::uint64_t device_id(std::uint64_t addr, bool* host) const;
+  std::uint64_t device_id(std::uint64_t addr) const;  // kNoId: host memory or unknown
   std::uint32_t stream_number(std::uint64_t handle, bool per_thread, std::uint32_t slot);
   void emit(trace::EventView& ev);
   bool live(std::uint64_t id) const { return live_.count(id) != 0; }

@@ -222,9 +222,10 @@ int main(int argc, char** argv) {
           calls += n;
         }
         const double pct = 100.0 * added_total / c.ideal_ns;
+        char pct_text[32] = "-";
+        if (m.name != "direct") std::snprintf(pct_text, sizeof pct_text, "%.1f", pct);
         std::printf("%-22s %-9s %9.0f %9.0f %9.0f %9.0f %9.0f %8.0f %12.1f %10s\n", c.name.c_str(), m.name.c_str(),
-                    per_call[0], per_call[1], per_call[2], per_call[3], per_call[4], calls, added_total / 1e3,
-                    m.name == "direct" ? "-" : (std::to_string(pct).substr(0, std::to_string(pct).find('.') + 2)).c_str());
+                    per_call[0], per_call[1], per_call[2], per_call[3], per_call[4], calls, added_total / 1e3, pct_text);
         if (m.name != "direct") worst_percent[m.name] = std::max(worst_percent[m.name], pct);
       }
       std::printf("%-22s ideal_us/it %.1f, natural peak %.1f MiB; direct rows: host ns per call of the program alone\n",

@@ -25,7 +25,6 @@
 #include <array>
 #include <chrono>
 #include <cstdio>
-#include <cstring>
 #include <random>
 #include <string>
 #include <thread>
@@ -64,6 +63,12 @@ struct List {  // one by-value parameter of 288 bytes
   std::uint64_t bytes[16];
 };
 static_assert(sizeof(List) == 288);
+
+// cuLaunchKernel's kernelParams for a Small: one pointer per parameter of layout 1.
+std::array<void*, 15> params_of(Small& s) {
+  return {&s.seed, &s.target, &s.packed, &s.ptr[0], &s.ptr[1], &s.ptr[2], &s.ptr[3], &s.ptr[4],
+          &s.ptr[5], &s.bytes[0], &s.bytes[1], &s.bytes[2], &s.bytes[3], &s.bytes[4], &s.bytes[5]};
+}
 
 CUfunction function(std::uint32_t name, int layout) {
   return reinterpret_cast<CUfunction>((static_cast<std::uintptr_t>(name) + 1) << 4 | static_cast<std::uintptr_t>(layout));
@@ -156,9 +161,10 @@ class TraceReplay {
       for (std::size_t i = 0; i < reads.size(); ++i) s.ptr[i] = ptr_[reads[i]], s.bytes[i] = t_.tensors[reads[i]].bytes;
       for (std::size_t i = 0; i < writes.size(); ++i)
         s.ptr[4 + i] = ptr_[writes[i]], s.bytes[4 + i] = t_.tensors[writes[i]].bytes;
-      void* params[15] = {&s.seed, &s.target, &s.packed, &s.ptr[0], &s.ptr[1], &s.ptr[2], &s.ptr[3], &s.ptr[4],
-                          &s.ptr[5], &s.bytes[0], &s.bytes[1], &s.bytes[2], &s.bytes[3], &s.bytes[4], &s.bytes[5]};
-      timer.time(kLaunch, [&] { check(cuLaunchKernel(function(name, 1), 1, 1, 1, 128, 1, 1, 0, nullptr, params, nullptr), "launch"); });
+      std::array<void*, 15> params = params_of(s);
+      timer.time(kLaunch, [&] {
+        check(cuLaunchKernel(function(name, 1), 1, 1, 1, 128, 1, 1, 0, nullptr, params.data(), nullptr), "launch");
+      });
       return;
     }
     // Tensor lists of up to 16: reads first, then writes, as TensorIterator packs them.
@@ -252,17 +258,13 @@ int run_curve(int live, int rounds, int per_round) {
     }
     pair_ns.push_back(std::chrono::duration<double, std::nano>(Clock::now() - t0).count() / per_round);
     // Four live allocations per launch, chosen anew each round (interior pointers, as views are).
-    CUdeviceptr a[4];
-    for (auto& x : a) x = held[rng() % held.size()] + 256;
-    void* params[15];
     Small s{};
-    for (int i = 0; i < 4; ++i) s.ptr[i] = a[i];
-    void* fields[15] = {&s.seed, &s.target, &s.packed, &s.ptr[0], &s.ptr[1], &s.ptr[2], &s.ptr[3], &s.ptr[4],
-                        &s.ptr[5], &s.bytes[0], &s.bytes[1], &s.bytes[2], &s.bytes[3], &s.bytes[4], &s.bytes[5]};
-    std::memcpy(params, fields, sizeof params);
+    for (int i = 0; i < 4; ++i) s.ptr[i] = held[rng() % held.size()] + 256;
+    std::array<void*, 15> params = params_of(s);
     const CUfunction f = function(0, 1);
     t0 = Clock::now();
-    for (int i = 0; i < per_round; ++i) check(cuLaunchKernel(f, 1, 1, 1, 128, 1, 1, 0, nullptr, params, nullptr), "launch");
+    for (int i = 0; i < per_round; ++i)
+      check(cuLaunchKernel(f, 1, 1, 1, 128, 1, 1, 0, nullptr, params.data(), nullptr), "launch");
     launch_ns.push_back(std::chrono::duration<double, std::nano>(Clock::now() - t0).count() / per_round);
     // Let capture's drain thread empty the ring: a full ring takes a cheaper drop path.
     std::this_thread::sleep_for(std::chrono::milliseconds(20));

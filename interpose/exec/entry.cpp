@@ -215,12 +215,14 @@ void unpin(Executor& e, const std::uint64_t* ids, unsigned n) {
   for (unsigned i = 0; i < n; ++i)
     if (Block* b = e.blocks.by_id(ids[i]); b != nullptr && b->pins > 0) --b->pins;
 }
-void unpin(Block* const* blocks, unsigned n) {
-  for (unsigned i = 0; i < n; ++i)
-    if (blocks[i]->pins > 0) --blocks[i]->pins;
+void unpin(const std::vector<Block*>& blocks) {
+  for (Block* b : blocks)
+    if (b->pins > 0) --b->pins;
 }
 
 }  // namespace
+
+std::vector<Block*>& launch_blocks() { return scratch().launch; }
 
 CUresult before_launch(Launch& l, const std::uint64_t* words, unsigned nwords, std::vector<Block*>& touched) {
   touched.clear();
@@ -246,8 +248,6 @@ CUresult before_launch(Launch& l, const std::uint64_t* words, unsigned nwords, s
     for_each_candidate(l.layout, l.params, l.extra, take);
   else
     for (unsigned i = 0; i < nwords; ++i) take(words[i]);
-  const unsigned n = static_cast<unsigned>(cur.size());
-  Block* const* pinned = cur.data();
   std::uint64_t total = 0, total_managed = 0;
   std::uint64_t sig = op_signature(Op::Kernel, reinterpret_cast<std::uint64_t>(l.func));
   for (Block* b : cur) {
@@ -286,14 +286,14 @@ CUresult before_launch(Launch& l, const std::uint64_t* words, unsigned nwords, s
     if (output == nullptr || b == output) e.materialize_dependents(*b);
   if (!l.complete_scan) {  // accesses unknown: nothing may be missing from its address or moving
     if (CUresult r = e.settle_for_unknown_access(ds); r != CUDA_SUCCESS) {
-      unpin(pinned, n);
+      unpin(cur);
       return r;
     }
   }
   e.note_launch_need(total, total_managed, ki != nullptr && !ki->name.empty() ? std::string_view(ki->name) : "a kernel");
   for (Block* b : cur) {
     if (CUresult r = e.ensure_resident(*b, ds); r != CUDA_SUCCESS) {
-      unpin(pinned, n);
+      unpin(cur);
       return r;
     }
   }
@@ -340,8 +340,8 @@ void after_launch(Launch& l, const std::vector<Block*>& touched, bool launched) 
   }
   if (!l.complete_scan && e.unknown_in_flight > 0) --e.unknown_in_flight;
   // Still pinned, so still the blocks the launch used: a block freed meanwhile (id cleared)
-  // cannot have been reused while pinned; it gets no use mark (as before, when it was looked
-  // up by id), so a reuse is ordered only by what its free recorded.
+  // cannot have been reused while pinned; it gets no use mark, so its reuse is ordered by
+  // what its free recorded only.
   for (Block* b : touched) {
     if (ev && b->id != kNoBlockId) mark_use(e.events, *b, ds, ev);
     if (b->forwarded > 0) --b->forwarded;

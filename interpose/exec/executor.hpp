@@ -85,6 +85,9 @@ struct Launch {
 CUresult before_launch(Launch& l, const std::uint64_t* words, unsigned nwords, std::vector<Block*>& touched);
 // After it (launched: the call succeeded), with the same blocks.
 void after_launch(Launch& l, const std::vector<Block*>& touched, bool launched);
+// The calling thread's list for `touched` (its executor scratch, scratch.hpp: off the job's
+// stack, and valid in hooks that run during the thread's exit).
+std::vector<Block*>& launch_blocks();
 
 // Copies and memsets (dst/src: addresses; 0 when a side is host memory).
 struct CopyToken {

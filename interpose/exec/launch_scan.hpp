@@ -1,6 +1,7 @@
 // The scan before a launch the executor handles, shared by the driver and runtime launch
-// hooks: collects the parameter words that may point into allocations and fills the executor's view of the
-// launch, except the geometry and stream, which each hook sets from its own arguments.
+// hooks: collects the parameter words that may point into allocations and fills the
+// executor's view of the launch, except the geometry and stream, which each hook sets from
+// its own arguments.
 // Contract: as scan_launch (no lock, no allocation); call inside the hook's ErrnoKeeper.
 #pragma once
 
@@ -15,20 +16,16 @@ namespace capuchin::interpose {
 struct LaunchWords {
   std::uint64_t words[kMaxLaunchWords];  // recorded for the trace
 };
-// The executor's blocks among them (before_launch): per thread, off the job's stack; a hook
-// never nests in another on the same thread (HookScope), so one list per thread suffices.
-inline thread_local std::vector<exec::Block*> t_launch_blocks;
-
 struct ScannedLaunch {
   exec::Launch launch;
   std::uint64_t* words;
-  std::vector<exec::Block*>& blocks;
+  std::vector<exec::Block*>& blocks;  // the executor's blocks among them (before_launch)
   unsigned nwords = 0;
   std::uint8_t flags = 0;
   timing::Timer timer;  // the hook begins it just before forwarding the launch
 
   ScannedLaunch(LaunchWords& buf, const FuncLayout* layout, void** params, void** extra, std::uint8_t initial_flags)
-      : words(buf.words), blocks(t_launch_blocks), flags(initial_flags) {
+      : words(buf.words), blocks(exec::launch_blocks()), flags(initial_flags) {
     nwords = scan_launch(layout, params, extra, words, &flags);
     launch.layout = layout;
     launch.per_thread = (flags & kPerThread) != 0;

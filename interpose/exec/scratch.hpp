@@ -6,7 +6,8 @@
 // exits (held by a trivially destructible initial-exec TLS pointer, so a hook called during
 // thread exit after that finds none and makes another).
 // Each list belongs to one function at a time: the function that fills it uses it before
-// calling anything that could fill it again.
+// calling anything that could fill it again (`launch`: one launch hook, which never nests on
+// its thread).
 #pragma once
 
 #include <cstdint>
@@ -20,7 +21,7 @@ namespace capuchin::interpose::exec {
 
 struct Scratch {
   std::vector<Block*> blocks;                     // start_victims: dead blocks
-  std::vector<Block*> launch;                     // before_launch: the launch's blocks
+  std::vector<Block*> launch;                     // a launch hook's blocks, from before_launch to after_launch
   std::vector<std::uint64_t> ids;                 // settle_for_unknown_access, kernel event ids
   std::vector<policy::Command> cmds;              // Executor::feed
   std::vector<policy::VictimCandidate> victims;   // start_victims

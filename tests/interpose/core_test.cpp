@@ -102,20 +102,49 @@ void put(ci::ThreadSlot* s, Record head, const std::vector<std::uint64_t>& ids =
   s->commit(1 + conts);
 }
 
-TEST(Drain, OrdersEventsAcrossThreadsIntoAValidTrace) {
+// A drain writing to a temporary trace file, with a kernel "k" (function 0x77, one 8-byte
+// parameter) in the function cache. The test stops the drain; the file goes with the rig.
+struct DrainRig {
   ci::RingPool pool;
-  ASSERT_TRUE(pool.init(8, 1u << 16));  // room for every event: this test expects no loss
-  g_pool = &pool;
   ci::FuncCache cache;
-  ASSERT_TRUE(cache.init());
-  const ci::ParamSpec specs[] = {{0, 8}};
-  const ci::FuncLayout* layout = cache.insert(0x77, 0x77, specs, 1, "k");
-  const std::string path = temp_path("order");
-  capuchin::trace::Header h;
-  auto sink = ci::open_file_sink(path, h);
-  ASSERT_TRUE(sink);
+  const ci::FuncLayout* layout = nullptr;
+  std::string path;
   ci::Drain drain;
-  ASSERT_TRUE(drain.start(pool, cache, std::move(*sink), 50));
+
+  ::testing::AssertionResult start(const char* tag, std::uint32_t slots, std::uint32_t records,
+                                   ci::Drain::TimingPoll poll = nullptr) {
+    if (!pool.init(slots, records) || !cache.init()) return ::testing::AssertionFailure() << "rings or cache";
+    g_pool = &pool;
+    const ci::ParamSpec specs[] = {{0, 8}};
+    layout = cache.insert(0x77, 0x77, specs, 1, "k");
+    path = temp_path(tag);
+    auto sink = ci::open_file_sink(path, capuchin::trace::Header{});
+    if (!sink) return ::testing::AssertionFailure() << sink.error().message;
+    if (!drain.start(pool, cache, std::move(*sink), 50, poll)) return ::testing::AssertionFailure() << "drain";
+    return ::testing::AssertionSuccess();
+  }
+  ~DrainRig() { std::remove(path.c_str()); }
+};
+
+// Every event of the trace at `path`, through the reader (which checks every rule: alloc
+// before use, no use after free), to `f`.
+template <class F>
+void read_trace(const std::string& path, F&& f) {
+  auto reader = capuchin::trace::TraceReader::open(path);
+  ASSERT_TRUE(reader) << reader.error().message();
+  capuchin::trace::EventView ev;
+  for (;;) {
+    auto more = reader->next(ev);
+    ASSERT_TRUE(more) << more.error().message();
+    if (!*more) return;
+    f(ev);
+  }
+}
+
+TEST(Drain, OrdersEventsAcrossThreadsIntoAValidTrace) {
+  DrainRig rig;
+  ASSERT_TRUE(rig.start("order", 8, 1u << 16));  // room for every event: this test expects no loss
+  ci::RingPool& pool = rig.pool;
   // Producer threads: each allocates, hands pointers to a consumer thread that launches on
   // them (12 words: two continuation records) and frees them.
   constexpr int kPairs = 3, kRounds = 300;
@@ -131,7 +160,7 @@ TEST(Drain, OrdersEventsAcrossThreadsIntoAValidTrace) {
         for (int r = 0; r < kRounds; ++r) {
           while (allocated.load(std::memory_order_acquire) <= r) std::this_thread::yield();
           Record l = rec(Kind::Launch);
-          l.aux = cache.index_of(layout);
+          l.aux = rig.cache.index_of(rig.layout);
           l.h.b = handoff.size();
           put(b, l, handoff);
           launched.store(r + 1, std::memory_order_release);
@@ -162,29 +191,20 @@ TEST(Drain, OrdersEventsAcrossThreadsIntoAValidTrace) {
     });
   }
   for (auto& t : threads) t.join();
-  const ci::CaptureStats stats = drain.stop();
+  const ci::CaptureStats stats = rig.drain.stop();
   EXPECT_EQ(stats.ring_lost_events, 0u);
   EXPECT_EQ(stats.allocs, static_cast<std::uint64_t>(kPairs * kRounds * 12));
   EXPECT_EQ(stats.frees, stats.allocs);
   EXPECT_EQ(stats.kernels, static_cast<std::uint64_t>(kPairs * kRounds));
   EXPECT_EQ(stats.unknown_ids_dropped, 0u);
-  // The reader checks every rule: alloc before use, no use after free.
-  auto reader = capuchin::trace::TraceReader::open(path);
-  ASSERT_TRUE(reader) << reader.error().message();
-  capuchin::trace::EventView ev;
   std::uint64_t kernels = 0;
-  for (;;) {
-    auto more = reader->next(ev);
-    ASSERT_TRUE(more) << more.error().message();
-    if (!*more) break;
-    if (ev.op == capuchin::trace::Op::Kernel) {
-      ++kernels;
-      EXPECT_EQ(ev.touch.size(), 12u);
-      EXPECT_EQ(ev.name, "k");
-    }
-  }
+  read_trace(rig.path, [&](const capuchin::trace::EventView& ev) {
+    if (ev.op != capuchin::trace::Op::Kernel) return;
+    ++kernels;
+    EXPECT_EQ(ev.touch.size(), 12u);
+    EXPECT_EQ(ev.name, "k");
+  });
   EXPECT_EQ(kernels, static_cast<std::uint64_t>(kPairs * kRounds));
-  std::remove(path.c_str());
 }
 
 // A timed launch whose end event is not ready holds back itself and what follows (the trace
@@ -199,19 +219,9 @@ ci::timing::Poll fake_poll(std::uint32_t pair, std::uint64_t* dur, bool give_up)
 }
 
 TEST(Drain, TimedLaunchWaitsForItsEventsAndCarriesTheDuration) {
-  ci::RingPool pool;
-  ASSERT_TRUE(pool.init(2, 1024));
-  g_pool = &pool;
-  ci::FuncCache cache;
-  ASSERT_TRUE(cache.init());
-  const ci::ParamSpec specs[] = {{0, 8}};
-  const ci::FuncLayout* layout = cache.insert(0x77, 0x77, specs, 1, "k");
-  const std::string path = temp_path("timing");
-  auto sink = ci::open_file_sink(path, capuchin::trace::Header{});
-  ASSERT_TRUE(sink);
-  ci::Drain drain;
-  ASSERT_TRUE(drain.start(pool, cache, std::move(*sink), 50, &fake_poll));
-  ci::ThreadSlot* s = pool.acquire();
+  DrainRig rig;
+  ASSERT_TRUE(rig.start("timing", 2, 1024, &fake_poll));
+  ci::ThreadSlot* s = rig.pool.acquire();
   Record al = rec(Kind::Alloc);
   al.h.a = 1;
   al.h.b = 0x10000;
@@ -219,7 +229,7 @@ TEST(Drain, TimedLaunchWaitsForItsEventsAndCarriesTheDuration) {
   put(s, al);
   for (std::uint64_t timing : {1u, 0u, 2u}) {  // timed, untimed, timed but failed
     Record l = rec(Kind::Launch);
-    l.aux = cache.index_of(layout);
+    l.aux = rig.cache.index_of(rig.layout);
     l.h.b = 1;
     l.h.f = timing;
     put(s, l, {0x10000});
@@ -228,24 +238,17 @@ TEST(Drain, TimedLaunchWaitsForItsEventsAndCarriesTheDuration) {
   f.h.b = 0x10000;
   put(s, f);
   while (g_polls.load() < 6) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  const ci::CaptureStats stats = drain.stop();
+  const ci::CaptureStats stats = rig.drain.stop();
   EXPECT_EQ(stats.kernels_timed, 1u);
   EXPECT_EQ(stats.timing_failed, 1u);
-  auto reader = capuchin::trace::TraceReader::open(path);
-  ASSERT_TRUE(reader) << reader.error().message();
-  capuchin::trace::EventView ev;
   std::vector<std::string> seen;
-  for (;;) {
-    auto more = reader->next(ev);
-    ASSERT_TRUE(more) << more.error().message();
-    if (!*more) break;
+  read_trace(rig.path, [&](const capuchin::trace::EventView& ev) {
     if (ev.op == capuchin::trace::Op::Kernel)
       seen.push_back((ev.flags & capuchin::trace::kHasDur) != 0 ? "k" + std::to_string(ev.dur_ns) : "k");
     else if (ev.op == capuchin::trace::Op::Free)
       seen.push_back("free");
-  }
+  });
   EXPECT_EQ(seen, (std::vector<std::string>{"k1234", "k", "k", "free"}));
-  std::remove(path.c_str());
 }
 
 TEST(Drain, FullRingDropsAndCountsWithoutBlocking) {
@@ -271,17 +274,9 @@ TEST(Drain, FullRingDropsAndCountsWithoutBlocking) {
 }
 
 TEST(Drain, GraphLaunchReplaysCapturedEventsAndCountsUnknownWords) {
-  ci::RingPool pool;
-  ASSERT_TRUE(pool.init(2, 1024));
-  g_pool = &pool;
-  ci::FuncCache cache;
-  ASSERT_TRUE(cache.init());
-  const std::string path = temp_path("graph");
-  auto sink = ci::open_file_sink(path, {});
-  ASSERT_TRUE(sink);
-  ci::Drain drain;
-  ASSERT_TRUE(drain.start(pool, cache, std::move(*sink), 50));
-  ci::ThreadSlot* s = pool.acquire();
+  DrainRig rig;
+  ASSERT_TRUE(rig.start("graph", 2, 1024));
+  ci::ThreadSlot* s = rig.pool.acquire();
   Record al = rec(Kind::Alloc);
   al.h.a = 0;
   al.h.b = 0x10000;
@@ -310,29 +305,21 @@ TEST(Drain, GraphLaunchReplaysCapturedEventsAndCountsUnknownWords) {
     g.h.a = 0xcafe;
     put(s, g);
   }
-  const ci::CaptureStats stats = drain.stop();
+  const ci::CaptureStats stats = rig.drain.stop();
   EXPECT_EQ(stats.graph_launches, 3u);
   EXPECT_EQ(stats.graph_events_replayed, 3u);
   EXPECT_EQ(stats.kernels, 3u);  // the captured launch itself is not a kernel run
   EXPECT_EQ(stats.unknown_words, 3u);  // resolved once, at capture; counted at each replay
   EXPECT_EQ(stats.unscanned_launches, 3u);
-  auto reader = capuchin::trace::TraceReader::open(path);
-  ASSERT_TRUE(reader);
-  capuchin::trace::EventView ev;
   int kernels = 0;
-  while (true) {
-    auto more = reader->next(ev);
-    ASSERT_TRUE(more) << more.error().message();
-    if (!*more) break;
-    if (ev.op == capuchin::trace::Op::Kernel) {
-      ++kernels;
-      ASSERT_EQ(ev.touch.size(), 1u);
-      EXPECT_EQ(ev.touch[0], 0u);
-      EXPECT_EQ(ev.name, "kernel@0x1234");
-    }
-  }
+  read_trace(rig.path, [&](const capuchin::trace::EventView& ev) {
+    if (ev.op != capuchin::trace::Op::Kernel) return;
+    ++kernels;
+    ASSERT_EQ(ev.touch.size(), 1u);
+    EXPECT_EQ(ev.touch[0], 0u);
+    EXPECT_EQ(ev.name, "kernel@0x1234");
+  });
   EXPECT_EQ(kernels, 3);
-  std::remove(path.c_str());
 }
 
 // The drain resolves the raw addresses hooks record, in event order: interior pointers,
@@ -340,19 +327,9 @@ TEST(Drain, GraphLaunchReplaysCapturedEventsAndCountsUnknownWords) {
 // entry replaced by a new allocation over it (its free is written first), a VMM unmap, the
 // direction of a copy given as "infer", and a free of an address it never saw (ignored).
 TEST(Drain, ResolvesAddressesToTheAllocationsLiveAtEachEvent) {
-  ci::RingPool pool;
-  ASSERT_TRUE(pool.init(2, 1024));
-  g_pool = &pool;
-  ci::FuncCache cache;
-  ASSERT_TRUE(cache.init());
-  const ci::ParamSpec specs[] = {{0, 8}};
-  const ci::FuncLayout* layout = cache.insert(0x77, 0x77, specs, 1, "k");
-  const std::string path = temp_path("resolve");
-  auto sink = ci::open_file_sink(path, {});
-  ASSERT_TRUE(sink);
-  ci::Drain drain;
-  ASSERT_TRUE(drain.start(pool, cache, std::move(*sink), 50));
-  ci::ThreadSlot* s = pool.acquire();
+  DrainRig rig;
+  ASSERT_TRUE(rig.start("resolve", 2, 1024));
+  ci::ThreadSlot* s = rig.pool.acquire();
   auto alloc = [&](std::uint64_t id, std::uint64_t base, std::uint64_t bytes) {
     Record r = rec(Kind::Alloc);
     r.h.a = id, r.h.b = base, r.h.c = bytes;
@@ -360,7 +337,7 @@ TEST(Drain, ResolvesAddressesToTheAllocationsLiveAtEachEvent) {
   };
   auto launch = [&](std::vector<std::uint64_t> words) {
     Record r = rec(Kind::Launch);
-    r.aux = cache.index_of(layout);
+    r.aux = rig.cache.index_of(rig.layout);
     r.h.b = words.size();
     put(s, r, words);
   };
@@ -388,21 +365,15 @@ TEST(Drain, ResolvesAddressesToTheAllocationsLiveAtEachEvent) {
   unmap.h.b = 0x100000, unmap.h.c = 0x100000;  // frees 3 (starts inside), not 4 (above)
   put(s, unmap);
   launch({0x100010, 0x200810});
-  const ci::CaptureStats stats = drain.stop();
+  const ci::CaptureStats stats = rig.drain.stop();
   EXPECT_EQ(stats.unknown_words, 2u);  // 0x300000, then 0x100010 after the unmap
-  auto reader = capuchin::trace::TraceReader::open(path);
-  ASSERT_TRUE(reader) << reader.error().message();
-  capuchin::trace::EventView ev;
   std::vector<std::string> seen;
   auto ids = [](std::span<const std::uint64_t> v) {
     std::string out;
     for (std::uint64_t id : v) out += (out.empty() ? "" : ",") + std::to_string(id);
     return out;
   };
-  for (;;) {
-    auto more = reader->next(ev);
-    ASSERT_TRUE(more) << more.error().message();
-    if (!*more) break;
+  read_trace(rig.path, [&](const capuchin::trace::EventView& ev) {
     switch (ev.op) {
       case capuchin::trace::Op::Alloc: seen.push_back("alloc " + std::to_string(ev.id)); break;
       case capuchin::trace::Op::Free: seen.push_back("free " + std::to_string(ev.id)); break;
@@ -413,10 +384,9 @@ TEST(Drain, ResolvesAddressesToTheAllocationsLiveAtEachEvent) {
         break;
       default: break;
     }
-  }
+  });
   EXPECT_EQ(seen, (std::vector<std::string>{"alloc 1", "alloc 2", "k 1,2", "free 1", "alloc 3", "k 3", "free 2",
                                             "alloc 4", "copy h2d 3", "free 3", "k 4"}));
-  std::remove(path.c_str());
 }
 
 }  // namespace

@@ -351,8 +351,16 @@ class Scheduler {
   void execute(CUstream_st* s, Op& op, double start_ns, double* cost_ns);
   void wait_for(const CompletionPtr& c, std::unique_lock<std::mutex>& lock);
   CUstream_st* per_thread_stream();
-  // SIMCUDA_HOST_TIME: the calling thread's host time since its last submission or wait
-  // (scaled; 0 when off), taken at the entry of one; host_left() at its exit.
+  // SIMCUDA_HOST_TIME (simcuda.h): a submission or wait opens a HostTurn, whose `gap` is the
+  // scaled host time since the last one returned (0 when off) and whose end stamps the return.
+  struct HostTurn {
+    explicit HostTurn(Scheduler& s) : sched(s), gap(s.host_gap_ns()) {}
+    ~HostTurn() { sched.host_left(); }
+    HostTurn(const HostTurn&) = delete;
+    HostTurn& operator=(const HostTurn&) = delete;
+    Scheduler& sched;
+    const double gap;
+  };
   double host_gap_ns();
   void host_left();
 

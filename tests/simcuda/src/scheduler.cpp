@@ -15,7 +15,6 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
-#include <functional>
 #include <random>
 
 #include "internal.hpp"
@@ -33,11 +32,6 @@ std::int64_t steady_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-// Marks the thread as back in its own code when a submission or wait returns.
-struct LeaveGuard {
-  std::function<void()> on_exit;
-  ~LeaveGuard() { on_exit(); }
-};
 }  // namespace
 
 double Scheduler::host_gap_ns() {
@@ -161,10 +155,9 @@ void Scheduler::invalidate_capture(CUstream_st* s) {
 
 CUresult Scheduler::enqueue(CUstream_st* s, OpPayload payload, CompletionPtr* done_out,
                             std::vector<CompletionPtr> extra_deps) {
-  const double gap = host_gap_ns();
-  LeaveGuard leave{[this] { host_left(); }};
+  const HostTurn turn(*this);
   std::lock_guard<std::mutex> lock(mu_);
-  host_clock_ns_ += gap;  // the host reached this call that much later
+  host_clock_ns_ += turn.gap;  // the host reached this call that much later
   if (done_out) *done_out = nullptr;
   if (s->capture) {
     if (payload.kind == OpKind::FreeAsync || payload.kind == OpKind::Prefetch || payload.kind == OpKind::Discard) {
@@ -330,11 +323,10 @@ void Scheduler::wait_for(const CompletionPtr& c, std::unique_lock<std::mutex>& l
 }
 
 CUresult Scheduler::synchronize_stream(CUstream_st* s) {
-  const double gap = host_gap_ns();
-  LeaveGuard leave{[this] { host_left(); }};
+  const HostTurn turn(*this);
   {
     std::unique_lock<std::mutex> lock(mu_);
-    host_clock_ns_ += gap;
+    host_clock_ns_ += turn.gap;
     if (s->capture) {
       s->capture->invalidated = true;
       return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
@@ -347,11 +339,10 @@ CUresult Scheduler::synchronize_stream(CUstream_st* s) {
 }
 
 CUresult Scheduler::synchronize_device() {
-  const double gap = host_gap_ns();
-  LeaveGuard leave{[this] { host_left(); }};
+  const HostTurn turn(*this);
   {
     std::unique_lock<std::mutex> lock(mu_);
-    host_clock_ns_ += gap;
+    host_clock_ns_ += turn.gap;
     for (CUstream_st* s : streams_) {
       if (s->capture) {
         s->capture->invalidated = true;
@@ -367,10 +358,9 @@ CUresult Scheduler::synchronize_device() {
 }
 
 CUresult Scheduler::synchronize_event(CUevent_st* e) {
-  const double gap = host_gap_ns();
-  LeaveGuard leave{[this] { host_left(); }};
+  const HostTurn turn(*this);
   std::unique_lock<std::mutex> lock(mu_);
-  host_clock_ns_ += gap;
+  host_clock_ns_ += turn.gap;
   CompletionPtr last = e->last;
   wait_for(last, lock);
   return sticky();
