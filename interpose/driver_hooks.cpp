@@ -442,6 +442,16 @@ CUresult body_StreamBeginCapture(const Variant& v, CUstream s, CUstreamCaptureMo
   }
   return r;
 }
+CUresult body_StreamBeginCaptureToGraph(const Variant& v, CUstream s, CUgraph g, const CUgraphNode* deps,
+                                        const CUgraphEdgeData* edges, size_t n, CUstreamCaptureMode mode) {
+  HookScope scope;
+  const CUresult r = REAL(StreamBeginCaptureToGraph)(s, g, deps, edges, n, mode);
+  if (r == CUDA_SUCCESS && scope.record()) {
+    ErrnoKeeper keep;
+    record_capture_begin(u64(s), thread_flag(v));
+  }
+  return r;
+}
 CUresult body_StreamEndCapture(const Variant& v, CUstream s, CUgraph* g) {
   HookScope scope;
   const CUresult r = REAL(StreamEndCapture)(s, g);

@@ -4,6 +4,7 @@
 #include <atomic>
 
 #include "capture.hpp"
+#include "capture_mode.hpp"
 #include "config.hpp"
 #include "real_api.hpp"
 
@@ -92,6 +93,10 @@ bool end_slow(std::uint32_t pair, CUstream stream, bool launched) {
 Poll poll(std::uint32_t pair, std::uint64_t* dur_ns, bool give_up) {
   if (pair == 0 || pair > kPairs) return Poll::Failed;
   Pair& p = g_pairs[pair - 1];
+  // The drain polls while the application may be capturing a graph in global mode: its
+  // queries must not be "potentially unsafe" calls then (capture_mode.hpp).
+  thread_local bool mode_left = false;
+  if (!mode_left) mode_left = leave_global_capture_mode();
   const CUresult q = g_query(p.end);
   if (q == CUDA_ERROR_NOT_READY && !give_up) return Poll::NotReady;
   float ms = 0;

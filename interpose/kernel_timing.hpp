@@ -60,7 +60,8 @@ class Timer {
 
 enum class Poll { Ready, NotReady, Failed };
 // A launch record's timing pair: Ready fills *dur_ns and frees the pair; Failed frees it;
-// NotReady keeps it unless `give_up` (then it is freed and Failed returned).
+// NotReady keeps it unless `give_up` (then it is freed and Failed returned). Called on the
+// drain thread only: the first call takes that thread out of global capture mode.
 Poll poll(std::uint32_t pair, std::uint64_t* dur_ns, bool give_up);
 
 }  // namespace capuchin::interpose::timing

@@ -485,6 +485,14 @@ cudaError_t rt_cudaStreamBeginCapture(F real, bool pt, cudaStream_t s, cudaStrea
   return r;
 }
 template <class F>
+cudaError_t rt_cudaStreamBeginCaptureToGraph(F real, bool pt, cudaStream_t s, cudaGraph_t g, const cudaGraphNode_t* deps,
+                                             const cudaGraphEdgeData* edges, size_t n, cudaStreamCaptureMode mode) {
+  HookScope scope;
+  const cudaError_t r = real(s, g, deps, edges, n, mode);
+  CAPUCHIN_AFTER(r == cudaSuccess, record_capture_begin(u64(s), pt_flag(pt)))
+  return r;
+}
+template <class F>
 cudaError_t rt_cudaStreamEndCapture(F real, bool pt, cudaStream_t s, cudaGraph_t* g) {
   HookScope scope;
   const cudaError_t r = real(s, g);
@@ -576,6 +584,10 @@ cudaError_t rt_cudaGraphLaunch(F real, bool pt, cudaGraphExec_t exec, cudaStream
   X(cudaEventRecordWithFlags, (cudaEvent_t e, cudaStream_t s, unsigned fl), (, e, s, fl), _ptsz)       \
   X(cudaStreamWaitEvent, (cudaStream_t s, cudaEvent_t e, unsigned fl), (, s, e, fl), _ptsz)            \
   X(cudaStreamBeginCapture, (cudaStream_t s, cudaStreamCaptureMode m), (, s, m), _ptsz)                \
+  X(cudaStreamBeginCaptureToGraph,                                                                      \
+    (cudaStream_t s, cudaGraph_t g, const cudaGraphNode_t* deps, const cudaGraphEdgeData* edges, size_t n, \
+     cudaStreamCaptureMode m),                                                                           \
+    (, s, g, deps, edges, n, m), _ptsz)                                                                  \
   X(cudaStreamEndCapture, (cudaStream_t s, cudaGraph_t * g), (, s, g), _ptsz)                          \
   X(cudaGraphInstantiate, (cudaGraphExec_t * e, cudaGraph_t g, unsigned long long fl), (, e, g, fl), _) \
   X(cudaGraphInstantiateWithFlags, (cudaGraphExec_t * e, cudaGraph_t g, unsigned long long fl),        \

@@ -50,6 +50,14 @@ bool alloc(CUdeviceptr* out, std::size_t bytes, CUstream s, bool per_thread, boo
     }
     return false;
   }
+  // cudaMalloc while a capture is in progress is the driver's to allow or refuse (CUDA refuses
+  // it unless the thread's capture mode is relaxed); serving it would need event queries and
+  // managed allocations of our own, on the application's behalf.
+  if (!stream_ordered && any_capture_active()) {
+    e.decisions.record(Action::Fallback, kNoBlockId, bytes, "capture-in-progress", -1,
+                       "a non-stream-ordered allocation during a graph capture: left to the driver");
+    return false;
+  }
   if (stream_ordered && capture_sequence(reinterpret_cast<std::uint64_t>(s), per_thread) != 0) {
     e.decisions.record(Action::Fallback, kNoBlockId, bytes, "stream-capture", -1, "allocated by the driver inside a graph capture");
     return false;  // a graph's allocation node: the driver's, outside the budget

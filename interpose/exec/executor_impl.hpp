@@ -25,6 +25,7 @@
 
 #include "api.hpp"
 #include "block.hpp"
+#include "capture_mode.hpp"
 #include "decisions.hpp"
 #include "event_pool.hpp"
 #include "host_pool.hpp"
@@ -56,6 +57,8 @@ class Executor;
 
 // The executor's lock for one hook call. Blocks released on the way (trimmed from the cache)
 // whose last driver call may synchronise (cuMemFree of managed memory) are freed after it.
+// While a graph capture is in progress the thread's capture mode is relaxed throughout, so the
+// executor's own queries, waits and allocations cannot invalidate it (capture_mode.hpp).
 class Held {
  public:
   explicit Held(Executor& e);
@@ -65,6 +68,7 @@ class Held {
 
  private:
   Executor& e_;
+  RelaxedCaptureScope relaxed_;  // before lk_: relaxed until the frees after the unlock are done
   std::unique_lock<std::mutex> lk_;
 };
 

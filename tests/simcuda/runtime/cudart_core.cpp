@@ -278,6 +278,22 @@ cudaError_t cudaStreamEndCapture_ptsz(cudaStream_t s, cudaGraph_t* g) {
   SIMCUDART_READY();
   return check(rt().stream_end_capture_ptsz(s, g));
 }
+cudaError_t cudaStreamBeginCaptureToGraph(cudaStream_t s, cudaGraph_t g, const cudaGraphNode_t* deps,
+                                          const cudaGraphEdgeData* edges, size_t n, enum cudaStreamCaptureMode mode) {
+  SIMCUDART_READY();
+  return check(rt().stream_begin_capture_to_graph(s, g, deps, reinterpret_cast<const CUgraphEdgeData*>(edges), n,
+                                                  static_cast<CUstreamCaptureMode>(mode)));
+}
+cudaError_t cudaStreamBeginCaptureToGraph_ptsz(cudaStream_t s, cudaGraph_t g, const cudaGraphNode_t* deps,
+                                               const cudaGraphEdgeData* edges, size_t n, enum cudaStreamCaptureMode mode) {
+  SIMCUDART_READY();
+  return check(rt().stream_begin_capture_to_graph_ptsz(s, g, deps, reinterpret_cast<const CUgraphEdgeData*>(edges), n,
+                                                       static_cast<CUstreamCaptureMode>(mode)));
+}
+cudaError_t cudaThreadExchangeStreamCaptureMode(enum cudaStreamCaptureMode* mode) {
+  SIMCUDART_READY();
+  return check(rt().thread_exchange_capture_mode(reinterpret_cast<CUstreamCaptureMode*>(mode)));
+}
 cudaError_t cudaStreamIsCapturing(cudaStream_t s, enum cudaStreamCaptureStatus* status) {
   SIMCUDART_READY();
   return check(rt().stream_is_capturing(s, reinterpret_cast<CUstreamCaptureStatus*>(status)));
@@ -299,6 +315,10 @@ cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t s) {
 cudaError_t cudaGraphLaunch_ptsz(cudaGraphExec_t exec, cudaStream_t s) {
   SIMCUDART_READY();
   return check(rt().graph_launch_ptsz(exec, s));
+}
+cudaError_t cudaGraphCreate(cudaGraph_t* g, unsigned int flags) {
+  SIMCUDART_READY();
+  return check(rt().graph_create(g, flags));
 }
 cudaError_t cudaGraphDestroy(cudaGraph_t g) {
   SIMCUDART_READY();

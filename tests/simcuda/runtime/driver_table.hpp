@@ -97,11 +97,15 @@ namespace simcudart {
   X(stream_begin_capture_ptsz, "cuStreamBeginCapture", cuStreamBeginCapture_v2_ptsz, true) \
   X(stream_end_capture, "cuStreamEndCapture", cuStreamEndCapture, false)             \
   X(stream_end_capture_ptsz, "cuStreamEndCapture", cuStreamEndCapture_ptsz, true)    \
+  X(stream_begin_capture_to_graph, "cuStreamBeginCaptureToGraph", cuStreamBeginCaptureToGraph, false) \
+  X(stream_begin_capture_to_graph_ptsz, "cuStreamBeginCaptureToGraph", cuStreamBeginCaptureToGraph_ptsz, true) \
+  X(thread_exchange_capture_mode, "cuThreadExchangeStreamCaptureMode", cuThreadExchangeStreamCaptureMode, false) \
   X(stream_is_capturing, "cuStreamIsCapturing", cuStreamIsCapturing, false)          \
   X(stream_is_capturing_ptsz, "cuStreamIsCapturing", cuStreamIsCapturing_ptsz, true) \
   X(graph_instantiate, "cuGraphInstantiate", cuGraphInstantiateWithFlags, false)     \
   X(graph_launch, "cuGraphLaunch", cuGraphLaunch, false)                             \
   X(graph_launch_ptsz, "cuGraphLaunch", cuGraphLaunch_ptsz, true)                    \
+  X(graph_create, "cuGraphCreate", cuGraphCreate, false)                            \
   X(graph_destroy, "cuGraphDestroy", cuGraphDestroy, false)                          \
   X(graph_exec_destroy, "cuGraphExecDestroy", cuGraphExecDestroy, false)             \
   X(event_create, "cuEventCreate", cuEventCreate, false)                             \

@@ -37,13 +37,17 @@ CUstream_st* stream_or(CUstream h, DefaultStream ds, CUresult* err) {
 CUresult stream_sync(CUstream h, DefaultStream ds) {
   CUresult err;
   CUstream_st* s = stream_or(h, ds, &err);
-  return s ? d().scheduler.synchronize_stream(s) : err;
+  if (s == nullptr) return err;
+  if (CUresult r = check_unsafe_call(); r != CUDA_SUCCESS) return r;
+  return d().scheduler.synchronize_stream(s);
 }
 
 CUresult stream_query(CUstream h, DefaultStream ds) {
   CUresult err;
   CUstream_st* s = stream_or(h, ds, &err);
-  return s ? d().scheduler.query_stream(s) : err;
+  if (s == nullptr) return err;
+  if (CUresult r = check_unsafe_call(); r != CUDA_SUCCESS) return r;
+  return d().scheduler.query_stream(s);
 }
 
 CUresult stream_wait_event(CUstream h, CUevent e, unsigned flags, DefaultStream ds) {
@@ -131,6 +135,17 @@ CUresult begin_capture(CUstream h, CUstreamCaptureMode mode, DefaultStream ds) {
   return s ? d().scheduler.begin_capture(s, mode) : err;
 }
 
+CUresult begin_capture_to_graph(CUstream h, CUgraph graph, const CUgraphNode* deps, size_t ndeps, CUstreamCaptureMode mode,
+                                DefaultStream ds) {
+  CUresult err;
+  CUstream_st* s = stream_or(h, ds, &err);
+  if (s == nullptr) return err;
+  if (graph == nullptr || (ndeps != 0 && deps == nullptr)) return CUDA_ERROR_INVALID_VALUE;
+  // Node handles are not simulated (cuGraphGetNodes counts only): no node can be named.
+  if (ndeps != 0) return CUDA_ERROR_NOT_SUPPORTED;
+  return d().scheduler.begin_capture(s, mode, graph);
+}
+
 CUresult end_capture(CUstream h, CUgraph* g, DefaultStream ds) {
   CUresult err;
   CUstream_st* s = stream_or(h, ds, &err);
@@ -210,6 +225,11 @@ CUresult check_ready() {
   if (!driver_initialized()) return CUDA_ERROR_NOT_INITIALIZED;
   if (tls_ctx == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
   return d().scheduler.sticky();
+}
+
+CUstreamCaptureMode& thread_capture_mode() {
+  thread_local CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_GLOBAL;
+  return mode;
 }
 
 }  // namespace simcuda
@@ -363,6 +383,7 @@ CUresult cuCtxGetDevice(CUdevice* device) {
 CUresult cuCtxSynchronize(void) {
   if (!driver_initialized()) return CUDA_ERROR_NOT_INITIALIZED;
   if (tls_ctx == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
+  if (CUresult r = check_unsafe_call(); r != CUDA_SUCCESS) return r;
   return d().scheduler.synchronize_device();
 }
 
@@ -450,6 +471,28 @@ CUresult cuStreamAddCallback(CUstream h, CUstreamCallback callback, void* user, 
 // ---- capture and graphs --------------------------------------------------------------------
 CUresult cuStreamBeginCapture_v2(CUstream h, CUstreamCaptureMode mode) { return begin_capture(h, mode, DefaultStream::Legacy); }
 CUresult cuStreamBeginCapture_v2_ptsz(CUstream h, CUstreamCaptureMode mode) { return begin_capture(h, mode, DefaultStream::PerThread); }
+CUresult cuStreamBeginCaptureToGraph(CUstream h, CUgraph g, const CUgraphNode* deps, const CUgraphEdgeData* /*edges*/,
+                                     size_t ndeps, CUstreamCaptureMode mode) {
+  return begin_capture_to_graph(h, g, deps, ndeps, mode, DefaultStream::Legacy);
+}
+CUresult cuStreamBeginCaptureToGraph_ptsz(CUstream h, CUgraph g, const CUgraphNode* deps, const CUgraphEdgeData* /*edges*/,
+                                          size_t ndeps, CUstreamCaptureMode mode) {
+  return begin_capture_to_graph(h, g, deps, ndeps, mode, DefaultStream::PerThread);
+}
+CUresult cuThreadExchangeStreamCaptureMode(CUstreamCaptureMode* mode) {
+  if (!driver_initialized()) return CUDA_ERROR_NOT_INITIALIZED;
+  if (mode == nullptr || (*mode != CU_STREAM_CAPTURE_MODE_GLOBAL && *mode != CU_STREAM_CAPTURE_MODE_THREAD_LOCAL &&
+                          *mode != CU_STREAM_CAPTURE_MODE_RELAXED))
+    return CUDA_ERROR_INVALID_VALUE;
+  std::swap(thread_capture_mode(), *mode);
+  return CUDA_SUCCESS;
+}
+CUresult cuGraphCreate(CUgraph* graph, unsigned int flags) {
+  if (CUresult r = check_ready(); r != CUDA_SUCCESS) return r;
+  if (graph == nullptr || flags != 0) return CUDA_ERROR_INVALID_VALUE;  // cuda.h: flags must be 0
+  *graph = new CUgraph_st;
+  return CUDA_SUCCESS;
+}
 CUresult cuStreamEndCapture(CUstream h, CUgraph* g) { return end_capture(h, g, DefaultStream::Legacy); }
 CUresult cuStreamEndCapture_ptsz(CUstream h, CUgraph* g) { return end_capture(h, g, DefaultStream::PerThread); }
 CUresult cuStreamIsCapturing(CUstream h, CUstreamCaptureStatus* s) { return is_capturing(h, s, DefaultStream::Legacy); }
@@ -518,11 +561,13 @@ CUresult cuEventRecordWithFlags_ptsz(CUevent e, CUstream h, unsigned int /*flags
 CUresult cuEventSynchronize(CUevent e) {
   if (!driver_initialized()) return CUDA_ERROR_NOT_INITIALIZED;
   if (!live_event(e)) return CUDA_ERROR_INVALID_HANDLE;
+  if (CUresult r = check_unsafe_call(); r != CUDA_SUCCESS) return r;
   return d().scheduler.synchronize_event(e);
 }
 CUresult cuEventQuery(CUevent e) {
   if (!driver_initialized()) return CUDA_ERROR_NOT_INITIALIZED;
   if (!live_event(e)) return CUDA_ERROR_INVALID_HANDLE;
+  if (CUresult r = check_unsafe_call(); r != CUDA_SUCCESS) return r;
   return d().scheduler.query_event(e);
 }
 CUresult cuEventElapsedTime_v2(float* ms, CUevent start, CUevent end) {

@@ -187,11 +187,13 @@ CUresult cuMemGetInfo_v2(size_t* free_bytes, size_t* total) {
 CUresult cuMemAlloc_v2(CUdeviceptr* dptr, size_t bytesize) {
   if (CUresult r = check_ready(); r != CUDA_SUCCESS) return r;
   if (dptr == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (CUresult r = check_unsafe_call(); r != CUDA_SUCCESS) return r;
   return d().memory.alloc_device(bytesize, nullptr, false, dptr);
 }
 
 CUresult cuMemFree_v2(CUdeviceptr dptr) {
   if (CUresult r = check_ready(); r != CUDA_SUCCESS) return r;
+  if (CUresult r = check_unsafe_call(); r != CUDA_SUCCESS) return r;
   // Like the real driver, freeing synchronises with outstanding work first.
   if (CUresult r = d().scheduler.synchronize_device(); r != CUDA_SUCCESS) return r;
   if (d().memory.is_managed(dptr)) return d().memory.free_managed(dptr);  // cuMemFree frees managed memory too
@@ -201,6 +203,7 @@ CUresult cuMemFree_v2(CUdeviceptr dptr) {
 CUresult cuMemAllocManaged(CUdeviceptr* dptr, size_t bytesize, unsigned int flags) {
   if (CUresult r = check_ready(); r != CUDA_SUCCESS) return r;
   if (dptr == nullptr || (flags != CU_MEM_ATTACH_GLOBAL && flags != CU_MEM_ATTACH_HOST)) return CUDA_ERROR_INVALID_VALUE;
+  if (CUresult r = check_unsafe_call(); r != CUDA_SUCCESS) return r;
   return d().memory.alloc_managed(bytesize, dptr);
 }
 

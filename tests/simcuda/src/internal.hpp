@@ -124,6 +124,8 @@ struct CaptureGraph {
   // unless the origin's frontier covers every node of every joined stream.
   std::map<CUstream_st*, size_t> captured;
   std::map<CUstream_st*, CaptureFrontier> frontier;
+  std::thread::id thread;       // the thread BeginCapture was called on
+  CUgraph_st* into = nullptr;   // cuStreamBeginCaptureToGraph: the graph nodes are added to
 };
 
 enum class StreamKind : uint8_t { Legacy, PerThread, Created };
@@ -327,11 +329,17 @@ class Scheduler {
   CUresult query_event(CUevent_st* e);
   CUresult elapsed_ms(CUevent_st* start, CUevent_st* end, float* ms);
 
-  CUresult begin_capture(CUstream_st* s, CUstreamCaptureMode mode);
+  CUresult begin_capture(CUstream_st* s, CUstreamCaptureMode mode, CUgraph_st* into = nullptr);
   CUresult end_capture(CUstream_st* s, CUgraph* graph);
   CUresult capture_status(CUstream_st* s, CUstreamCaptureStatus* status, cuuint64_t* id);
   bool capturing(CUstream_st* s);
-  bool any_global_capture();
+  // A "potentially unsafe API call" (cuda.h, cuThreadExchangeStreamCaptureMode) made by the
+  // calling thread, whose interaction mode is `thread_mode`. It is prohibited when the thread
+  // has a capture of its own not begun RELAXED (unless the thread is RELAXED), or when another
+  // thread has a GLOBAL capture and this thread is in GLOBAL mode. Prohibited: the captures it
+  // conflicts with are invalidated and CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED returned (what
+  // PyTorch's NCCL watchdog met with cudaEventQuery, pytorch#104487 / #148594).
+  CUresult check_unsafe_call(CUstreamCaptureMode thread_mode);
   void invalidate_capture(CUstream_st* s);
   CUresult launch_graph(CUgraphExec_st* exec, CUstream_st* s);
 
@@ -398,6 +406,12 @@ CUctx_st*& current_ctx();
 // failed; else the error the real driver gives (NOT_INITIALIZED, INVALID_CONTEXT, the sticky one).
 CUresult check_ready();
 bool is_function(CUfunc_st* f);
+// The calling thread's stream capture interaction mode (cuThreadExchangeStreamCaptureMode;
+// CU_STREAM_CAPTURE_MODE_GLOBAL unless changed).
+CUstreamCaptureMode& thread_capture_mode();
+// check_unsafe_call for the calling thread: the first check of every potentially unsafe call
+// (synchronising calls, event and stream queries, cuMemAlloc, cuMemAllocManaged, cuMemFree).
+inline CUresult check_unsafe_call() { return driver().scheduler.check_unsafe_call(thread_capture_mode()); }
 // How a copy's caller typed one side: Any (found from the address, as cuMemcpy does) or Device
 // (cuMemcpy2D's CU_MEMORYTYPE_DEVICE: must be device memory).
 enum class SidePlace : uint8_t { Any, Device };

@@ -141,11 +141,22 @@ bool Scheduler::capturing(CUstream_st* s) {
   return s->capture != nullptr;
 }
 
-bool Scheduler::any_global_capture() {
+CUresult Scheduler::check_unsafe_call(CUstreamCaptureMode thread_mode) {
+  if (thread_mode == CU_STREAM_CAPTURE_MODE_RELAXED) return CUDA_SUCCESS;
   std::lock_guard<std::mutex> lock(mu_);
-  for (CUstream_st* s : streams_)
-    if (s->capture && s->capture->mode == CU_STREAM_CAPTURE_MODE_GLOBAL) return true;
-  return false;
+  const std::thread::id me = std::this_thread::get_id();
+  bool prohibited = false;
+  for (CUstream_st* s : streams_) {
+    CaptureGraph* g = s->capture.get();
+    if (g == nullptr) continue;
+    const bool conflicts = g->thread == me ? g->mode != CU_STREAM_CAPTURE_MODE_RELAXED
+                                           : g->mode == CU_STREAM_CAPTURE_MODE_GLOBAL &&
+                                                 thread_mode == CU_STREAM_CAPTURE_MODE_GLOBAL;
+    if (!conflicts) continue;
+    g->invalidated = true;
+    prohibited = true;
+  }
+  return prohibited ? CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED : CUDA_SUCCESS;
 }
 
 void Scheduler::invalidate_capture(CUstream_st* s) {
@@ -442,12 +453,14 @@ CUresult Scheduler::elapsed_ms(CUevent_st* start, CUevent_st* end, float* ms) {
   return CUDA_SUCCESS;
 }
 
-CUresult Scheduler::begin_capture(CUstream_st* s, CUstreamCaptureMode mode) {
+CUresult Scheduler::begin_capture(CUstream_st* s, CUstreamCaptureMode mode, CUgraph_st* into) {
   std::lock_guard<std::mutex> lock(mu_);
   if (s == legacy_) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
   if (s->capture) return CUDA_ERROR_ILLEGAL_STATE;
   s->capture = std::make_shared<CaptureGraph>();
   s->capture->mode = mode;
+  s->capture->thread = std::this_thread::get_id();
+  s->capture->into = into;
   s->capture->id = next_capture_id_++;
   s->capture->origin = s;
   s->capture->captured[s] = 0;
@@ -458,6 +471,9 @@ CUresult Scheduler::end_capture(CUstream_st* s, CUgraph* graph) {
   std::lock_guard<std::mutex> lock(mu_);
   if (!s->capture) return CUDA_ERROR_ILLEGAL_STATE;
   std::shared_ptr<CaptureGraph> g = s->capture;
+  // cuda.h, cuStreamEndCapture: unless begun RELAXED, "this call must be from the same thread".
+  if (g->mode != CU_STREAM_CAPTURE_MODE_RELAXED && g->thread != std::this_thread::get_id())
+    return CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD;
   if (s != g->origin) {  // a stream that joined through an event: the capture goes on, broken
     g->invalidated = true;
     return CUDA_ERROR_STREAM_CAPTURE_UNMATCHED;
@@ -478,8 +494,10 @@ CUresult Scheduler::end_capture(CUstream_st* s, CUgraph* graph) {
       return CUDA_ERROR_STREAM_CAPTURE_UNJOINED;
     }
   }
-  auto* out = new CUgraph_st;
-  out->nodes = std::move(g->nodes);
+  // Captured into an existing graph: its nodes come after the graph's own (replayed in that
+  // order, a valid linearisation of the dependencies the capture began with).
+  auto* out = g->into != nullptr ? g->into : new CUgraph_st;
+  out->nodes.insert(out->nodes.end(), std::make_move_iterator(g->nodes.begin()), std::make_move_iterator(g->nodes.end()));
   *graph = out;
   return CUDA_SUCCESS;
 }

@@ -380,6 +380,105 @@ TEST_F(Simcuda, SynchronisingInsideCaptureInvalidatesIt) {
   EXPECT_EQ(cuStreamBeginCapture(nullptr, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
 }
 
+// cuda.h, cuThreadExchangeStreamCaptureMode: a thread in GLOBAL mode is prohibited from
+// potentially unsafe calls while another thread has a GLOBAL capture; the call fails and the
+// capture is invalidated (PyTorch's NCCL watchdog querying events, pytorch#104487).
+TEST_F(Simcuda, UnsafeCallOnAnotherThreadBreaksAGlobalCaptureUnlessThatThreadIsRelaxed) {
+  CUevent ev;
+  ASSERT_EQ(cuEventCreate(&ev, 0), CUDA_SUCCESS);
+  ASSERT_EQ(cuEventRecord(ev, nullptr), CUDA_SUCCESS);
+  auto on_other_thread = [&](CUstreamCaptureMode mode) {
+    CUresult r = CUDA_ERROR_UNKNOWN;
+    std::thread t([&] {
+      cuCtxSetCurrent(ctx_);
+      CUstreamCaptureMode m = mode;
+      if (cuThreadExchangeStreamCaptureMode(&m) != CUDA_SUCCESS) return;
+      r = cuEventQuery(ev);
+    });
+    t.join();
+    return r;
+  };
+  for (CUstreamCaptureMode capture_mode : {CU_STREAM_CAPTURE_MODE_GLOBAL, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL}) {
+    for (CUstreamCaptureMode thread_mode :
+         {CU_STREAM_CAPTURE_MODE_GLOBAL, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL, CU_STREAM_CAPTURE_MODE_RELAXED}) {
+      SCOPED_TRACE(testing::Message() << "capture " << capture_mode << ", other thread " << thread_mode);
+      CUstream s;
+      ASSERT_EQ(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+      ASSERT_EQ(cuStreamBeginCapture(s, capture_mode), CUDA_SUCCESS);
+      ASSERT_EQ(launch(k.fixed_1ms, s), CUDA_SUCCESS);
+      const bool breaks = capture_mode == CU_STREAM_CAPTURE_MODE_GLOBAL && thread_mode == CU_STREAM_CAPTURE_MODE_GLOBAL;
+      EXPECT_EQ(on_other_thread(thread_mode), breaks ? CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED : CUDA_SUCCESS);
+      CUgraph g = nullptr;
+      EXPECT_EQ(cuStreamEndCapture(s, &g), breaks ? CUDA_ERROR_STREAM_CAPTURE_INVALIDATED : CUDA_SUCCESS);
+      if (g != nullptr) EXPECT_EQ(cuGraphDestroy(g), CUDA_SUCCESS);
+      EXPECT_EQ(cuStreamDestroy(s), CUDA_SUCCESS);
+    }
+  }
+  EXPECT_EQ(cuEventQuery(ev), CUDA_SUCCESS);  // nothing captured any more
+  CUstreamCaptureMode bad = static_cast<CUstreamCaptureMode>(7);
+  EXPECT_EQ(cuThreadExchangeStreamCaptureMode(&bad), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuThreadExchangeStreamCaptureMode(nullptr), CUDA_ERROR_INVALID_VALUE);
+}
+
+// The capturing thread itself: unsafe calls are prohibited unless it (or the capture) is RELAXED.
+TEST_F(Simcuda, UnsafeCallOnTheCapturingThreadFollowsItsMode) {
+  CUstream s;
+  ASSERT_EQ(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+  ASSERT_EQ(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL), CUDA_SUCCESS);
+  CUstreamCaptureMode m = CU_STREAM_CAPTURE_MODE_RELAXED;
+  ASSERT_EQ(cuThreadExchangeStreamCaptureMode(&m), CUDA_SUCCESS);
+  EXPECT_EQ(m, CU_STREAM_CAPTURE_MODE_GLOBAL);  // the previous mode comes back
+  CUdeviceptr p = 0;
+  EXPECT_EQ(cuMemAllocManaged(&p, 4096, CU_MEM_ATTACH_GLOBAL), CUDA_SUCCESS);  // relaxed: allowed
+  ASSERT_EQ(cuThreadExchangeStreamCaptureMode(&m), CUDA_SUCCESS);  // back to GLOBAL
+  CUdeviceptr q = 0;
+  EXPECT_EQ(cuMemAlloc(&q, 4096), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+  CUgraph g = nullptr;
+  EXPECT_EQ(cuStreamEndCapture(s, &g), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+  EXPECT_EQ(cuMemFree(p), CUDA_SUCCESS);
+  // Unless begun RELAXED, the capture ends on the thread that began it.
+  ASSERT_EQ(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_SUCCESS);
+  CUresult other = CUDA_ERROR_UNKNOWN;
+  std::thread([&] {
+    cuCtxSetCurrent(ctx_);
+    CUgraph og = nullptr;
+    other = cuStreamEndCapture(s, &og);
+  }).join();
+  EXPECT_EQ(other, CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD);
+  ASSERT_EQ(cuStreamEndCapture(s, &g), CUDA_SUCCESS);
+  EXPECT_EQ(cuGraphDestroy(g), CUDA_SUCCESS);
+}
+
+TEST_F(Simcuda, CaptureToAnExistingGraphAddsItsNodes) {
+  CUstream s;
+  ASSERT_EQ(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+  CUdeviceptr a = 0;
+  ASSERT_EQ(cuMemAlloc(&a, 64 * sizeof(float)), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemsetD32(a, 0, 64), CUDA_SUCCESS);
+  CUgraph g = nullptr;
+  ASSERT_EQ(cuGraphCreate(&g, 0), CUDA_SUCCESS);
+  for (int round = 0; round < 2; ++round) {  // two captures into the same graph
+    ASSERT_EQ(cuStreamBeginCaptureToGraph(s, g, nullptr, nullptr, 0, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_SUCCESS);
+    ASSERT_EQ(launch(k.add_one, s, reinterpret_cast<float*>(a), 64), CUDA_SUCCESS);
+    CUgraph out = nullptr;
+    ASSERT_EQ(cuStreamEndCapture(s, &out), CUDA_SUCCESS);
+    EXPECT_EQ(out, g);
+  }
+  size_t nodes = 0;
+  ASSERT_EQ(cuGraphGetNodes(g, nullptr, &nodes), CUDA_SUCCESS);
+  EXPECT_EQ(nodes, 2u);
+  CUgraphExec exec = nullptr;
+  ASSERT_EQ(cuGraphInstantiate(&exec, g, 0), CUDA_SUCCESS);
+  ASSERT_EQ(cuGraphLaunch(exec, s), CUDA_SUCCESS);
+  ASSERT_EQ(cuStreamSynchronize(s), CUDA_SUCCESS);
+  float h = 0;
+  ASSERT_EQ(cuMemcpyDtoH(&h, a, sizeof h), CUDA_SUCCESS);
+  EXPECT_EQ(h, 2.0f);
+  EXPECT_EQ(cuGraphExecDestroy(exec), CUDA_SUCCESS);
+  EXPECT_EQ(cuGraphDestroy(g), CUDA_SUCCESS);
+  EXPECT_EQ(cuGraphCreate(&g, 1), CUDA_ERROR_INVALID_VALUE);
+}
+
 TEST(Errors, NamesAndStrings) {
   const char* s = nullptr;
   ASSERT_EQ(cuGetErrorName(CUDA_ERROR_ILLEGAL_ADDRESS, &s), CUDA_SUCCESS);
