@@ -492,6 +492,12 @@ const FuncLayout* layout_for_function(CUfunction f) {
   using NameFn = CUresult (*)(const char**, CUfunction);
   auto param_info = reinterpret_cast<ParamInfoFn>(driver_symbol("cuFuncGetParamInfo"));
   auto get_name = reinterpret_cast<NameFn>(driver_symbol("cuFuncGetName"));
+  if (param_info == nullptr && f != nullptr) {
+    static std::atomic<bool> warned{false};
+    if (!warned.exchange(true))
+      log(LogLevel::Warn, "the driver lacks cuFuncGetParamInfo (CUDA 12.4): driver-API launches cannot be scanned, "
+                          "so the tensors they touch are unknown");
+  }
   if (param_info == nullptr || f == nullptr) return nullptr;
   ParamSpec specs[1024];
   std::uint32_t n = 0;

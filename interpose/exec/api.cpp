@@ -34,8 +34,9 @@ bool resolve(Api& a, const char** missing) {
   ok &= get(a.event_synchronize, "cuEventSynchronize", true, missing);
   if (!get(a.event_elapsed, "cuEventElapsedTime_v2", false, missing) || a.event_elapsed == nullptr)
     get(a.event_elapsed, "cuEventElapsedTime", false, missing);
-  ok &= get(a.ctx_synchronize, "cuCtxSynchronize", true, missing);
   ok &= get(a.ctx_get_device, "cuCtxGetDevice", false, missing);
+  ok &= get(a.driver_version, "cuDriverGetVersion", false, missing);
+  ok &= get(a.device_attribute, "cuDeviceGetAttribute", false, missing);
   ok &= get(a.launch_kernel, "cuLaunchKernel", true, missing);
   ok &= get(a.func_get_param_info, "cuFuncGetParamInfo", false, missing);
   ok &= get(a.func_get_name, "cuFuncGetName", false, missing);

@@ -28,8 +28,9 @@ struct Api {
   CUresult (*event_query)(CUevent) = nullptr;
   CUresult (*event_synchronize)(CUevent) = nullptr;
   CUresult (*event_elapsed)(float*, CUevent, CUevent) = nullptr;  // optional: measured kernel times
-  CUresult (*ctx_synchronize)() = nullptr;
   CUresult (*ctx_get_device)(CUdevice*) = nullptr;  // optional: device 0 without it
+  CUresult (*driver_version)(int*) = nullptr;                          // optional: for messages
+  CUresult (*device_attribute)(int*, CUdevice_attribute, CUdevice) = nullptr;  // optional
   CUresult (*launch_kernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
                             CUstream, void**, void**) = nullptr;
   CUresult (*func_get_param_info)(CUfunction, size_t, size_t*, size_t*) = nullptr;

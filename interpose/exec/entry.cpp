@@ -146,7 +146,7 @@ bool free(CUdeviceptr p, CUstream s, bool per_thread, bool stream_ordered, CUres
     b->free_stream = ds;
     b->free_stream_valid = true;
   } else if (b->many_streams) {
-    e.await_context();  // cudaFree's own semantics: the device is idle afterwards
+    e.await_streams_since(0);  // its uses, on more streams than it holds, are covered by every stream's latest work
   } else {
     for (std::uint8_t i = 0; i < b->nuses; ++i) {
       Ev u = e.events.ref(b->uses[i].ev);
@@ -355,6 +355,7 @@ void after_launch(Launch& l, const std::vector<Block*>& touched, bool launched) 
     if (b->forwarded > 0) --b->forwarded;
     if (b->pins > 0) --b->pins;
   }
+  e.activity.note(e.events, ds, ev, e.tick());
   e.events.unref(ev);
   l.producer.reset();
 }
@@ -431,6 +432,7 @@ void after_copy(CopyToken& t, bool ok) {
       Block* b = id != kNoBlockId ? e.blocks.by_id(id) : nullptr;
       if (b != nullptr && ev) mark_use(e.events, *b, t.driver_stream, ev);
     }
+    e.activity.note(e.events, t.driver_stream, ev, e.tick());
     e.events.unref(ev);
   }
   for (std::uint64_t id : {t.src, t.dst})

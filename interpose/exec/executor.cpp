@@ -55,8 +55,36 @@ void at_fork_child() {
   if (g_ex != nullptr) g_ex->decisions.discard_after_fork();  // the parent's records are the parent's
 }
 
+// "the driver (13.0)": the driver and its version, for messages.
+std::string driver_desc(const Api& api) {
+  int v = 0;
+  if (api.driver_version == nullptr || api.driver_version(&v) != CUDA_SUCCESS || v <= 0) return "the driver (version unknown)";
+  return "the driver (" + std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10) + ")";
+}
+
+// Where host-located VMM memory can be created: CU_MEM_LOCATION_TYPE_HOST, else (drivers that
+// offer only NUMA-node placement, as some 12.x) HOST_NUMA on the device's nearest node (cuda.h,
+// cuMemCreate: id 0 where NUMA is not available). False when neither can be created.
+bool probe_host_location(Executor& e, int device, std::size_t gran, CUmemLocation& where) {
+  int numa = 0;
+  if (e.api.device_attribute == nullptr ||
+      e.api.device_attribute(&numa, CU_DEVICE_ATTRIBUTE_HOST_NUMA_ID, device) != CUDA_SUCCESS || numa < 0)
+    numa = 0;
+  for (CUmemLocation loc : {CUmemLocation{CU_MEM_LOCATION_TYPE_HOST, 0}, CUmemLocation{CU_MEM_LOCATION_TYPE_HOST_NUMA, numa}}) {
+    CUmemAllocationProp hp{};
+    hp.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    hp.location = loc;
+    CUmemGenericAllocationHandle h = 0;
+    if (e.api.mem_create(&h, gran, &hp, 0) != CUDA_SUCCESS) continue;
+    if (e.api.mem_release(h) != CUDA_SUCCESS) log(LogLevel::Warn, "executor: releasing the probe chunk failed");
+    where = loc;
+    return true;
+  }
+  return false;
+}
+
 // The pinned backend needs the VMM API and host-located VMM memory (so evicted tensors stay
-// addressable at their own address); without them the job runs on uvm, said once.
+// addressable at their own address); without them the job runs on uvm, said once with why.
 void choose_backend(Executor& e, int device) {
   if (e.opt.backend != Backend::Pinned) return;
   CUmemAllocationProp prop{};
@@ -65,22 +93,33 @@ void choose_backend(Executor& e, int device) {
   prop.location.id = device;
   size_t g = 0;
   if (!e.api.vmm() || e.api.mem_granularity(&g, &prop, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED) != CUDA_SUCCESS || g == 0) {
-    log(LogLevel::Warn, "CAPUCHIN_BACKEND=pinned needs the VMM API; using uvm");
+    log(LogLevel::Warn, "CAPUCHIN_BACKEND=pinned needs the VMM API, which %s lacks; using uvm", driver_desc(e.api).c_str());
     e.opt.backend = Backend::Uvm;
     return;
   }
-  CUmemAllocationProp hp = prop;
-  hp.location.type = CU_MEM_LOCATION_TYPE_HOST;
-  hp.location.id = 0;
-  CUmemGenericAllocationHandle h = 0;
-  if (e.api.mem_create(&h, g, &hp, 0) != CUDA_SUCCESS) {
-    log(LogLevel::Warn, "CAPUCHIN_BACKEND=pinned: the driver cannot create host-located VMM memory, so evicted tensors "
-                        "could not stay addressable; using uvm");
+  if (!probe_host_location(e, device, g, e.host_location)) {
+    log(LogLevel::Warn, "CAPUCHIN_BACKEND=pinned: %s cannot create host-located VMM memory (neither "
+                        "CU_MEM_LOCATION_TYPE_HOST nor HOST_NUMA), so evicted tensors could not stay addressable; using uvm",
+        driver_desc(e.api).c_str());
     e.opt.backend = Backend::Uvm;
     return;
   }
-  if (e.api.mem_release(h) != CUDA_SUCCESS) log(LogLevel::Warn, "executor: releasing the probe chunk failed");
   e.vmm_gran = g;
+}
+
+// What the driver lacks that makes capuchin do less, said once at start with its version.
+void log_driver_features(const Executor& e) {
+  const std::string drv = driver_desc(e.api);
+  if (e.api.func_get_param_info == nullptr)
+    log(LogLevel::Warn, "%s lacks cuFuncGetParamInfo (CUDA 12.4): kernel parameters cannot be scanned, so "
+                        "launches are work whose accesses are unknown and nothing moves while one runs", drv.c_str());
+  if (e.api.mem_discard == nullptr)
+    log(LogLevel::Info, "%s lacks cuMemDiscardBatchAsync (CUDA 12.8): freed managed memory is not discarded", drv.c_str());
+  const char* host = e.opt.backend != Backend::Pinned ? "unused"
+                     : e.host_location.type == CU_MEM_LOCATION_TYPE_HOST ? "host" : "host-numa";
+  log(LogLevel::Info, "executor: %s: cuMemPrefetchAsync_v2 yes, cuFuncGetParamInfo %s, cuMemDiscardBatchAsync %s, "
+                      "host-located VMM %s", drv.c_str(), e.api.func_get_param_info ? "yes" : "no",
+      e.api.mem_discard ? "yes" : "no", host);
 }
 
 // Under e.mu at the first served call. CUDA_ERROR_INVALID_CONTEXT / NOT_INITIALIZED: not yet
@@ -88,7 +127,8 @@ void choose_backend(Executor& e, int device) {
 CUresult start(Executor& e) {
   const char* missing = nullptr;
   if (!resolve(e.api, &missing)) {
-    log(LogLevel::Warn, "CAPUCHIN_BUDGET set but the driver lacks %s; the executor is off (pass-through)", missing);
+    log(LogLevel::Warn, "CAPUCHIN_BUDGET set but %s lacks %s; the executor is off (pass-through)",
+        driver_desc(e.api).c_str(), missing);
     return CUDA_ERROR_NOT_SUPPORTED;
   }
   size_t free_b = 0, total_b = 0;
@@ -119,7 +159,7 @@ CUresult start(Executor& e) {
   e.managed = make_managed_memory(e.moves, e.opt.uvm_page);
   if (e.opt.backend == Backend::Pinned) {
     if (e.opt.pool_limit == 0) e.opt.pool_limit = std::max<std::uint64_t>(4 * e.ledger.budget, 1ull << 30);
-    e.pool.configure(&e.api, e.vmm_gran, e.opt.pool_limit);
+    e.pool.configure(&e.api, e.vmm_gran, e.opt.pool_limit, e.host_location);
     e.vmm = make_vmm_memory(e.moves, e.vmm_gran, e.pool);
   }
   PlanningOptions po;
@@ -130,6 +170,7 @@ CUresult start(Executor& e) {
   if (const char* v = env("CAPUCHIN_PLAN_DUMP")) po.dump_dir = v;
   e.planning.configure(&e.api, po);
   e.planning.start();
+  log_driver_features(e);
   log(LogLevel::Info, "executor on: budget %s (%" PRIu64 " bytes), backend %s, device %d%s", e.opt.budget_text.c_str(),
       e.ledger.budget, e.opt.backend == Backend::Uvm ? "uvm" : "pinned", e.moves.device, e.simcuda ? ", simcuda" : "");
   return CUDA_SUCCESS;
@@ -209,16 +250,20 @@ void Executor::await_stream(CUstream s) {
     log(LogLevel::Warn, "executor: waiting for a stream failed (CUresult %d)", static_cast<int>(r));
 }
 
-void Executor::await_context() {
-  if (CUresult r = unlocked([&] { return api.ctx_synchronize(); }); r != CUDA_SUCCESS)
-    log(LogLevel::Warn, "executor: waiting for the context failed (CUresult %d)", static_cast<int>(r));
+void Executor::await_streams_since(std::uint64_t tick) {
+  std::vector<Ev> latest;  // not scratch: await leaves the lock, another hook may use that
+  activity.since(events, tick, latest);
+  for (Ev& e : latest) {
+    await(e);
+    events.unref(e);
+  }
 }
 
 void Executor::await_quiet(Block& b) {
   ++b.pins;
-  if (b.many_streams) {
+  if (b.many_streams) {  // its uses were on more streams than it holds: every stream's latest work covers them
     const std::uint64_t gen = b.use_gen;
-    await_context();
+    await_streams_since(0);
     if (b.use_gen == gen) release_uses(events, b);  // uses marked meanwhile were not covered by the wait
   }
   for (int round = 0; round < 16 && !quiet_now(events, b); ++round) {
@@ -445,11 +490,11 @@ void shutdown() {
   const Tally& t = e.decisions.tally();
   const policy::ControllerStats& cs = e.planning.controller().stats();
   log(LogLevel::Info,
-      "executor summary: budget=%" PRIu64 " peak_resident=%" PRIu64 " min_needed=%" PRIu64 " evictions=%" PRIu64
+      "executor summary: backend=%s budget=%" PRIu64 " peak_resident=%" PRIu64 " min_needed=%" PRIu64 " evictions=%" PRIu64
       " prefetches=%" PRIu64 " on_demand=%" PRIu64 " stalls=%" PRIu64 " drops=%" PRIu64 " recomputes=%" PRIu64
       " fallbacks=%" PRIu64 " iterations=%" PRIu64 " period=%u plans=%" PRIu64 " planned_iterations=%" PRIu64
       " relearns=%" PRIu64 " timed_launches=%" PRIu64 "/%" PRIu64 " host_pool_peak=%" PRIu64 " on_demand_per_iteration=[%s]",
-      e.ledger.budget, e.ledger.peak(), e.need.min_needed, t.of(Action::Evict), t.of(Action::Prefetch),
+      e.opt.backend == Backend::Pinned ? "pinned" : "uvm", e.ledger.budget, e.ledger.peak(), e.need.min_needed, t.of(Action::Evict), t.of(Action::Prefetch),
       t.of(Action::SwapinOnDemand), t.of(Action::Stall), t.of(Action::Drop), t.of(Action::Recompute), t.of(Action::Fallback),
       cs.iterations, e.planning.controller().period(), cs.plans_adopted, cs.iterations_followed, cs.relearns,
       e.planning.launches_timed(), e.planning.launches_seen(), e.pool.peak_bytes(), per.c_str());

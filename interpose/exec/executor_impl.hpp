@@ -31,6 +31,7 @@
 #include "host_pool.hpp"
 #include "kernels.hpp"
 #include "memory.hpp"
+#include "ordering.hpp"
 #include "planning.hpp"
 
 namespace capuchin::interpose::exec {
@@ -81,10 +82,12 @@ class Executor {
   EventPool events;
   Ledger ledger;
   BlockTable blocks;
+  StreamActivity activity;  // every stream's latest forwarded work (ordering.hpp)
   MoveContext moves;
   HostPool pool;
   std::unique_ptr<BlockMemory> managed, vmm;  // vmm: pinned backend only
   std::size_t vmm_gran = 2u << 20;
+  CUmemLocation host_location{CU_MEM_LOCATION_TYPE_HOST, 0};  // where host copies are created (pinned)
   DecisionLog decisions;
   Planning planning;
   KernelTable kernels;
@@ -110,7 +113,7 @@ class Executor {
   // --- executor.cpp
   void await(Ev e);                  // the host waits for e, outside the lock
   void await_stream(CUstream s);     // ... for a stream (when no event could be recorded)
-  void await_context();              // ... for the whole context
+  void await_streams_since(std::uint64_t tick);  // ... for the latest work of every stream active since `tick` (0: all)
   void await_quiet(Block& b);        // every event quiet_events(b) lists (pins b meanwhile)
   void settle_managed_out(std::uint64_t incoming);  // enough managed moves out complete for `incoming` more Vmm bytes
   policy::Step feed(const policy::Event& e, std::span<const std::uint64_t> ids);  // + commands applied

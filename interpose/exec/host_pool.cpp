@@ -19,8 +19,7 @@ std::size_t largest_piece(std::size_t bytes, std::size_t gran) {
 bool HostPool::create(std::size_t bytes, HostPiece& out) {
   CUmemAllocationProp p{};
   p.type = CU_MEM_ALLOCATION_TYPE_PINNED;
-  p.location.type = CU_MEM_LOCATION_TYPE_HOST;
-  p.location.id = 0;
+  p.location = where_;
   CUmemGenericAllocationHandle h = 0;
   if (CUresult r = api_->mem_create(&h, bytes, &p, 0); r != CUDA_SUCCESS) {
     log(LogLevel::Warn, "executor: cannot create a host chunk of %zu bytes (CUresult %d)", bytes, static_cast<int>(r));

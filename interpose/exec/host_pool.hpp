@@ -32,10 +32,13 @@ struct HostPiece {
 
 class HostPool {
  public:
-  void configure(const Api* api, std::size_t granularity, std::uint64_t limit) {
+  // `where`: the host location chunks are created at (HOST, or HOST_NUMA on drivers without it).
+  void configure(const Api* api, std::size_t granularity, std::uint64_t limit,
+                 CUmemLocation where = {CU_MEM_LOCATION_TYPE_HOST, 0}) {
     api_ = api;
     gran_ = granularity;
     limit_ = limit;
+    where_ = where;
   }
   std::uint64_t limit() const { return limit_; }
   std::uint64_t bytes() const { return bytes_; }      // chunks created and not released
@@ -55,6 +58,7 @@ class HostPool {
 
   const Api* api_ = nullptr;
   std::size_t gran_ = 2u << 20;
+  CUmemLocation where_{CU_MEM_LOCATION_TYPE_HOST, 0};
   std::uint64_t limit_ = 0;
   std::uint64_t bytes_ = 0;
   std::uint64_t free_ = 0;

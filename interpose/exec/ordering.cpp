@@ -81,4 +81,31 @@ void order_after_replay(EventPool& ev, Block& b, CUstream s) {
   waits(ev, s, b.exec);
 }
 
+void StreamActivity::note(EventPool& ev, CUstream s, Ev e, std::uint64_t tick) {
+  if (!e) return;
+  for (Entry& x : entries_) {
+    if (x.stream != s) continue;
+    ev.unref(x.ev);
+    x.ev = ev.ref(e);
+    x.tick = tick;
+    return;
+  }
+  entries_.push_back(Entry{s, ev.ref(e), tick});  // a stream seen for the first time
+}
+
+void StreamActivity::order_after(const EventPool& ev, std::uint64_t tick, CUstream on) const {
+  for (const Entry& x : entries_)
+    if (x.tick >= tick && x.stream != on) waits(ev, on, x.ev);
+}
+
+void StreamActivity::since(EventPool& ev, std::uint64_t tick, std::vector<Ev>& out) const {
+  for (const Entry& x : entries_)
+    if (x.tick >= tick) out.push_back(ev.ref(x.ev));
+}
+
+void StreamActivity::forget(EventPool& ev) {
+  for (Entry& x : entries_) ev.unref(x.ev);
+  entries_.clear();
+}
+
 }  // namespace capuchin::interpose::exec

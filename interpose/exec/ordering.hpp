@@ -36,4 +36,29 @@ void order_after_replay(EventPool& ev, Block& b, CUstream s);
 // Whether every event on b completed (never waits).
 bool quiet_now(const EventPool& ev, const Block& b);
 
+// The latest work the job forwarded on each stream, with the policy tick it was forwarded at.
+// Work can reach a block without capuchin seeing it (a pointer table in device memory, a
+// library's FIFO): before a block's memory is moved out or unmapped, the work of every stream
+// active since its last seen use must be done too, not only the uses marked on it. A few
+// streams: searched linearly (the job's streams, plus libraries' that launch through us).
+class StreamActivity {
+ public:
+  // Work forwarded on `s` at tick `tick` ends with `e` (a reference is taken).
+  void note(EventPool& ev, CUstream s, Ev e, std::uint64_t tick);
+  // `on` waits, in stream order, for the latest work of every other stream active at or after
+  // `tick` (0: every stream).
+  void order_after(const EventPool& ev, std::uint64_t tick, CUstream on) const;
+  // The latest work of every stream active at or after `tick`, one reference each.
+  void since(EventPool& ev, std::uint64_t tick, std::vector<Ev>& out) const;
+  void forget(EventPool& ev);
+
+ private:
+  struct Entry {
+    CUstream stream;
+    Ev ev;
+    std::uint64_t tick;
+  };
+  std::vector<Entry> entries_;
+};
+
 }  // namespace capuchin::interpose::exec

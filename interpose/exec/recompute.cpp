@@ -42,7 +42,12 @@ bool Executor::try_drop(Block& b, const char* reason, double expected) {
   for (std::uint64_t id : b.producer->input_ids)
     if (const Block* in = blocks.by_id(id)) replay_bytes += in->span;
   if (replay_bytes > ledger.budget) return false;
-  await_quiet(b);  // its last uses must be done before its memory is unmapped
+  // Its last uses must be done before its memory is unmapped, and so must work forwarded since
+  // (it may reach the tensor unseen). The lock is left meanwhile: its state is looked at again.
+  await_quiet(b);
+  ++b.pins;
+  await_streams_since(b.last_tick);
+  --b.pins;
   if (b.where != Where::Device || b.pins != 0 || !recompute_valid(b)) return false;
   mem(b).drop(b);
   if (b.where != Where::Dropped) return false;  // the unmap failed: it stays resident (logged)

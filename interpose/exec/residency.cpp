@@ -174,6 +174,9 @@ bool Executor::evict(Block& b, const char* reason, double expected) {
     // Looked at again: another call may have used it (pinned), freed it or added streams meanwhile.
     if (b.pins != 0 || b.id == kNoBlockId || b.many_streams || !mem(b).movable(b)) return false;
   }
+  // Work forwarded since its last seen use may reach it unseen: the copy out waits for it too,
+  // so the tensor is not copied while such work may still write it nor unmapped under it.
+  if (b.kind == Kind::Vmm) activity.order_after(events, b.last_tick, moves.out);
   if (!mem(b).evict(b)) {
     if (mem(b).pool_exhausted()) {
       warn_pool_full();
@@ -350,6 +353,7 @@ void Executor::mark_unknown_use(CUstream s) {
     return;
   }
   blocks.for_each_live([&](Block& b) { mark_use(events, b, s, e); });
+  activity.note(events, s, e, tick());
   events.unref(e);
 }
 

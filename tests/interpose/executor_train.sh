@@ -8,7 +8,9 @@
 #     the job within the budget) and its peak device bytes stay within the budget;
 #   - the decision log is valid JSON lines with evictions and swap-ins.
 # Extra checks through the environment: EXPECT_RECOMPUTE=1 (at least one recompute),
-# EXPECT_FEWER_STALLS=1 (planned iterations swap in on demand less than the passive first ones).
+# EXPECT_FEWER_STALLS=1 (planned iterations swap in on demand less than the passive first ones),
+# EXPECT_BACKEND=uvm|pinned (the backend the executor's summary says it ran), EXPECT_LOG=regex
+# (capuchin's stderr matches it, grep -E).
 # Environment: TRAIN, PRELOAD, CAPUCHIN (set by ctest).
 set -eu
 out=$1; backend=$2; frac=$3; shift 3
@@ -26,6 +28,12 @@ SIMCUDA_DEVICE_BYTES=$B SIMCUDA_STATS_FILE="$out/stats.json" CAPUCHIN_BUDGET=$B 
   CAPUCHIN_DECISION_LOG="$out/decisions.jsonl" CAPUCHIN_LOG=info LD_PRELOAD="$PRELOAD" \
   "$TRAIN" $args > "$out/capuchin.txt" 2> "$out/capuchin.err" || {
   echo "FAIL: sim_mlp_train under capuchin (budget $B of peak $P) failed"; tail -20 "$out/capuchin.err"; exit 1; }
+if [ -n "${EXPECT_BACKEND:-}" ] && ! grep -q "executor summary: backend=$EXPECT_BACKEND " "$out/capuchin.err"; then
+  echo "FAIL: the executor did not run the $EXPECT_BACKEND backend"; grep -E "summary|backend|VMM" "$out/capuchin.err"; exit 1
+fi
+if [ -n "${EXPECT_LOG:-}" ] && ! grep -Eq "$EXPECT_LOG" "$out/capuchin.err"; then
+  echo "FAIL: capuchin's log does not say /$EXPECT_LOG/"; cat "$out/capuchin.err"; exit 1
+fi
 if ! cmp -s "$out/reference.txt" "$out/capuchin.txt"; then
   echo "FAIL: results differ under capuchin"; diff "$out/reference.txt" "$out/capuchin.txt" || true; exit 1
 fi

@@ -302,6 +302,11 @@ CUresult cuDeviceGetAttribute(int* pi, CUdevice_attribute attrib, CUdevice dev) 
     case CU_DEVICE_ATTRIBUTE_CONCURRENT_KERNELS: case CU_DEVICE_ATTRIBUTE_ASYNC_ENGINE_COUNT:
       *pi = 1;
       break;
+    case CU_DEVICE_ATTRIBUTE_HOST_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED: *pi = host_vmm_supported(CU_MEM_LOCATION_TYPE_HOST); break;
+    case CU_DEVICE_ATTRIBUTE_HOST_NUMA_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED:
+      *pi = host_vmm_supported(CU_MEM_LOCATION_TYPE_HOST_NUMA);
+      break;
+    case CU_DEVICE_ATTRIBUTE_HOST_NUMA_ID: *pi = 0; break;  // one node
     default: *pi = 0; break;  // pageable access, HMM, ECC, ...: not offered by this device
   }
   return CUDA_SUCCESS;

@@ -406,6 +406,9 @@ CUctx_st*& current_ctx();
 // failed; else the error the real driver gives (NOT_INITIALIZED, INVALID_CONTEXT, the sticky one).
 CUresult check_ready();
 bool is_function(CUfunc_st* f);
+// Whether cuMemCreate offers host-located memory of this location type (SIMCUDA_HOST_VMM:
+// all, the default; numa: HOST_NUMA only, as some 12.x drivers; none).
+bool host_vmm_supported(CUmemLocationType type);
 // The calling thread's stream capture interaction mode (cuThreadExchangeStreamCaptureMode;
 // CU_STREAM_CAPTURE_MODE_GLOBAL unless changed).
 CUstreamCaptureMode& thread_capture_mode();

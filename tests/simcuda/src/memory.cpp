@@ -48,6 +48,18 @@ uint64_t env_bytes(const char* name, uint64_t fallback) {
 
 }  // namespace
 
+bool host_vmm_supported(CUmemLocationType type) {
+  // SIMCUDA_HOST_VMM: which host locations cuMemCreate offers, like drivers of different ages
+  // (CU_DEVICE_ATTRIBUTE_HOST_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, ..._HOST_NUMA_...).
+  static const std::string offered = [] {
+    const char* v = std::getenv("SIMCUDA_HOST_VMM");
+    return std::string(v != nullptr && *v != '\0' ? v : "all");
+  }();
+  if (offered == "none") return false;
+  if (offered == "numa") return type == CU_MEM_LOCATION_TYPE_HOST_NUMA;
+  return true;
+}
+
 Memory::Memory() {
   capacity_ = env_bytes("SIMCUDA_DEVICE_BYTES", SIMCUDA_DEFAULT_DEVICE_BYTES);
   // Address space only (MAP_NORESERVE, PROT_NONE): managed memory may oversubscribe capacity.
@@ -576,6 +588,12 @@ CUresult Memory::address_free(CUdeviceptr ptr, size_t bytes) {
 CUresult Memory::create(size_t bytes, const CUmemAllocationProp& prop, CUmemGenericAllocationHandle* out) {
   if (bytes == 0 || bytes % SIMCUDA_VMM_GRANULARITY != 0) return CUDA_ERROR_INVALID_VALUE;
   if (prop.type != CU_MEM_ALLOCATION_TYPE_PINNED) return CUDA_ERROR_INVALID_VALUE;
+  // cuda.h, cuMemCreate: HOST_NUMA_CURRENT "will result in CUDA_ERROR_INVALID_VALUE"; a host
+  // location this driver does not offer (SIMCUDA_HOST_VMM) is not supported.
+  if (prop.location.type == CU_MEM_LOCATION_TYPE_HOST_NUMA_CURRENT) return CUDA_ERROR_INVALID_VALUE;
+  if ((prop.location.type == CU_MEM_LOCATION_TYPE_HOST && !host_vmm_supported(CU_MEM_LOCATION_TYPE_HOST)) ||
+      (prop.location.type == CU_MEM_LOCATION_TYPE_HOST_NUMA && !host_vmm_supported(CU_MEM_LOCATION_TYPE_HOST_NUMA)))
+    return CUDA_ERROR_NOT_SUPPORTED;
   const bool on_host = prop.location.type == CU_MEM_LOCATION_TYPE_HOST ||
                        prop.location.type == CU_MEM_LOCATION_TYPE_HOST_NUMA;
   if (!on_host && (prop.location.type != CU_MEM_LOCATION_TYPE_DEVICE || prop.location.id != 0))
