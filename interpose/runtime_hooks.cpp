@@ -484,6 +484,22 @@ cudaError_t rt_cudaStreamBeginCapture(F real, bool pt, cudaStream_t s, cudaStrea
   CAPUCHIN_AFTER(r == cudaSuccess, record_capture_begin(u64(s), pt_flag(pt)))
   return r;
 }
+// An IPC handle of memory the executor serves: it stays where it is from now on.
+template <class F>
+cudaError_t rt_cudaIpcGetMemHandle(F real, bool, cudaIpcMemHandle_t* h, void* p) {
+  HookScope scope;
+  const bool served = scope.outer && exec::on();
+  if (served) {
+    ErrnoKeeper keep;
+    exec::exported(u64(p));
+  }
+  const cudaError_t r = real(h, p);
+  if (served && r != cudaSuccess) {
+    ErrnoKeeper keep;
+    exec::export_failed(u64(p));
+  }
+  return r;
+}
 template <class F>
 cudaError_t rt_cudaStreamBeginCaptureToGraph(F real, bool pt, cudaStream_t s, cudaGraph_t g, const cudaGraphNode_t* deps,
                                              const cudaGraphEdgeData* edges, size_t n, cudaStreamCaptureMode mode) {
@@ -542,6 +558,7 @@ cudaError_t rt_cudaGraphLaunch(F real, bool pt, cudaGraphExec_t exec, cudaStream
   X(cudaMallocHost, (void** p, size_t n), (, p, n), _)                                                 \
   X(cudaHostAlloc, (void** p, size_t n, unsigned fl), (, p, n, fl), _)                                 \
   X(cudaFreeHost, (void* p), (, p), _)                                                                 \
+  X(cudaIpcGetMemHandle, (cudaIpcMemHandle_t * h, void* p), (, h, p), _)                              \
   X(cudaLaunchKernel, (const void* f, dim3 g, dim3 b, void** a, size_t shm, cudaStream_t s),           \
     (, f, g, b, a, shm, s), _ptsz)                                                                     \
   X(cudaLaunchKernelExC, (const cudaLaunchConfig_t* c, const void* f, void** a), (, c, f, a), _ptsz)   \
@@ -601,6 +618,7 @@ namespace cap = capuchin::interpose;
     static std::atomic<void*> slot{nullptr};                                             \
     auto real = cap::runtime_real<cudaError_t(*) params>(slot, #name #suffix);          \
     if (real == nullptr) return cudaErrorSharedObjectInitFailed;                         \
+    cap::exec::note_alloc_caller(__builtin_return_address(0));                           \
     return cap::rt_##name(real, pt CAPUCHIN_UNPACK fwd);                                 \
   }
 #define CAPUCHIN_RT_PLAIN(name, params, fwd, twin) CAPUCHIN_RT_EXPORT(name, , false, params, fwd)

@@ -4,9 +4,12 @@
 // use recorded after), copies and memsets (the same), host syncs and graph launches. Each is
 // one event for the policy (planning.hpp), described by a signature the controller matches
 // iterations by: the op in the top byte, the rest hashed (sizes, function, direction).
+#include <dlfcn.h>
+
 #include <algorithm>
 #include <cinttypes>
 #include <cstring>
+#include <string_view>
 
 #include "capture.hpp"
 #include "capuchin/learn.hpp"
@@ -36,9 +39,31 @@ policy::Event event(Op op, std::uint64_t sig) {
 
 Executor* running() { return g_ex != nullptr && is_started() ? g_ex : nullptr; }
 
+// CUDA libraries that allocate memory for themselves (communication buffers, workspaces,
+// handles): theirs is left to the driver. A framework's allocator is the application's.
+bool in_cuda_library(Executor& e, const void* caller) {
+  if (caller == nullptr) return false;  // not known (a driver-level call): the application's
+  auto [it, fresh] = e.library_callers.try_emplace(caller, false);
+  if (!fresh) return it->second;
+  Dl_info info{};
+  if (dladdr(caller, &info) == 0 || info.dli_fname == nullptr) return false;
+  const char* slash = std::strrchr(info.dli_fname, '/');
+  const std::string_view name = slash != nullptr ? slash + 1 : info.dli_fname;
+  static constexpr std::string_view kLibraries[] = {"libnccl",   "libcudnn",   "libcublas", "libcufft",  "libcusparse",
+                                                    "libcusolver", "libcurand", "libnvshmem", "libcutensor", "libnvjpeg",
+                                                    "libcudart", "libcupti"};
+  for (std::string_view lib : kLibraries)
+    if (name.substr(0, lib.size()) == lib) return it->second = true;
+  return false;
+}
+
 }  // namespace
 
+__attribute__((tls_model("initial-exec"))) thread_local const void* t_alloc_caller = nullptr;
+
 bool alloc(CUdeviceptr* out, std::size_t bytes, CUstream s, bool per_thread, bool stream_ordered, CUresult* r) {
+  const void* caller = t_alloc_caller;
+  t_alloc_caller = nullptr;  // noted for this call only
   if (g_ex == nullptr || out == nullptr || bytes == 0) return false;
   Executor& e = *g_ex;
   Held held(e);
@@ -48,6 +73,11 @@ bool alloc(CUdeviceptr* out, std::size_t bytes, CUstream s, bool per_thread, boo
       *r = why;
       return true;  // the runtime hook initialises the context and retries
     }
+    return false;
+  }
+  if (!e.opt.serve_libraries && in_cuda_library(e, caller)) {
+    e.decisions.record(Action::Fallback, kNoBlockId, bytes, "library-allocation",
+                       -1, "a CUDA library's own memory: left to the driver (CAPUCHIN_SERVE=all serves it)");
     return false;
   }
   // cudaMalloc while a capture is in progress is the driver's to allow or refuse (CUDA refuses
@@ -136,6 +166,10 @@ bool free(CUdeviceptr p, CUstream s, bool per_thread, bool stream_ordered, CUres
   e.feed(ev, {});
   e.materialize_dependents(*b);  // after the commands: a drop among them may depend on it
   --b->pins;
+  if (b->exported) {  // its handle's pin ends with it
+    b->exported = false;
+    if (b->pins > 0) --b->pins;
+  }
   record_free(p, reinterpret_cast<std::uint64_t>(s), per_thread ? kPerThread : 0);
   const CUstream ds = driver_stream(s, per_thread);
   e.blocks.remove_live(b);
@@ -175,6 +209,42 @@ bool free(CUdeviceptr p, CUstream s, bool per_thread, bool stream_ordered, CUres
   e.blocks.cache(b);
   *r = CUDA_SUCCESS;
   return true;
+}
+
+void exported(CUdeviceptr p) {
+  Executor* ex = running();
+  if (ex == nullptr) return;
+  Executor& e = *ex;
+  Held held(e);
+  Block* b = e.blocks.by_addr(p);
+  if (b == nullptr || b->exported) return;
+  ++b->pins;  // until its free: never a victim again
+  b->exported = true;
+  if (CUresult r = e.ensure_resident(*b, nullptr); r != CUDA_SUCCESS)
+    log(LogLevel::Warn, "executor: tensor %" PRIu64 " whose handle is handed out could not be made resident (CUresult %d)",
+        b->id, static_cast<int>(r));
+  if (b->where == Where::Incoming) e.mem(*b).complete_prefetch(*b, nullptr);
+  e.decisions.record(Action::Fallback, b->id, b->span, "handle-exported", -1,
+                     "an IPC or allocation handle of its memory was handed out: it stays resident until freed");
+}
+
+void export_failed(CUdeviceptr p) {
+  Executor* ex = running();
+  if (ex == nullptr) return;
+  Executor& e = *ex;
+  Held held(e);
+  Block* b = e.blocks.by_addr(p);
+  if (b == nullptr || !b->exported) return;
+  b->exported = false;
+  if (b->pins > 0) --b->pins;
+  static bool said = false;
+  if (!said) {
+    said = true;
+    log(LogLevel::Warn, "the driver refused a handle to tensor %" PRIu64 ", which capuchin serves from %s memory (no IPC "
+        "handle exists for it); memory shared between processes must be allocated outside the budget (by a CUDA library, or "
+        "without CAPUCHIN_BUDGET)",
+        b->id, b->kind == Kind::Vmm ? "VMM" : "managed");
+  }
 }
 
 CUresult before_unknown_work(CUstream s, bool per_thread) {

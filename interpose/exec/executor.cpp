@@ -460,6 +460,10 @@ bool init() {
   if (const char* v = env("CAPUCHIN_PINNED_POOL")) {
     if (auto n = parse_size(v)) e.opt.pool_limit = *n;
   }
+  if (const char* v = env("CAPUCHIN_SERVE")) {
+    if (std::strcmp(v, "all") == 0) e.opt.serve_libraries = true;
+    else if (std::strcmp(v, "app") != 0) log(LogLevel::Warn, "CAPUCHIN_SERVE=%s: expected app or all; using app", v);
+  }
   if (const char* v = env("CAPUCHIN_PLAN_WAIT_MS"))
     log(LogLevel::Warn, "CAPUCHIN_PLAN_WAIT_MS=%s is ignored: the executor never waits for a plan", v);
   pthread_atfork(nullptr, nullptr, at_fork_child);

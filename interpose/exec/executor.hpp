@@ -56,6 +56,19 @@ bool counters(Counters& out);
 // forwards to the real call (not ours, or a fallback).
 bool alloc(CUdeviceptr* out, std::size_t bytes, CUstream s, bool per_thread, bool stream_ordered, CUresult* r);
 bool free(CUdeviceptr p, CUstream s, bool per_thread, bool stream_ordered, CUresult* r);
+// Before an IPC handle or the allocation handle of memory at `p` is handed out
+// (cudaIpcGetMemHandle, cuIpcGetMemHandle, cuMemRetainAllocationHandle: another process, or NCCL
+// registering a buffer): another party will reach the memory by what backs it, not by its
+// address, so a block of ours there is made resident and never moves again until it is freed.
+// The hook then forwards the call, and calls export_failed when the driver refused it (it has
+// no IPC handle for managed or VMM memory): nothing was handed out, the block may move again.
+void exported(CUdeviceptr p);
+void export_failed(CUdeviceptr p);
+// The caller of the allocation hook being served (the application's return address, taken in
+// the exported wrapper): allocations that CUDA libraries make for themselves (NCCL, cuDNN,
+// cuBLAS, ...) are left to the driver unless CAPUCHIN_SERVE=all.
+extern __attribute__((tls_model("initial-exec"))) thread_local const void* t_alloc_caller;
+inline void note_alloc_caller(const void* return_address) { t_alloc_caller = return_address; }
 
 struct Producer;
 struct Block;

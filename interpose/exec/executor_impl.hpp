@@ -21,6 +21,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "api.hpp"
@@ -45,6 +46,7 @@ struct ExecOptions {
   std::size_t uvm_page = 64 * 1024; // CAPUCHIN_UVM_PAGE
   std::size_t pinned_min = 0;       // CAPUCHIN_PINNED_MIN: smaller tensors are Managed
   std::uint64_t pool_limit = 0;     // CAPUCHIN_PINNED_POOL (0: the default)
+  bool serve_libraries = false;     // CAPUCHIN_SERVE=all: also CUDA libraries' own allocations
 };
 
 // What one launch needs resident at once, the most over the job (its minimum budget).
@@ -105,6 +107,7 @@ class Executor {
   std::deque<std::pair<Block*, std::uint64_t>> evict_queue;
   std::vector<std::uint32_t> ondemand_per_iteration{0};
   std::vector<CUdeviceptr> frees_after_unlock;  // managed memory of trimmed blocks
+  std::unordered_map<const void*, bool> library_callers;  // allocation call sites: in a CUDA library?
 
   BlockMemory& mem(const Block& b) { return b.kind == Kind::Vmm ? *vmm : *managed; }
   std::uint64_t tick() const { return planning.controller().tick(); }

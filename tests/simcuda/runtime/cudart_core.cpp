@@ -316,6 +316,10 @@ cudaError_t cudaGraphLaunch_ptsz(cudaGraphExec_t exec, cudaStream_t s) {
   SIMCUDART_READY();
   return check(rt().graph_launch_ptsz(exec, s));
 }
+cudaError_t cudaIpcGetMemHandle(cudaIpcMemHandle_t* handle, void* ptr) {
+  SIMCUDART_READY();
+  return check(rt().ipc_get_mem_handle(reinterpret_cast<CUipcMemHandle*>(handle), reinterpret_cast<CUdeviceptr>(ptr)));
+}
 cudaError_t cudaGraphCreate(cudaGraph_t* g, unsigned int flags) {
   SIMCUDART_READY();
   return check(rt().graph_create(g, flags));

@@ -106,6 +106,7 @@ namespace simcudart {
   X(graph_launch, "cuGraphLaunch", cuGraphLaunch, false)                             \
   X(graph_launch_ptsz, "cuGraphLaunch", cuGraphLaunch_ptsz, true)                    \
   X(graph_create, "cuGraphCreate", cuGraphCreate, false)                            \
+  X(ipc_get_mem_handle, "cuIpcGetMemHandle", cuIpcGetMemHandle, false)               \
   X(graph_destroy, "cuGraphDestroy", cuGraphDestroy, false)                          \
   X(graph_exec_destroy, "cuGraphExecDestroy", cuGraphExecDestroy, false)             \
   X(event_create, "cuEventCreate", cuEventCreate, false)                             \

@@ -200,6 +200,26 @@ CUresult cuMemFree_v2(CUdeviceptr dptr) {
   return d().memory.free_device(dptr);
 }
 
+CUresult cuMemRetainAllocationHandle(CUmemGenericAllocationHandle* handle, void* addr) {
+  if (CUresult r = check_ready(); r != CUDA_SUCCESS) return r;
+  if (handle == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  return d().memory.retain_handle(reinterpret_cast<uintptr_t>(addr), handle);
+}
+
+// cuda.h, cuIpcGetMemHandle: "Base pointer to previously allocated device memory" (cuMemAlloc);
+// managed, VMM-mapped and stream-ordered (pool) memory have no such handle here. The handle
+// names the allocation; opening it in another process is not simulated.
+CUresult cuIpcGetMemHandle(CUipcMemHandle* handle, CUdeviceptr dptr) {
+  if (CUresult r = check_ready(); r != CUDA_SUCCESS) return r;
+  if (handle == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  Allocation a;
+  if (d().memory.classify(dptr, 1, &a) != PointerClass::Device || a.base != dptr || a.stream_ordered)
+    return CUDA_ERROR_INVALID_VALUE;
+  std::memset(handle, 0, sizeof *handle);
+  std::memcpy(handle->reserved, &dptr, sizeof dptr);
+  return CUDA_SUCCESS;
+}
+
 CUresult cuMemAllocManaged(CUdeviceptr* dptr, size_t bytesize, unsigned int flags) {
   if (CUresult r = check_ready(); r != CUDA_SUCCESS) return r;
   if (dptr == nullptr || (flags != CU_MEM_ATTACH_GLOBAL && flags != CU_MEM_ATTACH_HOST)) return CUDA_ERROR_INVALID_VALUE;

@@ -199,6 +199,7 @@ struct VmmHandle {
   bool on_host = false;
   bool released = false;
   int mappings = 0;
+  int retained = 0;  // cuMemRetainAllocationHandle references, each released by a cuMemRelease
 };
 
 struct VmmMapping {
@@ -259,6 +260,7 @@ class Memory {
   CUresult address_free(CUdeviceptr ptr, size_t bytes);
   CUresult create(size_t bytes, const CUmemAllocationProp& prop, CUmemGenericAllocationHandle* out);
   CUresult release(CUmemGenericAllocationHandle handle);
+  CUresult retain_handle(uintptr_t addr, CUmemGenericAllocationHandle* out);  // cuMemRetainAllocationHandle
   CUresult map(CUdeviceptr ptr, size_t bytes, size_t offset, CUmemGenericAllocationHandle handle);
   CUresult unmap(CUdeviceptr ptr, size_t bytes);
   CUresult set_access(CUdeviceptr ptr, size_t bytes, bool accessible);

@@ -616,12 +616,27 @@ CUresult Memory::release(CUmemGenericAllocationHandle handle) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = handles_.find(handle);
   if (it == handles_.end() || it->second.released) return CUDA_ERROR_INVALID_VALUE;
+  if (it->second.retained > 0) {  // a reference cuMemRetainAllocationHandle handed out
+    --it->second.retained;
+    return CUDA_SUCCESS;
+  }
   it->second.released = true;
   if (it->second.mappings == 0) {  // else freed when the last mapping goes, as on the driver
     close(it->second.fd);
     if (!it->second.on_host) uncharge(it->second.bytes);
     handles_.erase(it);
   }
+  return CUDA_SUCCESS;
+}
+
+// cuda.h: "the same handle value used to map the memory"; any address in a mapped range; "If
+// the address requested is not mapped, the function will fail"; one more cuMemRelease owed.
+CUresult Memory::retain_handle(uintptr_t addr, CUmemGenericAllocationHandle* out) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const VmmMapping* m = find_mapping(addr);
+  if (m == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  ++handles_[m->handle].retained;
+  *out = m->handle;
   return CUDA_SUCCESS;
 }
 

@@ -158,6 +158,8 @@ const ProcEntry kTable[] = {
     E("cuMemUnmap", 10020, cuMemUnmap),
     E("cuMemSetAccess", 10020, cuMemSetAccess),
     E("cuMemGetAllocationGranularity", 10020, cuMemGetAllocationGranularity),
+    E("cuMemRetainAllocationHandle", 11000, cuMemRetainAllocationHandle),
+    E("cuIpcGetMemHandle", 4010, cuIpcGetMemHandle),
     // streams
     E("cuStreamCreate", 2000, cuStreamCreate),
     E("cuStreamCreateWithPriority", 5050, cuStreamCreateWithPriority),
