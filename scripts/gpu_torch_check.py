@@ -20,8 +20,11 @@ evictions (the budget is below the peak), plans applied, and no fallback
 (gpu_torch_common.judge_executor). Every run is in a session of its own, killed whole on
 timeout.
 
+Order: every model's plain run and first budget, then the second budgets; with --deadline,
+runs that no longer fit are left out (a SKIP line each, listed in torch.md), never cut short.
+
 Writes OUT/torch.md (markdown tables), OUT/torch.json and one log per run; exit 0 when every
-run passed, 1 otherwise, 77 when torch sees no GPU.
+run that ran passed (and at least one model ran plain), 1 otherwise, 77 when torch sees no GPU.
 
 Usage: gpu_torch_check.py --capuchin build/release/bin/capuchin --out OUT
        [--models resnet gpt gpt-bf16] [--budgets 0.5 0.3] [--backend uvm|pinned] [--iters 12]
@@ -31,6 +34,7 @@ import argparse
 import json
 import os
 import sys
+import time
 from collections import Counter
 
 from gpu_torch_common import daemon_session, executor_summary, judge_executor, mib, run
@@ -73,6 +77,8 @@ def main():
     ap.add_argument("--backend", default="uvm", choices=["uvm", "pinned"])
     ap.add_argument("--iters", type=int, default=12)
     ap.add_argument("--timeout", type=float, default=120, help="seconds per run")
+    ap.add_argument("--deadline", type=float, default=0,
+                    help="seconds this script may use in all (0: no limit); runs that no longer fit are left out (SKIP lines)")
     ap.add_argument("--python", default=sys.executable)
     ap.add_argument("--dry", action="store_true",
                     help="logic check without a GPU: the trainer's --dry CPU mode, budgets passed as fractions")
@@ -80,66 +86,107 @@ def main():
     os.makedirs(a.out, exist_ok=True)
     env = dict(os.environ)
     env["PYTORCH_CUDA_ALLOC_CONF"] = "backend:cudaMallocAsync"
-    results, ok = [], True
-    for model in a.models:
-        base_cmd = ([a.python, TRAIN, "--model", model.split("-")[0], "--iters", str(a.iters)] +
-                    (["--bf16"] if model.endswith("-bf16") else []) + (["--dry"] if a.dry else []))
-        rc, plain, wall = run(base_cmd, env, os.path.join(a.out, f"torch-{model}-plain.log"), a.timeout)
+    results, state = [], {"ok": True, "not_run": []}
+    t_end = time.monotonic() + a.deadline if a.deadline else None
+
+    def limit(what):
+        """This run's timeout: --timeout, or less near --deadline; None: no time left for it."""
+        if t_end is None:
+            return a.timeout
+        left = t_end - time.monotonic() - 5
+        if left < 20:
+            print(f"SKIP torch {what}: not run, out of time (--deadline {a.deadline:.0f} s)", flush=True)
+            state["not_run"].append(what)
+            return None
+        return min(a.timeout, left)
+
+    def base_cmd(model):
+        return ([a.python, TRAIN, "--model", model.split("-")[0], "--iters", str(a.iters)] +
+                (["--bf16"] if model.endswith("-bf16") else []) + (["--dry"] if a.dry else []))
+
+    def plain_run(model):
+        t = limit(f"{model} plain")
+        if t is None:
+            return None
+        rc, plain, wall = run(base_cmd(model), env, os.path.join(a.out, f"torch-{model}-plain.log"), t)
         if rc == 77:
-            print(f"SKIP torch: {model}: torch sees no GPU")
             return 77
         if rc != 0 or plain is None:
             print(f"FAIL torch {model} plain: exit {rc} (see torch-{model}-plain.log)")
             results.append({"model": model, "run": "plain", "rc": rc})
-            ok = False
-            continue
-        peak = plain["peak_allocated"]
-        print(f"INFO torch {model} plain: peak_allocated {mib(peak)}, steady iteration "
+            state["ok"] = False
+            return None
+        print(f"INFO torch {model} plain: peak_allocated {mib(plain['peak_allocated'])}, steady iteration "
               f"{steady_mean(plain['iter_s']) * 1e3:.1f} ms, wall {wall:.1f} s", flush=True)
         results.append({"model": model, "run": "plain", "rc": 0, "wall_s": wall, "summary": plain})
-        for frac in (a.budgets[:1] if model.endswith("-bf16") else a.budgets):
-            budget = int(frac * peak) if not a.dry else frac
-            tag = f"torch-{model}-b{frac}"
-            dlog = os.path.join(a.out, tag + ".decisions.jsonl")
-            if os.path.exists(dlog):
-                os.remove(dlog)
-            renv = dict(env, CAPUCHIN_DECISION_LOG=dlog, CAPUCHIN_LOG="info")  # info: the executor's summary line
-            cmd = [a.capuchin, "run", "--budget", str(budget), "--backend", a.backend, "--"] + base_cmd
-            rc, s, wall_b = run(cmd, renv, os.path.join(a.out, tag + ".log"), a.timeout)
-            row = {"model": model, "run": f"budget {frac}", "fraction": frac, "budget_bytes": budget, "rc": rc,
-                   "wall_s": wall_b, "summary": s, "decisions": decisions(dlog)}
-            row["executor"] = executor_summary(os.path.join(a.out, tag + ".log"))
-            if s is not None:
-                row["session"] = daemon_session(a.capuchin, s["pid"])
-                n = min(len(s["losses"]), len(plain["losses"]))
-                first_diff = next((i for i in range(n) if s["losses"][i] != plain["losses"][i]), None)
-                row["losses_identical"] = first_diff is None and len(s["losses"]) == len(plain["losses"])
-                row["first_diff_iter"] = None if first_diff is None else first_diff + 1
-                row["slowdown_steady"] = steady_mean(s["iter_s"]) / steady_mean(plain["iter_s"])
-                row["slowdown_wall"] = wall_b / wall
-                row["resident_peak"] = s["device_used_peak"] - s["device_used_base"]
-            # The executor's own account (not judged in --dry: the CPU job has no CUDA, no executor).
-            verdicts = [] if a.dry else judge_executor(row["executor"], budget, peak)
-            row["executor_checks"] = [{"ok": c[0], "check": c[1]} for c in verdicts]
-            bad = [c[1] for c in verdicts if not c[0]]
-            good = rc == 0 and s is not None and row.get("losses_identical") and not bad
-            ok = ok and bool(good)
-            d = row["decisions"] or {}
-            print(f"{'PASS' if good else 'FAIL'} torch {model} budget {frac} ({mib(budget)}, {a.backend}): exit {rc}, "
-                  f"losses {'identical' if row.get('losses_identical') else 'DIFFER from iteration ' + str(row.get('first_diff_iter'))}, "
-                  f"slowdown {row.get('slowdown_steady', float('nan')):.2f}x steady / {row.get('slowdown_wall', float('nan')):.2f}x wall, "
-                  f"resident peak {mib(row.get('resident_peak'))} sampled / {mib((row['executor'] or {}).get('peak_resident'))} executor, swapped out {mib(d.get('bytes_out'))} in {mib(d.get('bytes_in'))}, "
-                  f"decisions {d.get('counts', 'none (no decision log)')}"
-                  + (f"; executor: {'; '.join(bad)}" if bad else "; executor: ran, within budget, evicted, planned, no fallback"
-                     if verdicts else ""), flush=True)
-            results.append(row)
+        return plain, wall
+
+    def budget_run(model, frac, plain, wall):
+        t = limit(f"{model} budget {frac}")
+        if t is None:
+            return
+        peak = plain["peak_allocated"]
+        budget = int(frac * peak) if not a.dry else frac
+        tag = f"torch-{model}-b{frac}"
+        dlog = os.path.join(a.out, tag + ".decisions.jsonl")
+        if os.path.exists(dlog):
+            os.remove(dlog)
+        renv = dict(env, CAPUCHIN_DECISION_LOG=dlog, CAPUCHIN_LOG="info")  # info: the executor's summary line
+        cmd = [a.capuchin, "run", "--budget", str(budget), "--backend", a.backend, "--"] + base_cmd(model)
+        rc, s, wall_b = run(cmd, renv, os.path.join(a.out, tag + ".log"), t)
+        row = {"model": model, "run": f"budget {frac}", "fraction": frac, "budget_bytes": budget, "rc": rc,
+               "wall_s": wall_b, "summary": s, "decisions": decisions(dlog)}
+        row["executor"] = executor_summary(os.path.join(a.out, tag + ".log"))
+        if s is not None:
+            row["session"] = daemon_session(a.capuchin, s["pid"])
+            n = min(len(s["losses"]), len(plain["losses"]))
+            first_diff = next((i for i in range(n) if s["losses"][i] != plain["losses"][i]), None)
+            row["losses_identical"] = first_diff is None and len(s["losses"]) == len(plain["losses"])
+            row["first_diff_iter"] = None if first_diff is None else first_diff + 1
+            row["slowdown_steady"] = steady_mean(s["iter_s"]) / steady_mean(plain["iter_s"])
+            row["slowdown_wall"] = wall_b / wall
+            row["resident_peak"] = s["device_used_peak"] - s["device_used_base"]
+        # The executor's own account (not judged in --dry: the CPU job has no CUDA, no executor).
+        verdicts = [] if a.dry else judge_executor(row["executor"], budget, peak)
+        row["executor_checks"] = [{"ok": c[0], "check": c[1]} for c in verdicts]
+        bad = [c[1] for c in verdicts if not c[0]]
+        good = rc == 0 and s is not None and row.get("losses_identical") and not bad
+        state["ok"] = state["ok"] and bool(good)
+        d = row["decisions"] or {}
+        print(f"{'PASS' if good else 'FAIL'} torch {model} budget {frac} ({mib(budget)}, {a.backend}): exit {rc}, "
+              f"losses {'identical' if row.get('losses_identical') else 'DIFFER from iteration ' + str(row.get('first_diff_iter'))}, "
+              f"slowdown {row.get('slowdown_steady', float('nan')):.2f}x steady / {row.get('slowdown_wall', float('nan')):.2f}x wall, "
+              f"resident peak {mib(row.get('resident_peak'))} sampled / {mib((row['executor'] or {}).get('peak_resident'))} executor, swapped out {mib(d.get('bytes_out'))} in {mib(d.get('bytes_in'))}, "
+              f"decisions {d.get('counts', 'none (no decision log)')}"
+              + (f"; executor: {'; '.join(bad)}" if bad else "; executor: ran, within budget, evicted, planned, no fallback"
+                 if verdicts else ""), flush=True)
+        results.append(row)
+
+    # Every model's plain run and first budget before any second budget: when time runs short
+    # (--deadline), what is left out is the least informative.
+    plains = {}
+    for model in a.models:
+        p = plain_run(model)
+        if p == 77:
+            print(f"SKIP torch: {model}: torch sees no GPU")
+            return 77
+        if p is not None:
+            plains[model] = p
+            budget_run(model, a.budgets[0], *p)
+    for frac in a.budgets[1:]:
+        for model, p in plains.items():
+            if not model.endswith("-bf16"):
+                budget_run(model, frac, *p)
+    if state["not_run"]:
+        print(f"INFO torch: {len(state['not_run'])} runs not run for lack of time: {', '.join(state['not_run'])}")
+    ok = state["ok"] and bool(plains)
     with open(os.path.join(a.out, "torch.json"), "w") as f:
         json.dump(results, f, indent=1)
-    write_markdown(os.path.join(a.out, "torch.md"), results, a)
+    write_markdown(os.path.join(a.out, "torch.md"), results, a, state["not_run"])
     return 0 if ok else 1
 
 
-def write_markdown(path, results, a):
+def write_markdown(path, results, a, not_run):
     where = "DRY RUN on the CPU: a logic check, no GPU figures" if a.dry else "measured on this GPU"
     lines = [f"### PyTorch training under capuchin ({where}; backend {a.backend}, {a.iters} iterations)", "",
              "| model | run | budget | exit | losses vs plain | steady iter | slowdown (steady / wall) | "
@@ -167,6 +214,8 @@ def write_markdown(path, results, a):
               "before the model existed (CUDA context, cuBLAS workspace); executor: its `peak_resident` (bytes it held on "
               "the device at most). Daemon peak: `capuchin sessions`. Budgets are bytes (the fraction times the plain run's "
               "peak_allocated): a fractional CAPUCHIN_BUDGET would mean a fraction of the whole device."]
+    if not_run:
+        lines += ["", f"Not run for lack of time: {', '.join(not_run)}."]
     with open(path, "w") as f:
         f.write("\n".join(lines) + "\n")
 

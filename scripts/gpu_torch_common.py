@@ -7,6 +7,7 @@ import json
 import os
 import signal
 import subprocess
+import sys
 import time
 
 
@@ -44,6 +45,20 @@ def kill_session(sid, grace_s=5.0):
     return left
 
 
+_current_session = None  # the session of the job now running (killed if we are told to stop)
+
+
+def _on_term(signum, _frame):
+    """scripts/gpu-check.sh's step limit (timeout's SIGTERM) reached us: the job's session is
+    one of its own, out of the step's reach, so kill it here before going."""
+    if _current_session is not None:
+        kill_session(_current_session, grace_s=2.0)
+    sys.exit(128 + signum)
+
+
+signal.signal(signal.SIGTERM, _on_term)
+
+
 def run(cmd, env, log_path, timeout):
     """Runs cmd in a session of its own, output to log_path. On timeout, or when it leaves
     processes behind, the whole session is killed (nothing may stay on the GPU for the next
@@ -53,6 +68,8 @@ def run(cmd, env, log_path, timeout):
         log.write("$ " + " ".join(cmd) + "\n")
         log.flush()
         p = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        global _current_session
+        _current_session = p.pid
         try:
             rc = p.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
@@ -61,6 +78,7 @@ def run(cmd, env, log_path, timeout):
             p.wait()
             log.write(f"\n[gpu-check] timed out after {timeout:.0f} s: killed session {p.pid} ({len(left)} processes)\n")
         left = kill_session(p.pid) if rc != "timeout" else []
+        _current_session = None
         if left:
             log.write(f"\n[gpu-check] the job left {len(left)} processes behind ({left}): killed\n")
     wall = time.monotonic() - t0
