@@ -46,7 +46,7 @@ show_cmd() {
 step() {
   local name=$1 limit=$2 log=$3; shift 3
   if [ "$dry" = 1 ]; then
-    echo "    run:   $(show_cmd "$@")"
+    if [ "$1" = bash ] && [ "$2" = -c ]; then echo "    run:   $3"; else echo "    run:   $(show_cmd "$@")"; fi
     echo "    limit: $limit s, output in $(basename "$log")"
     return 0
   fi

@@ -24,7 +24,7 @@
 #                                     build build/gpu-carry (scripts/gpu-check-prepare.sh)
 # Exit: 0 all ran and passed (REPORT lines are findings, not failures); 1 something failed;
 # 77 no GPU here (summary.md says so).
-# Environment: GPU_CHECK_LIMIT_S (default 480), GPU_CHECK_TORCH_RESERVE_S (default 240: kept
+# Environment: GPU_CHECK_LIMIT_S (default 480), GPU_CHECK_TORCH_RESERVE_S (default 300: kept
 # for steps 4 and 5), GPU_CHECK_BACKEND (uvm or pinned, for the PyTorch runs; default uvm),
 # GPU_CHECK_PYTHON (the interpreter with PyTorch: a venv's or conda's python; default python3),
 # GPU_CHECK_ASSUME_GPU=1 (skip the quick nvidia-smi / /dev/nvidia* look; the CUDA probe decides).
@@ -50,7 +50,7 @@ case "${1:-}" in
   *) dry=0; out=$1 ;;
 esac
 TOTAL_LIMIT_S=${GPU_CHECK_LIMIT_S:-480}
-torch_reserve_s=${GPU_CHECK_TORCH_RESERVE_S:-240}
+torch_reserve_s=${GPU_CHECK_TORCH_RESERVE_S:-300}
 backend=${GPU_CHECK_BACKEND:-uvm}
 py=${GPU_CHECK_PYTHON:-python3}
 for v in TOTAL_LIMIT_S torch_reserve_s; do
@@ -107,7 +107,9 @@ echo "== 1. capuchin (CLI, daemon, libcapuchin.so)"
 cap_bin=""; cap_lib=""; cap_from=""
 if [ "$dry" = 1 ]; then
   echo "  use build/gpu-carry (made by --prepare and carried) when its capuchin runs; else build build/gpu-release"
+  echo "  (neither: the capuchin checks run their programs plain only, the PyTorch steps are SKIP (no capuchin))"
   cap_bin=$root/build/gpu-carry/bin/capuchin; cap_lib=$root/build/gpu-carry/lib/libcapuchin.so
+  cap_from="build/gpu-carry (dry run: assumed)"
 elif [ -x build/gpu-carry/bin/capuchin ] && build/gpu-carry/bin/capuchin --help >"$out/carry-check.log" 2>&1; then
   cap_bin=$root/build/gpu-carry/bin/capuchin; cap_lib=$root/build/gpu-carry/lib/libcapuchin.so
   cap_from="carried prebuilt build/gpu-carry"
@@ -149,7 +151,8 @@ if [ -z "$gpu_bin" ]; then
   built=(); missing=()
   for p in "${GPU_PROGRAMS[@]}"; do if [ -x "$gpu_bin/$p" ]; then built+=("$p"); else missing+=("$p"); fi; done
   gpu_from="built here with the CUDA toolkit only (build/gpu-programs): ${#built[@]} of ${#GPU_PROGRAMS[@]}"
-  [ ${#missing[@]} -gt 0 ] && [ "$dry" = 0 ] && gpu_from+="; NOT built: ${missing[*]} (build-gpu-programs.log)"
+  [ ${#missing[@]} -gt 0 ] && gpu_from+="; NOT built: ${missing[*]} (build-gpu-programs.log)"
+  [ "$dry" = 1 ] && gpu_from="(dry run: not looked for) ${GPU_PROGRAMS[*]}"
 fi
 echo "GPU programs: $gpu_from"
 
@@ -247,25 +250,29 @@ torch_step() {  # torch_step NAME LIMIT CRITERIA cmd...: a PyTorch check, or its
   if [ "$dry" = 0 ] && [ -z "$cap_bin" ]; then record "$1" "SKIP (no capuchin)" "capuchin run unavailable" "$out/torch-probe.log"; return; fi
   check "$@"
 }
-left=$(( $(remaining) - 15 ))
-# Step 7's four checks need about 150 s; this one may use the rest.
-t_main=$(( left - 150 )); [ $t_main -lt 120 ] && t_main=120
-per_run=$(( t_main / 8 )); [ $per_run -gt 120 ] && per_run=120
+# Step 7's checks need about i16_s; this one may use the rest (it leaves out, never cuts short,
+# the runs that no longer fit: --deadline).
+i16_s=170
+t_main=$(( $(remaining) - 15 - i16_s )); [ $t_main -lt 120 ] && t_main=120
+per_run=$(( t_main / 3 )); [ $per_run -gt 90 ] && per_run=90
+dry_note "limit: what is left of the total minus ${i16_s} s for step 7 (at least 120 s); each run at most min(90, limit / 3) s"
 torch_step pytorch "$t_main" "$out/torch-check.log" \
-  "each model (resnet, gpt; gpt-bf16 = gpt under autocast bf16) runs plain, then under capuchin run at 0.5 and 0.3 of its plain peak (gpt-bf16: 0.5): exit 0, losses bit-identical to plain, the executor summary present with the requested budget, peak_resident <= budget, evictions > 0, plans and planned iterations > 0, fallbacks 0" \
-  "$py" scripts/gpu_torch_check.py --capuchin "$cap_bin" --out "$out" --timeout "$per_run" --backend "$backend" \
-  --python "$py" --models resnet gpt gpt-bf16
+  "each model (resnet, gpt; gpt-bf16 = gpt under autocast bf16) runs plain, then under capuchin run at 0.5 and 0.3 of its plain peak (gpt-bf16: 0.5; every first budget before any second; runs that no longer fit are left out, listed): exit 0, losses bit-identical to plain, the executor summary present with the requested budget, peak_resident <= budget, evictions > 0, plans and planned iterations > 0, fallbacks 0" \
+  "$py" scripts/gpu_torch_check.py --capuchin "$cap_bin" --out "$out" --timeout "$per_run" --deadline $(( t_main - 10 )) \
+  --backend "$backend" --python "$py" --models resnet gpt gpt-bf16
 
 # ---- 7. issue 16 ---------------------------------------------------------------------------------
 echo "== 7. issue 16: graph capture, expandable segments, bf16 GEMM scan, torchrun ranks"
-i16() {  # i16 NAME CRITERIA: one check of scripts/gpu_torch_issue16.py
-  torch_step "$1" 75 "$out/i16-$1.log" "$2" \
-    "$py" scripts/gpu_torch_issue16.py "$1" --capuchin "$cap_bin" --out "$out/i16" --timeout 35 --backend "$backend" --python "$py"
+i16() {  # i16 NAME LIMIT_S RUN_S CRITERIA: one check of scripts/gpu_torch_issue16.py, each of its runs at most RUN_S
+  torch_step "$1" "$2" "$out/i16-$1.log" "$4" \
+    "$py" scripts/gpu_torch_issue16.py "$1" --capuchin "$cap_bin" --out "$out/i16" --timeout "$3" \
+    --backend "$backend" --python "$py"
 }
-i16 graph "torch.cuda.graph (global capture mode) of a training step after eager pressure, under a budget of 0.5 x the plain peak: the job completes, no capture invalidated, 8 replayed losses and all parameters bit-identical to plain, the executor summary present with peak_resident <= budget"
-i16 expandable "the job sets PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True under capuchin run --budget 0.5 x peak: losses identical to plain, and the budget held (executor peak <= budget, sampled use <= budget + the plain run's non-tensor overhead) or capuchin warned about expandable segments"
-i16 bf16-scan "bf16 matmul and autocast F.linear under capuchin run --budget 1TiB --record: results bit-identical to plain; REPORT (not FAIL) which GEMM operands the recorded launches touched and which the launch scan missed (TMA descriptors)"
-i16 ranks "with >= 2 GPUs (else SKIP '1 GPU'): capuchin run -- torchrun --nproc-per-node 2: both ranks complete, capuchin sessions shows one session per rank pid, distinct, each on the rank's device"
+# graph, expandable, bf16-scan: a plain run then a managed one; ranks: one torchrun.
+i16 graph 60 28 "torch.cuda.graph (global capture mode) of a training step after eager pressure, under a budget of 0.5 x the plain peak: the job completes, no capture invalidated, 8 replayed losses and all parameters bit-identical to plain, the executor summary present with peak_resident <= budget"
+i16 expandable 64 30 "the job sets PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True under capuchin run --budget 0.5 x peak: losses identical to plain, and the budget held (executor peak <= budget, sampled use <= budget + the plain run's non-tensor overhead) or capuchin warned about expandable segments"
+i16 bf16-scan 44 20 "bf16 matmul and autocast F.linear under capuchin run --budget 1TiB --record: results bit-identical to plain; REPORT (not FAIL) which GEMM operands the recorded launches touched and which the launch scan missed (TMA descriptors)"
+i16 ranks 60 50 "with >= 2 GPUs (else SKIP '1 GPU'): capuchin run -- torchrun --nproc-per-node 2: both ranks complete, capuchin sessions shows one session per rank pid, distinct, each on the rank's device"
 
 # ---- the end: the daemon's log, the daemon stopped, the verdict -------------------------------
 if [ "$dry" = 1 ]; then
