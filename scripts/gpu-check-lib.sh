@@ -89,7 +89,9 @@ check() {
   step "$name" "$limit" "$log" "$@"
   local rc=$? detail
   detail=$(grep -E '^(FAIL|SKIP)' "$log" | head -2 | cut -c1-200 | tr '|' '/' | tr '\n' ' ')
-  [ -z "$detail" ] && detail=$(grep -E '^(RESULT|PASS|INFO)' "$log" | grep -v '^INFO gpu' | tail -2 | cut -c1-200 |
+  # else the verdict's own summary line (RESULT NAME STATUS: detail), else the last PASS/INFO lines
+  [ -z "$detail" ] && detail=$(grep -E '^RESULT [^ ]+ [A-Z]+: ' "$log" | tail -1 | cut -c1-300 | tr '|' '/')
+  [ -z "$detail" ] && detail=$(grep -E '^(PASS|INFO)' "$log" | grep -v '^INFO gpu' | tail -2 | cut -c1-200 |
                                tr '|' '/' | tr '\n' ' ')
   case $rc in
     0) record "$name" PASS "$detail" "$log" ;;

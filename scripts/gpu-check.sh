@@ -264,7 +264,7 @@ torch_step pytorch "$t_main" "$out/torch-check.log" \
 # ---- 7. issue 16 ---------------------------------------------------------------------------------
 echo "== 7. issue 16: graph capture, expandable segments, bf16 GEMM scan, torchrun ranks"
 i16() {  # i16 NAME LIMIT_S RUN_S CRITERIA: one check of scripts/gpu_torch_issue16.py, each of its runs at most RUN_S
-  torch_step "$1" "$2" "$out/i16-$1.log" "$4" \
+  torch_step "i16-$1" "$2" "$out/i16-$1.log" "$4" \
     "$py" scripts/gpu_torch_issue16.py "$1" --capuchin "$cap_bin" --out "$out/i16" --timeout "$3" \
     --backend "$backend" --python "$py"
 }

@@ -40,7 +40,7 @@ from collections import Counter
 from gpu_torch_common import daemon_session, executor_summary, judge_executor, mib, run
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-TRAIN = os.path.join(HERE, "..", "tests", "gpu", "torch_train.py")
+TRAIN = os.path.normpath(os.path.join(HERE, "..", "tests", "gpu", "torch_train.py"))
 
 
 def steady_mean(times):
@@ -180,6 +180,11 @@ def main():
     if state["not_run"]:
         print(f"INFO torch: {len(state['not_run'])} runs not run for lack of time: {', '.join(state['not_run'])}")
     ok = state["ok"] and bool(plains)
+    ran = [r for r in results if r["run"] != "plain"]
+    passed = sum(1 for r in ran if r.get("losses_identical") and r["rc"] == 0 and all(c["ok"] for c in r["executor_checks"]))
+    print(f"RESULT pytorch {'PASS' if ok else 'FAIL'}: {passed} of {len(ran)} budgeted runs passed "
+          f"({', '.join(sorted(plains))} ran plain)"
+          + (f"; {len(state['not_run'])} not run for lack of time" if state["not_run"] else ""), flush=True)
     with open(os.path.join(a.out, "torch.json"), "w") as f:
         json.dump(results, f, indent=1)
     write_markdown(os.path.join(a.out, "torch.md"), results, a, state["not_run"])

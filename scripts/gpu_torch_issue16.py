@@ -38,8 +38,8 @@ import sys
 from gpu_torch_common import executor_summary, mib, run
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-PROBES = os.path.join(HERE, "..", "tests", "gpu", "torch_probes.py")
-TRAIN = os.path.join(HERE, "..", "tests", "gpu", "torch_train.py")
+PROBES = os.path.normpath(os.path.join(HERE, "..", "tests", "gpu", "torch_probes.py"))
+TRAIN = os.path.normpath(os.path.join(HERE, "..", "tests", "gpu", "torch_train.py"))
 CAPTURE_BROKEN = re.compile(r"(?i)(operation not permitted when stream is capturing|cudaErrorStreamCapture\w*|"
                             r"capture.{0,40}(invalidated|unsupported))")
 
