@@ -180,12 +180,18 @@ int run_ipc(long long n) {
   char hex[2 * sizeof handle + 1];
   for (std::size_t i = 0; i < sizeof handle; ++i)
     std::snprintf(hex + 2 * i, 3, "%02x", static_cast<unsigned char>(handle.reserved[i]));
+  // Everything the child needs is made before fork (only execve between fork and exec).
+  std::vector<char*> envp;
+  for (char** e = environ; *e != nullptr; ++e)
+    if (std::strncmp(*e, "LD_PRELOAD=", 11) != 0) envp.push_back(*e);
+  envp.push_back(nullptr);
+  std::string floats = std::to_string(n);
+  char arg0[] = "gpu_executor", arg1[] = "ipc-child";
+  char* argv[] = {arg0, arg1, hex, floats.data(), nullptr};
   std::fflush(stdout);
   const pid_t child = fork();
   if (child == 0) {
-    unsetenv("LD_PRELOAD");
-    const std::string floats = std::to_string(n);
-    execl("/proc/self/exe", "gpu_executor", "ipc-child", hex, floats.c_str(), static_cast<char*>(nullptr));
+    execve("/proc/self/exe", argv, envp.data());
     _exit(127);
   }
   int st = 0;
