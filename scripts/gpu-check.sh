@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# gpu-check.sh: everything that needs a real GPU, in one go, within 8 minutes. A GPU is lent
+# gpu-check.sh: everything that needs a real GPU, in one go, within 9 minutes. A GPU is lent
 # rarely, for minutes, once: every step is judged on its own, a failure never stops the run,
 # and the PyTorch steps keep a reserve of time that earlier steps cannot use.
 #   1. the machine: driver, toolkit, runtime, torch, cuDNN, NCCL versions; device count,
@@ -24,7 +24,7 @@
 #                                     build build/gpu-carry (scripts/gpu-check-prepare.sh)
 # Exit: 0 all ran and passed (REPORT lines are findings, not failures); 1 something failed;
 # 77 no GPU here (summary.md says so).
-# Environment: GPU_CHECK_LIMIT_S (default 480), GPU_CHECK_TORCH_RESERVE_S (default 300: kept
+# Environment: GPU_CHECK_LIMIT_S (default 540: one device call may last 600 s), GPU_CHECK_TORCH_RESERVE_S (default 300: kept
 # for steps 4 and 5), GPU_CHECK_BACKEND (uvm or pinned, for the PyTorch runs; default uvm),
 # GPU_CHECK_PYTHON (the interpreter with PyTorch: a venv's or conda's python; default python3),
 # GPU_CHECK_ASSUME_GPU=1 (skip the quick nvidia-smi / /dev/nvidia* look; the CUDA probe decides).
@@ -49,7 +49,7 @@ case "${1:-}" in
   ""|-*) echo "usage: scripts/gpu-check.sh OUTDIR | --dry | --prepare" >&2; exit 2 ;;
   *) dry=0; out=$1 ;;
 esac
-TOTAL_LIMIT_S=${GPU_CHECK_LIMIT_S:-480}
+TOTAL_LIMIT_S=${GPU_CHECK_LIMIT_S:-540}
 torch_reserve_s=${GPU_CHECK_TORCH_RESERVE_S:-300}
 backend=${GPU_CHECK_BACKEND:-uvm}
 py=${GPU_CHECK_PYTHON:-python3}
@@ -77,8 +77,23 @@ saved_ld_path=${LD_LIBRARY_PATH:-}
 for d in "${CUDA_HOME:-/usr/local/cuda}/lib64" "${CUDA_HOME:-/usr/local/cuda}/extras/CUPTI/lib64"; do
   [ -d "$d" ] && export LD_LIBRARY_PATH="${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}$d"
 done
-# A daemon of our own (`capuchin run` starts it beside this socket, its log capuchind.log).
+# A daemon of our own (`capuchin run` starts it beside this socket, its log capuchind.log),
+# whose log is copied into OUTDIR however the script ends (trap), and which is stopped at the end.
 export CAPUCHIN_SOCKET=/tmp/capuchin-gpucheck-$$/capuchind.sock
+save_daemon_log() {  # its log, and the per-session decision logs it keeps beside it
+  local d
+  d=$(dirname "$CAPUCHIN_SOCKET")
+  [ -d "$d/logs" ] && cp -r "$d/logs" "$out/capuchind-logs" 2>/dev/null
+  [ -s "$d/capuchind.log" ] && cp "$d/capuchind.log" "$out/capuchind.log"
+}
+stop_daemon() {  # by the pid the daemon itself reports
+  local dpid
+  [ -n "$cap_bin" ] && [ -S "$CAPUCHIN_SOCKET" ] || return 0
+  dpid=$("$cap_bin" status --json 2>/dev/null | "$py" -c 'import json,sys; print(json.load(sys.stdin).get("pid", ""))' 2>/dev/null)
+  [[ $dpid =~ ^[0-9]+$ ]] && kill "$dpid" 2>/dev/null
+  return 0
+}
+[ "$dry" = 0 ] && trap 'save_daemon_log' EXIT
 
 if [ "$dry" = 1 ]; then
   echo "== gpu-check --dry: what \`scripts/gpu-check.sh OUTDIR\` does on a GPU machine, step by step."
@@ -280,16 +295,9 @@ if [ "$dry" = 1 ]; then
   echo "== dry run: nothing was run; exit 0"
   exit 0
 fi
-daemon_dir=$(dirname "$CAPUCHIN_SOCKET")
-if [ -n "$cap_bin" ] && [ -S "$CAPUCHIN_SOCKET" ]; then
-  dpid=$("$cap_bin" status --json 2>/dev/null | "$py" -c 'import json,sys; print(json.load(sys.stdin).get("pid", ""))' 2>/dev/null)
-  [[ $dpid =~ ^[0-9]+$ ]] && kill "$dpid" 2>/dev/null
-fi
-if [ -s "$daemon_dir/capuchind.log" ]; then
-  cp "$daemon_dir/capuchind.log" "$out/capuchind.log"; notes+=("- the daemon's log: capuchind.log")
-else
-  notes+=("- no daemon log at $daemon_dir/capuchind.log (no capuchin run started one)")
-fi
+stop_daemon
+save_daemon_log && notes+=("- the daemon's log: capuchind.log") ||
+  notes+=("- no daemon log at $(dirname "$CAPUCHIN_SOCKET")/capuchind.log (no capuchin run started one)")
 verdict="$passes passed, $failures failed, $skips skipped, $reports reported"
 if [ $failures -eq 0 ]; then write_summary "ALL RAN: $verdict"; else write_summary "FAILURES: $verdict"; fi
 cat "$summary"
