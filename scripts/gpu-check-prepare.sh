@@ -5,7 +5,7 @@
 # where nvcc is found, the GPU programs; then checks that they run with those packages hidden.
 # Carry build/gpu-carry to the GPU machine with the working tree (the device tool's `carry`).
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 2
 # shellcheck source=scripts/gpu-check-programs.sh
 . scripts/gpu-check-programs.sh
 

@@ -38,7 +38,8 @@
 # when all of them run there, else are built here with only the toolkit (tests/gpu is a CMake
 # project of its own), each on its own (-k: one that does not compile fails alone).
 set -uo pipefail  # not -e: a failing step is recorded, and the run goes on
-cd "$(dirname "$0")/.."
+caller_dir=$(pwd)   # a relative OUTDIR is the caller's
+cd "$(dirname "$0")/.." || exit 2
 root=$(pwd)
 . scripts/gpu-check-lib.sh
 . scripts/gpu-check-programs.sh
@@ -49,6 +50,7 @@ case "${1:-}" in
   ""|-*) echo "usage: scripts/gpu-check.sh OUTDIR | --dry | --prepare" >&2; exit 2 ;;
   *) dry=0; out=$1 ;;
 esac
+[[ $out = /* ]] || out=$caller_dir/$out
 TOTAL_LIMIT_S=${GPU_CHECK_LIMIT_S:-540}
 torch_reserve_s=${GPU_CHECK_TORCH_RESERVE_S:-300}
 backend=${GPU_CHECK_BACKEND:-uvm}
@@ -56,6 +58,7 @@ py=${GPU_CHECK_PYTHON:-python3}
 for v in TOTAL_LIMIT_S torch_reserve_s; do
   [[ ${!v} =~ ^[0-9]+$ ]] || { echo "gpu-check.sh: GPU_CHECK_LIMIT_S / GPU_CHECK_TORCH_RESERVE_S must be whole seconds, not '${!v}'" >&2; exit 2; }
 done
+[ "$torch_reserve_s" -lt "$TOTAL_LIMIT_S" ] || { echo "gpu-check.sh: GPU_CHECK_TORCH_RESERVE_S ($torch_reserve_s) must be below GPU_CHECK_LIMIT_S ($TOTAL_LIMIT_S)" >&2; exit 2; }
 case $backend in uvm|pinned) ;; *) echo "gpu-check.sh: GPU_CHECK_BACKEND must be uvm or pinned, not '$backend'" >&2; exit 2 ;; esac
 if [ "$dry" = 0 ] && ! command -v "$py" >/dev/null; then
   echo "gpu-check.sh: GPU_CHECK_PYTHON='$py' is not a command here (give the path of a python with PyTorch)" >&2; exit 2
@@ -71,7 +74,7 @@ failures=0; passes=0; skips=0; reports=0
 gpu_from=""; cap_from="not needed"
 
 export PATH="$PATH:/usr/local/cuda/bin"
-# The CUDA programs find cudart, cuBLAS and CUPTI here; PyTorch (steps 4, 5) runs with the
+# The CUDA programs find cudart, cuBLAS and CUPTI here; PyTorch (steps 6, 7) runs with the
 # caller's LD_LIBRARY_PATH, so it keeps the CUDA libraries it was built with.
 saved_ld_path=${LD_LIBRARY_PATH:-}
 for d in "${CUDA_HOME:-/usr/local/cuda}/lib64" "${CUDA_HOME:-/usr/local/cuda}/extras/CUPTI/lib64"; do
@@ -286,7 +289,7 @@ i16() {  # i16 NAME LIMIT_S RUN_S CRITERIA: one check of scripts/gpu_torch_issue
 # graph, expandable, bf16-scan: a plain run then a managed one; ranks: one torchrun.
 i16 graph 60 28 "torch.cuda.graph (global capture mode) of a training step after eager pressure, under a budget of 0.5 x the plain peak: the job completes, no capture invalidated, 8 replayed losses and all parameters bit-identical to plain, the executor summary present with peak_resident <= budget"
 i16 expandable 64 30 "the job sets PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True under capuchin run --budget 0.5 x peak: losses identical to plain, and the budget held (executor peak <= budget, sampled use <= budget + the plain run's non-tensor overhead) or capuchin warned about expandable segments"
-i16 bf16-scan 44 20 "bf16 matmul and autocast F.linear under capuchin run --budget 1TiB --record: results bit-identical to plain; REPORT (not FAIL) which GEMM operands the recorded launches touched and which the launch scan missed (TMA descriptors)"
+i16 bf16-scan 44 20 "bf16 matmul and autocast F.linear under capuchin run --record (the trace holds what the launch scan found): results bit-identical to plain; REPORT (not FAIL) which GEMM operands the recorded launches touched and which the launch scan missed (TMA descriptors)"
 i16 ranks 60 50 "with >= 2 GPUs (else SKIP '1 GPU'): capuchin run -- torchrun --nproc-per-node 2: both ranks complete, capuchin sessions shows one session per rank pid, distinct, each on the rank's device"
 
 # ---- the end: the daemon's log, the daemon stopped, the verdict -------------------------------
