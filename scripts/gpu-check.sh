@@ -153,8 +153,10 @@ carry_ok=1
 for p in "${GPU_PROGRAMS[@]}"; do [ -x "build/gpu-carry/bin/$p" ] || carry_ok=0; done
 if [ "$dry" = 0 ] && [ $carry_ok = 1 ]; then
   build/gpu-carry/bin/gpu_param_info >"$out/programs-probe.log" 2>&1
-  case $? in  # 0/1: ran on the GPU; 77/78: ran, no GPU or an old driver; else (127: a library missing): unusable
-    0|1|77|78) gpu_bin=$root/build/gpu-carry/bin; gpu_from="build/gpu-carry/bin" ;;
+  case $? in  # 0/1: ran on the GPU; 77: ran, no GPU; else (127: a library missing): unusable
+    0|1|77) gpu_bin=$root/build/gpu-carry/bin; gpu_from="build/gpu-carry/bin" ;;
+    # Built with a newer CUDA than this driver takes: this machine's toolkit may match it.
+    78) notes+=("- the carried GPU programs need a newer driver: $(grep -m1 '^SKIP' "$out/programs-probe.log" | head -c 200); rebuilt with this machine's toolkit") ;;
     *) notes+=("- build/gpu-carry/bin/gpu_param_info does not run here: $(head -c 200 "$out/programs-probe.log" | tr '\n' ' ')") ;;
   esac
 fi
@@ -162,7 +164,7 @@ if [ -z "$gpu_bin" ]; then
   # Ninja or make, each told to keep going (-k): a program that does not compile on this
   # toolkit fails its own check, not the others'.
   if command -v ninja >/dev/null; then gen=(-G Ninja); keep=(-k 0); else gen=(); keep=(-k); fi
-  dry_note "all programs are used from build/gpu-carry/bin when all of them are there and run; else built here:"
+  dry_note "all programs are used from build/gpu-carry/bin when all of them are there and run (a driver too old for them: rebuilt); else built here:"
   step "build GPU programs" 240 "$out/build-gpu-programs.log" bash -c \
       "cmake -S tests/gpu -B build/gpu-programs ${gen[*]} -DCMAKE_BUILD_TYPE=Release && cmake --build build/gpu-programs -j $(nproc) -- ${keep[*]}"
   gpu_bin=$root/build/gpu-programs/bin

@@ -22,6 +22,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -157,7 +158,8 @@ int run_missed(long long n) {
   return gpu_check::finish("gpu_executor missed");
 }
 
-// The exported buffer is Pool::bufs[0] (pattern 0); `add` is what has been added to it so far.
+// The exported buffer is Pool::bufs[0] (pattern 0): +3 here, +10 by the other process (13);
+// the pressure buffers get +1 a round, 5 rounds.
 int run_ipc(long long n) {
   const int pressure = 6;
   Pool p(1 + pressure, n);
@@ -195,7 +197,7 @@ int run_ipc(long long n) {
     _exit(127);
   }
   int st = 0;
-  while (child > 0 && waitpid(child, &st, 0) < 0) {
+  while (child > 0 && waitpid(child, &st, 0) < 0 && errno == EINTR) {
   }
   const bool child_ok = child > 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0;
   gpu_check::check(child_ok, "ipc: another process opened the handle, saw the buffer's content after 3 rounds of "
