@@ -2,7 +2,8 @@
 """gpu_torch_check.py: tests/gpu/torch_train.py three ways on a real GPU (plain; under
 `capuchin run` at 0.5 and 0.3 of the plain run's peak), compared.
 
-For each model (resnet, gpt): the plain run gives the natural peak
+For each model (resnet, gpt; gpt-bf16: the gpt under torch.autocast bf16, its GEMMs
+cuBLASLt's, at the first budget only): the plain run gives the natural peak
 (torch.cuda.max_memory_allocated) and the reference losses; each budgeted run is
 `capuchin run --budget <fraction x peak, in bytes> --backend B -- python3 torch_train.py`
 with CAPUCHIN_DECISION_LOG set. Checked and reported: losses bit-identical to plain, the
@@ -12,46 +13,34 @@ from `capuchin sessions --all --json`), bytes swapped out and in, and the decisi
 from the decision log. All runs use PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync (what
 `capuchin run` sets, so plain and managed runs allocate alike).
 
+A budgeted run passes only when it completed, its losses are bit-identical to plain, AND the
+executor shows it did its work (so a run in which the executor never started cannot pass):
+its `executor summary` line is there, with the requested budget, a resident peak within it,
+evictions (the budget is below the peak), plans applied, and no fallback
+(gpu_torch_common.judge_executor). Every run is in a session of its own, killed whole on
+timeout.
+
+Order: every model's plain run and first budget, then the second budgets; with --deadline,
+runs that no longer fit are left out (a SKIP line each, listed in torch.md), never cut short.
+
 Writes OUT/torch.md (markdown tables), OUT/torch.json and one log per run; exit 0 when every
-run completed with identical losses, 1 otherwise, 77 when torch sees no GPU.
+run that ran passed (and at least one model ran plain), 1 otherwise, 77 when torch sees no GPU.
 
 Usage: gpu_torch_check.py --capuchin build/release/bin/capuchin --out OUT
-       [--models resnet gpt] [--budgets 0.5 0.3] [--backend uvm|pinned] [--iters 12]
+       [--models resnet gpt gpt-bf16] [--budgets 0.5 0.3] [--backend uvm|pinned] [--iters 12]
        [--timeout 120]
 """
 import argparse
 import json
 import os
-import subprocess
 import sys
 import time
 from collections import Counter
 
+from gpu_torch_common import daemon_session, executor_summary, judge_executor, mib, run
+
 HERE = os.path.dirname(os.path.abspath(__file__))
-TRAIN = os.path.join(HERE, "..", "tests", "gpu", "torch_train.py")
-
-
-def run(cmd, env, log_path, timeout):
-    """Runs cmd, output to log_path; returns (exit code or 'timeout', SUMMARY dict or None, wall s)."""
-    t0 = time.monotonic()
-    with open(log_path, "w") as log:
-        log.write("$ " + " ".join(cmd) + "\n")
-        log.flush()
-        try:
-            p = subprocess.run(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, timeout=timeout)
-            rc = p.returncode
-        except subprocess.TimeoutExpired:
-            rc = "timeout"
-    wall = time.monotonic() - t0
-    summary = None
-    with open(log_path, errors="replace") as f:
-        for line in f:
-            if line.startswith("SUMMARY "):
-                try:
-                    summary = json.loads(line[len("SUMMARY "):])
-                except json.JSONDecodeError:
-                    pass
-    return rc, summary, wall
+TRAIN = os.path.normpath(os.path.join(HERE, "..", "tests", "gpu", "torch_train.py"))
 
 
 def steady_mean(times):
@@ -79,48 +68,17 @@ def decisions(path):
     return {"counts": dict(counts), "bytes_out": out_bytes, "bytes_in": in_bytes}
 
 
-def executor_summary(log_path):
-    """The executor's last `executor summary: k=v ...` line (CAPUCHIN_LOG=info), as a dict."""
-    found = None
-    with open(log_path, errors="replace") as f:
-        for line in f:
-            if "executor summary:" in line:
-                found = line.split("executor summary:", 1)[1]
-    if found is None:
-        return None
-    out = {}
-    for kv in found.split():
-        k, _, v = kv.partition("=")
-        out[k] = int(v) if v.isdigit() else v
-    return out
-
-
-def daemon_session(capuchin, pid):
-    try:
-        p = subprocess.run([capuchin, "sessions", "--all", "--json"], capture_output=True, text=True, timeout=10)
-        for s in json.loads(p.stdout):
-            if int(s.get("pid", -1)) == pid:
-                return s
-    except (OSError, ValueError, subprocess.TimeoutExpired):
-        pass
-    return None
-
-
-def mib(b):
-    if isinstance(b, float) and 0 < b <= 1:
-        return f"{b:g} of peak"
-    return f"{b / 2**20:.0f} MiB" if isinstance(b, (int, float)) else "-"
-
-
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--capuchin", required=True, help="the capuchin command (build/release/bin/capuchin)")
     ap.add_argument("--out", required=True)
-    ap.add_argument("--models", nargs="+", default=["resnet", "gpt"], choices=["resnet", "gpt"])
+    ap.add_argument("--models", nargs="+", default=["resnet", "gpt", "gpt-bf16"], choices=["resnet", "gpt", "gpt-bf16"])
     ap.add_argument("--budgets", nargs="+", type=float, default=[0.5, 0.3])
     ap.add_argument("--backend", default="uvm", choices=["uvm", "pinned"])
     ap.add_argument("--iters", type=int, default=12)
     ap.add_argument("--timeout", type=float, default=120, help="seconds per run")
+    ap.add_argument("--deadline", type=float, default=0,
+                    help="seconds this script may use in all (0: no limit); runs that no longer fit are left out (SKIP lines)")
     ap.add_argument("--python", default=sys.executable)
     ap.add_argument("--dry", action="store_true",
                     help="logic check without a GPU: the trainer's --dry CPU mode, budgets passed as fractions")
@@ -128,84 +86,141 @@ def main():
     os.makedirs(a.out, exist_ok=True)
     env = dict(os.environ)
     env["PYTORCH_CUDA_ALLOC_CONF"] = "backend:cudaMallocAsync"
-    results, ok = [], True
-    for model in a.models:
-        base_cmd = [a.python, TRAIN, "--model", model, "--iters", str(a.iters)] + (["--dry"] if a.dry else [])
-        rc, plain, wall = run(base_cmd, env, os.path.join(a.out, f"torch-{model}-plain.log"), a.timeout)
+    results, state = [], {"ok": True, "not_run": []}
+    t_end = time.monotonic() + a.deadline if a.deadline else None
+
+    def limit(what):
+        """This run's timeout: --timeout, or less near --deadline; None: no time left for it."""
+        if t_end is None:
+            return a.timeout
+        left = t_end - time.monotonic() - 5
+        if left < 20:
+            print(f"SKIP torch {what}: not run, out of time (--deadline {a.deadline:.0f} s)", flush=True)
+            state["not_run"].append(what)
+            return None
+        return min(a.timeout, left)
+
+    def base_cmd(model):
+        return ([a.python, TRAIN, "--model", model.split("-")[0], "--iters", str(a.iters)] +
+                (["--bf16"] if model.endswith("-bf16") else []) + (["--dry"] if a.dry else []))
+
+    def plain_run(model):
+        t = limit(f"{model} plain")
+        if t is None:
+            return None
+        rc, plain, wall = run(base_cmd(model), env, os.path.join(a.out, f"torch-{model}-plain.log"), t)
         if rc == 77:
-            print(f"SKIP torch: {model}: torch sees no GPU")
             return 77
         if rc != 0 or plain is None:
             print(f"FAIL torch {model} plain: exit {rc} (see torch-{model}-plain.log)")
             results.append({"model": model, "run": "plain", "rc": rc})
-            ok = False
-            continue
-        peak = plain["peak_allocated"]
-        print(f"INFO torch {model} plain: peak_allocated {mib(peak)}, steady iteration "
+            state["ok"] = False
+            return None
+        print(f"INFO torch {model} plain: peak_allocated {mib(plain['peak_allocated'])}, steady iteration "
               f"{steady_mean(plain['iter_s']) * 1e3:.1f} ms, wall {wall:.1f} s", flush=True)
         results.append({"model": model, "run": "plain", "rc": 0, "wall_s": wall, "summary": plain})
-        for frac in a.budgets:
-            budget = int(frac * peak) if not a.dry else frac
-            tag = f"torch-{model}-b{frac}"
-            dlog = os.path.join(a.out, tag + ".decisions.jsonl")
-            if os.path.exists(dlog):
-                os.remove(dlog)
-            renv = dict(env, CAPUCHIN_DECISION_LOG=dlog, CAPUCHIN_LOG="info")  # info: the executor's summary line
-            cmd = [a.capuchin, "run", "--budget", str(budget), "--backend", a.backend, "--"] + base_cmd
-            rc, s, wall_b = run(cmd, renv, os.path.join(a.out, tag + ".log"), a.timeout)
-            row = {"model": model, "run": f"budget {frac}", "fraction": frac, "budget_bytes": budget, "rc": rc,
-                   "wall_s": wall_b, "summary": s, "decisions": decisions(dlog)}
-            row["executor"] = executor_summary(os.path.join(a.out, tag + ".log"))
-            if s is not None:
-                row["session"] = daemon_session(a.capuchin, s["pid"])
-                n = min(len(s["losses"]), len(plain["losses"]))
-                first_diff = next((i for i in range(n) if s["losses"][i] != plain["losses"][i]), None)
-                row["losses_identical"] = first_diff is None and len(s["losses"]) == len(plain["losses"])
-                row["first_diff_iter"] = None if first_diff is None else first_diff + 1
-                row["slowdown_steady"] = steady_mean(s["iter_s"]) / steady_mean(plain["iter_s"])
-                row["slowdown_wall"] = wall_b / wall
-                row["resident_peak"] = s["device_used_peak"] - s["device_used_base"]
-            good = rc == 0 and s is not None and row.get("losses_identical")
-            ok = ok and bool(good)
-            d = row["decisions"] or {}
-            print(f"{'PASS' if good else 'FAIL'} torch {model} budget {frac} ({mib(budget)}, {a.backend}): exit {rc}, "
-                  f"losses {'identical' if row.get('losses_identical') else 'DIFFER from iteration ' + str(row.get('first_diff_iter'))}, "
-                  f"slowdown {row.get('slowdown_steady', float('nan')):.2f}x steady / {row.get('slowdown_wall', float('nan')):.2f}x wall, "
-                  f"resident peak {mib(row.get('resident_peak'))} sampled / {mib((row['executor'] or {}).get('peak_resident'))} executor, swapped out {mib(d.get('bytes_out'))} in {mib(d.get('bytes_in'))}, "
-                  f"decisions {d.get('counts', 'none (no decision log)')}", flush=True)
-            results.append(row)
+        return plain, wall
+
+    def budget_run(model, frac, plain, wall):
+        t = limit(f"{model} budget {frac}")
+        if t is None:
+            return
+        peak = plain["peak_allocated"]
+        budget = int(frac * peak) if not a.dry else frac
+        tag = f"torch-{model}-b{frac}"
+        dlog = os.path.join(a.out, tag + ".decisions.jsonl")
+        if os.path.exists(dlog):
+            os.remove(dlog)
+        renv = dict(env, CAPUCHIN_DECISION_LOG=dlog, CAPUCHIN_LOG="info")  # info: the executor's summary line
+        cmd = [a.capuchin, "run", "--budget", str(budget), "--backend", a.backend, "--"] + base_cmd(model)
+        rc, s, wall_b = run(cmd, renv, os.path.join(a.out, tag + ".log"), t)
+        row = {"model": model, "run": f"budget {frac}", "fraction": frac, "budget_bytes": budget, "rc": rc,
+               "wall_s": wall_b, "summary": s, "decisions": decisions(dlog)}
+        row["executor"] = executor_summary(os.path.join(a.out, tag + ".log"))
+        if s is not None:
+            row["session"] = daemon_session(a.capuchin, s["pid"])
+            n = min(len(s["losses"]), len(plain["losses"]))
+            first_diff = next((i for i in range(n) if s["losses"][i] != plain["losses"][i]), None)
+            row["losses_identical"] = first_diff is None and len(s["losses"]) == len(plain["losses"])
+            row["first_diff_iter"] = None if first_diff is None else first_diff + 1
+            row["slowdown_steady"] = steady_mean(s["iter_s"]) / steady_mean(plain["iter_s"])
+            row["slowdown_wall"] = wall_b / wall
+            row["resident_peak"] = s["device_used_peak"] - s["device_used_base"]
+        # The executor's own account (not judged in --dry: the CPU job has no CUDA, no executor).
+        verdicts = [] if a.dry else judge_executor(row["executor"], budget, peak)
+        row["executor_checks"] = [{"ok": c[0], "check": c[1]} for c in verdicts]
+        bad = [c[1] for c in verdicts if not c[0]]
+        good = rc == 0 and s is not None and row.get("losses_identical") and not bad
+        state["ok"] = state["ok"] and bool(good)
+        d = row["decisions"] or {}
+        print(f"{'PASS' if good else 'FAIL'} torch {model} budget {frac} ({mib(budget)}, {a.backend}): exit {rc}, "
+              f"losses {'identical' if row.get('losses_identical') else 'DIFFER from iteration ' + str(row.get('first_diff_iter'))}, "
+              f"slowdown {row.get('slowdown_steady', float('nan')):.2f}x steady / {row.get('slowdown_wall', float('nan')):.2f}x wall, "
+              f"resident peak {mib(row.get('resident_peak'))} sampled / {mib((row['executor'] or {}).get('peak_resident'))} executor, swapped out {mib(d.get('bytes_out'))} in {mib(d.get('bytes_in'))}, "
+              f"decisions {d.get('counts', 'none (no decision log)')}"
+              + (f"; executor: {'; '.join(bad)}" if bad else "; executor: ran, within budget, evicted, planned, no fallback"
+                 if verdicts else ""), flush=True)
+        results.append(row)
+
+    # Every model's plain run and first budget before any second budget: when time runs short
+    # (--deadline), what is left out is the least informative.
+    plains = {}
+    for model in a.models:
+        p = plain_run(model)
+        if p == 77:
+            print(f"SKIP torch: {model}: torch sees no GPU")
+            return 77
+        if p is not None:
+            plains[model] = p
+            budget_run(model, a.budgets[0], *p)
+    for frac in a.budgets[1:]:
+        for model, p in plains.items():
+            if not model.endswith("-bf16"):
+                budget_run(model, frac, *p)
+    if state["not_run"]:
+        print(f"INFO torch: {len(state['not_run'])} runs not run for lack of time: {', '.join(state['not_run'])}")
+    ok = state["ok"] and bool(plains)
+    ran = [r for r in results if r["run"] != "plain"]
+    passed = sum(1 for r in ran if r.get("losses_identical") and r["rc"] == 0 and all(c["ok"] for c in r["executor_checks"]))
+    print(f"RESULT pytorch {'PASS' if ok else 'FAIL'}: {passed} of {len(ran)} budgeted runs passed "
+          f"({', '.join(sorted(plains))} ran plain)"
+          + (f"; {len(state['not_run'])} not run for lack of time" if state["not_run"] else ""), flush=True)
     with open(os.path.join(a.out, "torch.json"), "w") as f:
         json.dump(results, f, indent=1)
-    write_markdown(os.path.join(a.out, "torch.md"), results, a)
+    write_markdown(os.path.join(a.out, "torch.md"), results, a, state["not_run"])
     return 0 if ok else 1
 
 
-def write_markdown(path, results, a):
+def write_markdown(path, results, a, not_run):
     where = "DRY RUN on the CPU: a logic check, no GPU figures" if a.dry else "measured on this GPU"
     lines = [f"### PyTorch training under capuchin ({where}; backend {a.backend}, {a.iters} iterations)", "",
              "| model | run | budget | exit | losses vs plain | steady iter | slowdown (steady / wall) | "
-             "resident peak (sampled / executor) | daemon peak | swapped out / in | decisions |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+             "resident peak (sampled / executor) | daemon peak | swapped out / in | decisions | executor checks |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for r in results:
         s = r.get("summary") or {}
         it = f"{steady_mean(s['iter_s']) * 1e3:.1f} ms" if s.get("iter_s") else "-"
         if r["run"] == "plain":
             lines.append(f"| {r['model']} | plain | none (peak_allocated {mib(s.get('peak_allocated'))}) | {r['rc']} | "
                          f"reference | {it} | 1.00 | {mib(s.get('device_used_peak', 0) - s.get('device_used_base', 0)) if s else '-'} "
-                         f"| - | - | - |")
+                         f"| - | - | - | - |")
             continue
         d = r.get("decisions") or {}
         sess = r.get("session") or {}
         same = {True: "identical", False: f"differ from iter {r.get('first_diff_iter')}"}.get(r.get("losses_identical"), "-")
         slow = (f"{r['slowdown_steady']:.2f}x / {r['slowdown_wall']:.2f}x" if "slowdown_steady" in r else "-")
         counts = ", ".join(f"{k} {v}" for k, v in sorted((d.get("counts") or {}).items())) or "no log"
+        failed = [c["check"] for c in r.get("executor_checks", []) if not c["ok"]]
+        checks = ("FAILED: " + "; ".join(failed) if failed else "all held" if r.get("executor_checks") else "not judged")
         lines.append(f"| {r['model']} | {r['run']} | {mib(r['budget_bytes'])} | {r['rc']} | {same} | {it} | {slow} | "
                      f"{mib(r.get('resident_peak'))} / {mib((r.get('executor') or {}).get('peak_resident'))} | {mib(sess.get('peak_bytes'))} | "
-                     f"{mib(d.get('bytes_out'))} / {mib(d.get('bytes_in'))} | {counts} |")
+                     f"{mib(d.get('bytes_out'))} / {mib(d.get('bytes_in'))} | {counts} | {checks} |")
     lines += ["", "Resident peak (sampled): cudaMemGetInfo in use after each forward and backward, minus the use "
               "before the model existed (CUDA context, cuBLAS workspace); executor: its `peak_resident` (bytes it held on "
               "the device at most). Daemon peak: `capuchin sessions`. Budgets are bytes (the fraction times the plain run's "
               "peak_allocated): a fractional CAPUCHIN_BUDGET would mean a fraction of the whole device."]
+    if not_run:
+        lines += ["", f"Not run for lack of time: {', '.join(not_run)}."]
     with open(path, "w") as f:
         f.write("\n".join(lines) + "\n")
 

@@ -68,16 +68,23 @@ void measure(std::size_t mib) {
   char* managed = nullptr;
   GPU_CK(cudaMallocManaged(&managed, bytes));
   std::memset(managed, 1, bytes);  // first touch on the host: the pages start there
+  // CUDA 13 takes a cudaMemLocation (and flags); CUDA 12 a device number (cudaCpuDeviceId: host).
+#if CUDART_VERSION >= 13000
   cudaMemLocation to_dev{}, to_host{};
   to_dev.type = cudaMemLocationTypeDevice;
   to_dev.id = 0;
   to_host.type = cudaMemLocationTypeHost;
   to_host.id = 0;
+  auto prefetch = [&](const cudaMemLocation& where) { GPU_CK(cudaMemPrefetchAsync(managed, bytes, where, 0, s)); };
+#else
+  const int to_dev = 0, to_host = cudaCpuDeviceId;
+  auto prefetch = [&](int where) { GPU_CK(cudaMemPrefetchAsync(managed, bytes, where, s)); };
+#endif
   // Each rep: prefetch to the device (timed), then back to the host (untimed here), and the reverse.
   double h2d = 0, d2h = 0;
   for (int r = 0; r < 5; ++r) {
-    h2d = std::max(h2d, best_gbps(bytes, s, [&](int) { GPU_CK(cudaMemPrefetchAsync(managed, bytes, to_dev, 0, s)); }, 1));
-    d2h = std::max(d2h, best_gbps(bytes, s, [&](int) { GPU_CK(cudaMemPrefetchAsync(managed, bytes, to_host, 0, s)); }, 1));
+    h2d = std::max(h2d, best_gbps(bytes, s, [&](int) { prefetch(to_dev); }, 1));
+    d2h = std::max(d2h, best_gbps(bytes, s, [&](int) { prefetch(to_host); }, 1));
   }
   report("uvm_prefetch_h2d", mib, h2d);
   report("uvm_prefetch_d2h", mib, d2h);
@@ -86,7 +93,7 @@ void measure(std::size_t mib) {
   GPU_CK(cudaMalloc(&sink, 4));
   double fault = 0;
   for (int r = 0; r < 3; ++r) {
-    GPU_CK(cudaMemPrefetchAsync(managed, bytes, to_host, 0, s));
+    prefetch(to_host);
     GPU_CK(cudaStreamSynchronize(s));
     fault = std::max(fault, best_gbps(bytes, s, [&](int) {
       touch_pages<<<264, 256, 0, s>>>(reinterpret_cast<const float*>(managed), static_cast<long long>(bytes / 4), sink);

@@ -6,7 +6,13 @@
 //
 // Contract: every check prints exactly one line starting with "PASS " or "FAIL "; finish()
 // prints "RESULT <prog> PASS|FAIL (<n> failures)" and returns the exit status (0 / 1).
-// A program run where no CUDA device answers prints "SKIP <prog>: ..." and exits 77.
+// A program run where no CUDA device answers prints "SKIP <prog>: ..." and exits 77; one
+// whose driver is older than the CUDA runtime it was built with prints "SKIP <prog>: driver
+// too old ..." and exits 78 (scripts/gpu-check.sh tells the two apart: a driver too old is no
+// reason to skip the PyTorch step, whose runtime may be older).
+//
+// Builds with a CUDA 12.x toolkit too: calls that exist only in CUDA 13 (or changed form
+// there) are guarded with CUDART_VERSION.
 #pragma once
 
 #include <cuda.h>
@@ -19,12 +25,22 @@
 namespace gpu_check {
 
 inline constexpr int kSkipExit = 77;
+inline constexpr int kDriverTooOldExit = 78;
 inline int g_failures = 0;
 
 // Exits 77 with a clear line when no CUDA device is usable; otherwise prints the device.
 inline void require_gpu_or_skip(const char* prog) {
   int n = 0;
   const cudaError_t e = cudaGetDeviceCount(&n);
+  int driver = 0;
+  (void)cudaDriverGetVersion(&driver);  // 0: no driver (libcuda) at all, which is "no GPU"
+  if (e == cudaErrorInsufficientDriver && driver > 0) {
+    std::printf("SKIP %s: driver too old: it supports CUDA %d.%d, this program was built with runtime %d.%d "
+                "(cudaErrorInsufficientDriver)\n",
+                prog, driver / 1000, driver % 1000 / 10, CUDART_VERSION / 1000, CUDART_VERSION % 1000 / 10);
+    std::fflush(stdout);
+    std::exit(kDriverTooOldExit);
+  }
   if (e != cudaSuccess || n == 0) {
     std::printf("SKIP %s: no CUDA GPU here (cudaGetDeviceCount: %s, %d devices)\n", prog,
                 e == cudaSuccess ? "no error" : cudaGetErrorString(e), n);
@@ -32,9 +48,8 @@ inline void require_gpu_or_skip(const char* prog) {
     std::exit(kSkipExit);
   }
   cudaDeviceProp p{};
-  int driver = 0, runtime = 0;
+  int runtime = 0;
   (void)cudaGetDeviceProperties(&p, 0);
-  (void)cudaDriverGetVersion(&driver);
   (void)cudaRuntimeGetVersion(&runtime);
   std::printf("INFO %s: device 0 %s, sm_%d%d, %.1f GiB, driver API %d, runtime %d\n", prog, p.name, p.major,
               p.minor, static_cast<double>(p.totalGlobalMem) / (1024.0 * 1024.0 * 1024.0), driver, runtime);
@@ -59,11 +74,18 @@ inline int finish(const char* prog) {
 }
 
 // A driver entry point through cudart (which asks cuGetProcAddress), as cuBLAS and PyTorch do.
+// cudaGetDriverEntryPointByVersion exists from CUDA 12.5 (and alone in 13); before, the
+// unversioned call gives the toolkit's default version of the entry point.
 template <class Fn>
 Fn driver_entry(const char* name, unsigned version = 12000) {
   void* p = nullptr;
   cudaDriverEntryPointQueryResult q{};
+#if CUDART_VERSION >= 12050
   const cudaError_t e = cudaGetDriverEntryPointByVersion(name, &p, version, cudaEnableDefault, &q);
+#else
+  (void)version;
+  const cudaError_t e = cudaGetDriverEntryPoint(name, &p, cudaEnableDefault, &q);
+#endif
   if (e != cudaSuccess || q != cudaDriverEntryPointSuccess || p == nullptr) {
     std::printf("FAIL driver entry %s: %s (query result %d)\n", name, cudaGetErrorString(e), static_cast<int>(q));
     std::fflush(stdout);

@@ -4,7 +4,7 @@
 // executor must evict and bring back (its CAPUCHIN_DECISION_LOG shows it) without changing
 // a result.
 //
-// Usage: gpu_executor evict|missed [MiB per buffer, default 64]
+// Usage: gpu_executor evict|missed|ipc [MiB per buffer, default 64]
 //   evict:  8 buffers, each filled, then bumped in 3 rounds one buffer per launch (each
 //           launch touches one buffer, so a budget of ~3 buffers forces evictions every
 //           launch), then verified by a kernel and by copying every buffer back.
@@ -12,8 +12,17 @@
 //           interposer's parameter scan cannot see them: a missed access); 6 pressure
 //           buffers are touched directly to push the hidden ones out; then kernels read and
 //           write the hidden buffers through the table, and everything is verified.
+//   ipc:    one buffer exported with cudaIpcGetMemHandle, 6 pressure buffers; after rounds of
+//           pressure a second process (this program again, `ipc-child`, without LD_PRELOAD)
+//           opens the handle, must see the buffer's current content and adds to it; after
+//           more pressure this process must see that write. An exported allocation may never
+//           be moved (issue 16): the other process's mapping would go stale.
 // Prints PASS/FAIL lines and CHECKSUM lines (identical plain and under the executor).
 // Exit 0 / 1, or 77 with no GPU.
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -149,12 +158,102 @@ int run_missed(long long n) {
   return gpu_check::finish("gpu_executor missed");
 }
 
+// The exported buffer is Pool::bufs[0] (pattern 0): +3 here, +10 by the other process (13);
+// the pressure buffers get +1 a round, 5 rounds.
+int run_ipc(long long n) {
+  const int pressure = 6;
+  Pool p(1 + pressure, n);
+  GPU_CK(cudaMemset(p.errors, 0, sizeof(unsigned long long)));
+  for (int b = 0; b <= pressure; ++b) fill<<<kGrid, kBlock>>>(p.bufs[static_cast<std::size_t>(b)], n, b);
+  GPU_CK(cudaDeviceSynchronize());
+  cudaIpcMemHandle_t handle{};
+  const cudaError_t he = cudaIpcGetMemHandle(&handle, p.bufs[0]);
+  gpu_check::check(he == cudaSuccess, "ipc: cudaIpcGetMemHandle on a cudaMalloc allocation (%s)", cudaGetErrorString(he));
+  if (he != cudaSuccess) return gpu_check::finish("gpu_executor ipc");
+  auto pressure_round = [&] {
+    for (int b = 1; b <= pressure; ++b) bump<<<kGrid, kBlock>>>(p.bufs[static_cast<std::size_t>(b)], n, 1.0f);
+  };
+  for (int r = 0; r < 3; ++r) {  // the exported buffer is used between rounds of pressure
+    bump<<<kGrid, kBlock>>>(p.bufs[0], n, 1.0f);
+    pressure_round();
+  }
+  GPU_CK(cudaDeviceSynchronize());
+  // The other process: the handle as hex on its command line, LD_PRELOAD removed.
+  char hex[2 * sizeof handle + 1];
+  for (std::size_t i = 0; i < sizeof handle; ++i)
+    std::snprintf(hex + 2 * i, 3, "%02x", static_cast<unsigned char>(handle.reserved[i]));
+  // Everything the child needs is made before fork (only execve between fork and exec).
+  std::vector<char*> envp;
+  for (char** e = environ; *e != nullptr; ++e)
+    if (std::strncmp(*e, "LD_PRELOAD=", 11) != 0) envp.push_back(*e);
+  envp.push_back(nullptr);
+  std::string floats = std::to_string(n);
+  char arg0[] = "gpu_executor", arg1[] = "ipc-child";
+  char* argv[] = {arg0, arg1, hex, floats.data(), nullptr};
+  std::fflush(stdout);
+  const pid_t child = fork();
+  if (child == 0) {
+    execve("/proc/self/exe", argv, envp.data());
+    _exit(127);
+  }
+  int st = 0;
+  while (child > 0 && waitpid(child, &st, 0) < 0 && errno == EINTR) {
+  }
+  const bool child_ok = child > 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0;
+  gpu_check::check(child_ok, "ipc: another process opened the handle, saw the buffer's content after 3 rounds of "
+                   "pressure and added 10 (child status %d)", child > 0 && WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+  for (int r = 0; r < 2; ++r) pressure_round();
+  verify<<<kGrid, kBlock>>>(p.bufs[0], n, 0, 13.0f, p.errors);
+  GPU_CK(cudaDeviceSynchronize());
+  const unsigned long long bad = p.take_errors();
+  gpu_check::check(bad == 0, "ipc: this process sees the other's write after more pressure (%llu bad floats)", bad);
+  cudaPointerAttributes a{};
+  GPU_CK(cudaPointerGetAttributes(&a, p.bufs[0]));
+  gpu_check::check(a.type == cudaMemoryTypeDevice, "ipc: the exported buffer is still device memory (type %d)",
+                   static_cast<int>(a.type));
+  long long host_bad = 0;
+  std::uint64_t sum = host_check(p, 0, 1, 13.0f, &host_bad);
+  sum ^= host_check(p, 1, pressure, 5.0f, &host_bad);
+  gpu_check::check(host_bad == 0, "ipc: every byte copied back matches (%lld bad floats)", host_bad);
+  std::printf("CHECKSUM ipc %016llx\n", static_cast<unsigned long long>(sum));
+  return gpu_check::finish("gpu_executor ipc");
+}
+
+// The other process: opens the handle, checks pattern 0 + 3, adds 10. Exit 0 when all held.
+int run_ipc_child(const char* hex, long long n) {
+  cudaIpcMemHandle_t handle{};
+  if (std::strlen(hex) != 2 * sizeof handle) return 2;
+  for (std::size_t i = 0; i < sizeof handle; ++i)
+    handle.reserved[i] = static_cast<char>(std::strtoul(std::string(hex + 2 * i, 2).c_str(), nullptr, 16));
+  void* ptr = nullptr;
+  const cudaError_t e = cudaIpcOpenMemHandle(&ptr, handle, cudaIpcMemLazyEnablePeerAccess);
+  if (e != cudaSuccess) {
+    std::printf("FAIL ipc-child: cudaIpcOpenMemHandle: %s\n", cudaGetErrorString(e));
+    return 1;
+  }
+  unsigned long long* errors = nullptr;
+  GPU_CK(cudaMalloc(&errors, sizeof *errors));
+  GPU_CK(cudaMemset(errors, 0, sizeof *errors));
+  float* buf = static_cast<float*>(ptr);
+  verify<<<kGrid, kBlock>>>(buf, n, 0, 3.0f, errors);
+  bump<<<kGrid, kBlock>>>(buf, n, 10.0f);
+  GPU_CK(cudaDeviceSynchronize());
+  unsigned long long bad = 0;
+  GPU_CK(cudaMemcpy(&bad, errors, sizeof bad, cudaMemcpyDeviceToHost));
+  std::printf("%s ipc-child: the exported buffer read through the handle (%llu bad floats)\n", bad == 0 ? "PASS" : "FAIL",
+              bad);
+  GPU_CK(cudaIpcCloseMemHandle(ptr));
+  GPU_CK(cudaFree(errors));
+  return bad == 0 ? 0 : 1;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   const std::string mode = argc > 1 ? argv[1] : "";
-  if (mode != "evict" && mode != "missed") {
-    std::fprintf(stderr, "usage: gpu_executor evict|missed [MiB per buffer]\n");
+  if (mode == "ipc-child" && argc == 4) return run_ipc_child(argv[2], std::atoll(argv[3]));
+  if (mode != "evict" && mode != "missed" && mode != "ipc") {
+    std::fprintf(stderr, "usage: gpu_executor evict|missed|ipc [MiB per buffer]\n");
     return 2;
   }
   const long long mib = argc > 2 ? std::atoll(argv[2]) : 64;
@@ -165,5 +264,6 @@ int main(int argc, char** argv) {
   gpu_check::require_gpu_or_skip("gpu_executor");
   const long long n = mib * 1024 * 1024 / 4;
   std::printf("INFO gpu_executor %s: %lld MiB per buffer\n", mode.c_str(), mib);
+  if (mode == "ipc") return run_ipc(n);
   return mode == "evict" ? run_evict(n) : run_missed(n);
 }

@@ -2,8 +2,9 @@
 # run_check.sh: one real-GPU check (ctest label gpu; scripts/gpu-check.sh runs the same).
 #
 # Usage: run_check.sh CASE OUTDIR
-#   CASE: capture | capture_static | param_info | graph | cupti      (capture under LD_PRELOAD)
-#         evict_uvm | evict_pinned | missed_uvm | missed_pinned      (the executor under a budget)
+#   CASE: capture | capture_static | param_info | graph | cupti | sync13   (capture under LD_PRELOAD)
+#         evict_uvm | evict_pinned | missed_uvm | missed_pinned | ipc_uvm | ipc_pinned
+#                                                                   (the executor under a budget)
 # Environment: GPU_BIN (folder of the tests/gpu programs), CAPUCHIN_LIB (libcapuchin.so),
 #   CAPUCHIN_CLI (the capuchin command; optional: trace validation), PRELOAD_PREFIX (optional:
 #   sanitizer runtimes), GPU_BUDGET (executor cases, bytes, default 209715200 = 200 MiB:
@@ -28,7 +29,8 @@ case "$case_name" in
   param_info) prog=gpu_param_info ;;
   graph) prog=gpu_graph ;;
   cupti) prog=gpu_cupti ;;
-  evict_uvm|evict_pinned|missed_uvm|missed_pinned)
+  sync13) prog=gpu_sync13 ;;
+  evict_uvm|evict_pinned|missed_uvm|missed_pinned|ipc_uvm|ipc_pinned)
     prog=gpu_executor; args=${case_name%_*}; backend=${case_name#*_}; executor=1 ;;
   *) echo "run_check.sh: unknown case '$case_name'" >&2; exit 2 ;;
 esac
@@ -39,6 +41,9 @@ bin="${GPU_BIN:?GPU_BIN must name the folder of the tests/gpu programs}/$prog"
 rc=$?
 cat "$log.plain.log"
 [ $rc -eq 77 ] && exit 77
+# 78: the driver is older than the runtime the program was built with (a SKIP for ctest; the
+# line above says so, and scripts/gpu-check.sh reports it apart from "no GPU").
+[ $rc -eq 78 ] && exit 77
 if [ $rc -ne 0 ]; then echo "FAIL $case_name: the program fails without capuchin (exit $rc)"; exit 1; fi
 
 lib=${CAPUCHIN_LIB:-}

@@ -18,6 +18,9 @@ seconds, torch.cuda.max_memory_allocated (`peak_allocated`), the most device mem
 use (cudaMemGetInfo sampled after each forward and backward, `device_used_peak`) and the
 use before the model existed (`device_used_base`, the CUDA context).
 
+--bf16: the forward pass and loss under torch.autocast(dtype=torch.bfloat16): bf16 GEMMs
+through cuBLASLt (on Hopper, kernels that take their operands in TMA descriptors).
+
 --dry: a degraded CPU mode (tiny sizes, 3 iterations, twice over, checking both passes give
 identical losses) for a syntax and logic check where no GPU is present.
 """
@@ -137,7 +140,7 @@ def used_bytes(device):
     return total - free
 
 
-def train(model, device, iters, dry, quiet=False):
+def train(model, device, iters, dry, quiet=False, bf16=False):
     torch.manual_seed(1234)
     gen = torch.Generator().manual_seed(4321)
     base = used_bytes(device)
@@ -152,7 +155,8 @@ def train(model, device, iters, dry, quiet=False):
         t0 = time.perf_counter()
         x, y = x.to(device), y.to(device)
         opt.zero_grad(set_to_none=True)
-        loss = loss_of(net(x), y)
+        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16):
+            loss = loss_of(net(x), y)
         used_peak = max(used_peak, used_bytes(device))
         loss.backward()
         used_peak = max(used_peak, used_bytes(device))
@@ -174,6 +178,7 @@ def main():
     ap.add_argument("--iters", type=int, default=12)
     ap.add_argument("--device", default="cuda", help="cuda (default) or cpu")
     ap.add_argument("--dry", action="store_true", help="tiny sizes on the CPU, a logic check without a GPU")
+    ap.add_argument("--bf16", action="store_true", help="forward and loss under torch.autocast bfloat16")
     a = ap.parse_args()
     if a.iters < 1:
         ap.error("--iters must be at least 1")
@@ -189,12 +194,12 @@ def main():
     torch.backends.cudnn.allow_tf32 = False
     torch.use_deterministic_algorithms(True)
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
-    print(f"INFO torch {torch.__version__}, model {a.model}, device {name}, iterations {a.iters}, "
+    print(f"INFO torch {torch.__version__}, model {a.model}{' (autocast bf16)' if a.bf16 else ''}, device {name}, iterations {a.iters}, "
           f"allocator {os.environ.get('PYTORCH_CUDA_ALLOC_CONF', 'default')}", flush=True)
-    losses, times, peak, used_peak, base = train(a.model, device, a.iters, a.dry)
+    losses, times, peak, used_peak, base = train(a.model, device, a.iters, a.dry, bf16=a.bf16)
     ok = all(l == l and abs(l) != float("inf") for l in losses)
     if a.dry:  # determinism check: a second pass must repeat every loss exactly
-        again, _, _, _, _ = train(a.model, device, a.iters, a.dry, quiet=True)
+        again, _, _, _, _ = train(a.model, device, a.iters, a.dry, quiet=True, bf16=a.bf16)
         same = again == losses
         print(f"{'PASS' if same else 'FAIL'} dry: a second pass repeats the {len(losses)} losses exactly", flush=True)
         ok = ok and same
@@ -202,7 +207,7 @@ def main():
     summary = {"model": a.model, "device": name, "pid": os.getpid(), "iterations": a.iters,
                "losses": [l.hex() for l in losses], "iter_s": times, "peak_allocated": peak,
                "device_used_peak": used_peak, "device_used_base": base, "dry": a.dry,
-               "torch": torch.__version__}
+               "torch": torch.__version__, "bf16": a.bf16}
     print("SUMMARY " + json.dumps(summary), flush=True)
     return 0 if ok else 1
 
