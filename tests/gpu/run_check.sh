@@ -67,6 +67,19 @@ fi
 rc=$?
 cat "$log.capuchin.log"
 fail=0
+# ipc under a budget: the driver has no IPC handle for the memory capuchin serves; what must hold
+# then is the driver's own error, capuchin saying why, and a clean exit (README: the executor).
+if [ -n "$executor" ] && grep -q '^REFUSED ipc' "$log.capuchin.log"; then
+  if [ $rc -eq 0 ] && grep -q 'the driver refused a handle to tensor' "$log.capuchin.log"; then
+    echo "PASS $case_name: the driver refused an IPC handle for served memory ($(grep '^REFUSED' "$log.capuchin.log")) and capuchin said why"
+    echo "RESULT $case_name PASS"; exit 0
+  fi
+  echo "FAIL $case_name: the IPC handle was refused without capuchin's explanation (exit $rc)"
+  echo "RESULT $case_name FAIL"; exit 1
+fi
+if [ -n "$executor" ] && [ "$backend" = pinned ] && ! grep -q 'executor summary: backend=pinned ' "$log.capuchin.log"; then
+  echo "FAIL $case_name: the pinned backend did not run (the summary names another; see the driver's features above)"; fail=1
+fi
 if [ $rc -ne 0 ]; then echo "FAIL $case_name: exit $rc under libcapuchin.so"; fail=1; fi
 grep '^CHECKSUM' "$log.plain.log" >"$log.sum.plain"
 grep '^CHECKSUM' "$log.capuchin.log" >"$log.sum.capuchin"
