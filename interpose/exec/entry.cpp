@@ -36,6 +36,23 @@ policy::Event event(Op op, std::uint64_t sig) {
 
 Executor* running() { return g_ex != nullptr && is_started() ? g_ex : nullptr; }
 
+// The executor serves the device it started on: its budget is that device's, and its
+// streams, managed prefetches and VMM chunks are there. An allocation made while another
+// device is current (cudaSetDevice) is passed through untouched; said once in the log.
+bool on_executor_device(Executor& e, std::size_t bytes) {
+  if (e.api.ctx_get_device == nullptr) return true;  // a driver without it has device 0 only for us
+  CUdevice dev = 0;
+  if (e.api.ctx_get_device(&dev) != CUDA_SUCCESS) return false;  // when in doubt, the driver's
+  if (static_cast<int>(dev) == e.moves.device) return true;
+  if (!e.other_device_noted) {
+    e.other_device_noted = true;
+    log(LogLevel::Info, "executor: serves device %d only; allocations on device %d are passed through unmanaged",
+        e.moves.device, static_cast<int>(dev));
+  }
+  e.decisions.record(Action::Fallback, kNoBlockId, bytes, "other-device", -1, "allocated on another device: the driver's");
+  return false;
+}
+
 }  // namespace
 
 bool alloc(CUdeviceptr* out, std::size_t bytes, CUstream s, bool per_thread, bool stream_ordered, CUresult* r) {
@@ -50,6 +67,7 @@ bool alloc(CUdeviceptr* out, std::size_t bytes, CUstream s, bool per_thread, boo
     }
     return false;
   }
+  if (!on_executor_device(e, bytes)) return false;
   if (stream_ordered && capture_sequence(reinterpret_cast<std::uint64_t>(s), per_thread) != 0) {
     e.decisions.record(Action::Fallback, kNoBlockId, bytes, "stream-capture", -1, "allocated by the driver inside a graph capture");
     return false;  // a graph's allocation node: the driver's, outside the budget

@@ -105,9 +105,12 @@ CUresult start(Executor& e) {
   }
   if (e.ledger.budget > total_b)
     log(LogLevel::Warn, "CAPUCHIN_BUDGET (%" PRIu64 " bytes) exceeds the device's %zu bytes", e.ledger.budget, total_b);
+  // The current context's device: the one this job (or rank) uses; mem_get_info above and
+  // everything the executor makes (streams, prefetch targets, VMM chunks) are that device's.
   CUdevice dev = 0;
   if (e.api.ctx_get_device != nullptr && e.api.ctx_get_device(&dev) != CUDA_SUCCESS) dev = 0;
   e.moves.device = static_cast<int>(dev);
+  set_job_device(e.moves.device);  // the daemon's hello names it
   e.events.init(&e.api);
   if (CUresult r = e.api.stream_create(&e.moves.out, CU_STREAM_NON_BLOCKING); r != CUDA_SUCCESS) return r;
   if (CUresult r = e.api.stream_create(&e.moves.in, CU_STREAM_NON_BLOCKING); r != CUDA_SUCCESS) return r;

@@ -89,6 +89,7 @@ class Executor {
   std::uint64_t daemon_budget_gen = 0;  // daemon_budget() generation last applied
   bool simcuda = false;
   bool pool_full_warned = false;
+  bool other_device_noted = false;  // an allocation on another device was passed through (logged once)
   std::uint64_t evictions_started = 0;
   // Work whose accesses are unknown (graph launches, unscanned launches) forwarded and not yet
   // recorded: while any is in flight nothing moves out (it may use any block).
