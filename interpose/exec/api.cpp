@@ -36,6 +36,9 @@ bool resolve(Api& a, const char** missing) {
     get(a.event_elapsed, "cuEventElapsedTime", false, missing);
   ok &= get(a.ctx_synchronize, "cuCtxSynchronize", true, missing);
   ok &= get(a.ctx_get_device, "cuCtxGetDevice", false, missing);
+  ok &= get(a.ctx_get_current, "cuCtxGetCurrent", false, missing);
+  ok &= get(a.ctx_push, "cuCtxPushCurrent_v2", false, missing);
+  ok &= get(a.ctx_pop, "cuCtxPopCurrent_v2", false, missing);
   ok &= get(a.launch_kernel, "cuLaunchKernel", true, missing);
   ok &= get(a.func_get_param_info, "cuFuncGetParamInfo", false, missing);
   ok &= get(a.func_get_name, "cuFuncGetName", false, missing);

@@ -30,6 +30,10 @@ struct Api {
   CUresult (*event_elapsed)(float*, CUevent, CUevent) = nullptr;  // optional: measured kernel times
   CUresult (*ctx_synchronize)() = nullptr;
   CUresult (*ctx_get_device)(CUdevice*) = nullptr;  // optional: device 0 without it
+  // optional as a group: the executor's events are created in its own context
+  CUresult (*ctx_get_current)(CUcontext*) = nullptr;
+  CUresult (*ctx_push)(CUcontext) = nullptr;
+  CUresult (*ctx_pop)(CUcontext*) = nullptr;
   CUresult (*launch_kernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
                             CUstream, void**, void**) = nullptr;
   CUresult (*func_get_param_info)(CUfunction, size_t, size_t*, size_t*) = nullptr;

@@ -5,10 +5,25 @@
 
 namespace capuchin::interpose::exec {
 
+// In the executor's context: a thread with another device current (cudaSetDevice) makes it
+// current for the call and restores its own.
+CUresult EventPool::create(CUevent* ev) const {
+  CUcontext current = nullptr;
+  const bool visit = ctx_ != nullptr && api_->ctx_get_current != nullptr && api_->ctx_push != nullptr &&
+                     api_->ctx_pop != nullptr && api_->ctx_get_current(&current) == CUDA_SUCCESS && current != ctx_;
+  if (visit)
+    if (const CUresult r = api_->ctx_push(ctx_); r != CUDA_SUCCESS) return r;
+  const CUresult r = api_->event_create(ev, CU_EVENT_DISABLE_TIMING);
+  CUcontext popped = nullptr;
+  if (visit && api_->ctx_pop(&popped) != CUDA_SUCCESS)
+    log(LogLevel::Error, "executor: restoring the job's context after creating an event failed");
+  return r;
+}
+
 Ev EventPool::record(CUstream s) {
   if (free_.empty()) {
     CUevent ev = nullptr;
-    if (const CUresult r = api_->event_create(&ev, CU_EVENT_DISABLE_TIMING); r != CUDA_SUCCESS) {
+    if (const CUresult r = create(&ev); r != CUDA_SUCCESS) {
       if (!create_failed_logged_) log(LogLevel::Warn, "executor: cuEventCreate failed (CUresult %d): ordering by stream waits", static_cast<int>(r));
       create_failed_logged_ = true;
       return Ev{};

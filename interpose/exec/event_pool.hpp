@@ -9,7 +9,10 @@
 // on the handle (Executor::await): handles never move or die before the pool does. A failed
 // cuEventCreate or cuEventRecord gives none (logged once): callers then order by waiting for
 // the stream instead. cuStreamWaitEvent's result is returned; it fails only on a broken
-// context, which the job's own next call reports.
+// context, which the job's own next call reports. Events are created in the executor's
+// context (the one it started in), whatever context the calling thread has current, so they
+// can be recorded on the executor's streams (cuEventRecord: "hEvent and hStream must be from
+// the same context", cuda.h); one recorded on a stream of another device gives none.
 #pragma once
 
 #include <cuda.h>
@@ -29,7 +32,10 @@ struct Ev {
 
 class EventPool {
  public:
-  void init(const Api* api) { api_ = api; }
+  void init(const Api* api, CUcontext ctx) {
+    api_ = api;
+    ctx_ = ctx;
+  }
   // A fresh event recorded on `s`, holding one reference; none when it could not be made.
   Ev record(CUstream s);
   // One more reference to e (returned for convenience); none stays none.
@@ -56,6 +62,8 @@ class EventPool {
   std::vector<std::int32_t> refs_;
   std::vector<std::int32_t> free_;
   bool create_failed_logged_ = false;
+  CUcontext ctx_ = nullptr;  // the executor's (null: unknown, the current one is used)
+  CUresult create(CUevent* ev) const;
 };
 
 }  // namespace capuchin::interpose::exec

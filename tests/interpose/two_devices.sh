@@ -1,12 +1,14 @@
 #!/bin/sh
 # two_devices.sh OUTDIR BACKEND: a process that switches between two simcuda devices
-# (two_devices_prog: tensors on device 0 under pressure, one on device 1 at each step) plain and
+# (two_devices_prog: tensors on device 0 under pressure, one on device 1 at each step that also
+# receives a device-0 tensor by a copy issued on device 1) plain and
 # under CAPUCHIN_BUDGET (3 of device 0's 4 tensors fit) with BACKEND (uvm|pinned). Checks: the
 # same output (device 1's tensor is device memory of device 1 in both: the executor passes
 # other devices' allocations through rather than serve them with device 0's memory, which a
 # kernel on device 1 could not touch under pinned); the executor ran on device 0 and evicted
-# there, within the budget; device 1 held exactly its one tensor at a time; the log said once
-# that device 1's allocations are passed through.
+# there, within the budget, with no failed event record (its events are created in its own
+# context); device 1 held exactly its one tensor at a time; the log said once that device 1's
+# allocations are passed through.
 # Environment: PROG, PRELOAD (set by ctest), LD_LIBRARY_PATH (simcuda).
 set -eu
 out=$1; backend=$2
@@ -25,6 +27,13 @@ fi
 grep -q "executor on: .*backend $backend, device 0" "$out/preload.err" ||
   { echo "FAIL: the executor did not start on device 0 with $backend"; grep "executor" "$out/preload.err" | head; exit 1; }
 grep -q 'evictions=[1-9]' "$out/preload.err" || { echo "FAIL: the executor evicted nothing"; grep summary "$out/preload.err"; exit 1; }
+# Its events live in its own context: none fails to record on its streams (or on device 1's,
+# whose work it leaves alone) while device 1 is current.
+if grep -q "warn: executor" "$out/preload.err"; then
+  echo "FAIL: the executor warned:"; grep "warn: executor" "$out/preload.err" | sort | uniq -c | head; exit 1
+fi
+n=$(grep -c "work on another device uses device 0's tensors" "$out/preload.err" || true)
+[ "$n" -eq 1 ] || { echo "FAIL: device 1's copies of device 0's tensors were logged $n times, not once"; exit 1; }
 n=$(grep -c "serves device 0 only; allocations on device 1 are passed through" "$out/preload.err" || true)
 [ "$n" -eq 1 ] || { echo "FAIL: the pass-through of device 1 was logged $n times, not once"; exit 1; }
 python3 - "$out/stats.json" "$budget" "$bytes" <<'PY'

@@ -2,7 +2,8 @@
 // model-parallel job does. On device 0: tensors T0..T3 of TENSOR_BYTES, uploaded, scaled STEPS
 // times in turn (under a budget of fewer than four tensors the executor must evict). On
 // device 1, between the steps: a tensor U allocated, uploaded, scaled by a kernel on device 1,
-// read back and freed. Run on simcuda with SIMCUDA_DEVICES=2, plain and under capuchin: the
+// read back, then given the contents of one of device 0's tensors by a copy issued on device 1
+// (as a pipeline stage hands activations on), read back again, and freed. Run on simcuda with SIMCUDA_DEVICES=2, plain and under capuchin: the
 // output must not depend on capuchin. It prints U's memory type and device as the runtime
 // reports them (device memory of device 1: capuchin serves only the device its executor
 // started on and passes device 1's allocations through) and checksums of everything read back.
@@ -48,8 +49,8 @@ uint64_t checksum(const std::vector<float>& v) {
   return h;
 }
 
-// Device 1's turn: a tensor there, scaled there, read back, freed.
-void work_on_device_1(int n, int step) {
+// Device 1's turn: a tensor there, scaled there, read back, given `from` (device 0's), freed.
+void work_on_device_1(int n, int step, const float* from) {
   check(cudaSetDevice(1), "cudaSetDevice(1)");
   float* u = nullptr;
   check(cudaMalloc(reinterpret_cast<void**>(&u), static_cast<size_t>(n) * sizeof(float)), "cudaMalloc on device 1");
@@ -63,6 +64,9 @@ void work_on_device_1(int n, int step) {
   launch_scale(u, n, 3.0f);
   check(cudaMemcpy(host.data(), u, host.size() * sizeof(float), cudaMemcpyDeviceToHost), "download U");
   std::printf("step %d U %016llx\n", step, static_cast<unsigned long long>(checksum(host)));
+  check(cudaMemcpy(u, from, host.size() * sizeof(float), cudaMemcpyDeviceToDevice), "copy device 0 -> device 1");
+  check(cudaMemcpy(host.data(), u, host.size() * sizeof(float), cudaMemcpyDeviceToHost), "download U");
+  std::printf("step %d U from device 0 %016llx\n", step, static_cast<unsigned long long>(checksum(host)));
   check(cudaFree(u), "cudaFree on device 1");
   check(cudaSetDevice(0), "cudaSetDevice(0)");
 }
@@ -86,7 +90,7 @@ int main(int argc, char** argv) {
   }
   for (int step = 0; step < steps; ++step) {
     launch_scale(t[static_cast<size_t>(step) % t.size()], n, 0.5f);
-    work_on_device_1(n, step);
+    work_on_device_1(n, step, t[static_cast<size_t>(step + 2) % t.size()]);
   }
   for (size_t i = 0; i < t.size(); ++i) {
     std::vector<float> host(static_cast<size_t>(n));

@@ -59,6 +59,9 @@ CUresult event_record(CUevent e, CUstream h, DefaultStream ds) {
   CUstream_st* s = stream_or(h, ds, &err);
   if (s == nullptr) return err;
   if (!live_event(e)) return CUDA_ERROR_INVALID_HANDLE;
+  // cuda.h, cuEventRecord: "hEvent and hStream must be from the same context otherwise
+  // CUDA_ERROR_INVALID_HANDLE is returned."
+  if (e->device != stream_device(s)) return CUDA_ERROR_INVALID_HANDLE;
   return d().scheduler.record_event(s, e);
 }
 
@@ -207,6 +210,8 @@ bool driver_initialized() { return d().initialized.load(std::memory_order_acquir
 CUctx_st*& current_ctx() { return tls_ctx; }
 
 int current_device() { return tls_ctx != nullptr ? tls_ctx->device : 0; }
+
+int stream_device(const CUstream_st* s) { return s->kind == StreamKind::Created ? s->device : current_device(); }
 
 bool is_context(const CUctx_st* ctx) {
   for (const CUctx_st& c : d().primary_ctx)
@@ -507,6 +512,7 @@ CUresult cuEventCreate(CUevent* ph, unsigned int flags) {
   if (ph == nullptr) return CUDA_ERROR_INVALID_VALUE;
   auto* e = new CUevent_st;
   e->flags = flags;
+  e->device = current_device();
   std::lock_guard<std::mutex> lock(g_events_mu);
   g_events.insert(e);
   *ph = e;

@@ -161,6 +161,7 @@ struct CUstream_st {
 
 struct CUevent_st {
   unsigned flags = 0;
+  int device = 0;  // the device of the context that created it
   simcuda::CompletionPtr last;  // guarded by Scheduler::mu; null until recorded
   bool recorded_in_capture = false;
   std::shared_ptr<simcuda::CaptureGraph> capture;
@@ -424,6 +425,9 @@ bool driver_initialized();
 CUctx_st*& current_ctx();
 // The current context's device (0 when none is current: callers check readiness first).
 int current_device();
+// The device a stream's work runs on: a created stream's context's; the default streams the
+// current context's.
+int stream_device(const CUstream_st* s);
 // One of the devices' primary contexts (what a CUcontext may be).
 bool is_context(const CUctx_st* ctx);
 // CUDA_SUCCESS when the driver is initialised, a context is current and the context has not

@@ -159,7 +159,7 @@ CUresult Scheduler::enqueue(CUstream_st* s, OpPayload payload, CompletionPtr* do
   // Work runs on its stream's device; the legacy and per-thread default streams stand for the
   // current context's own (simcuda has one of each for all devices, so legacy-stream work of
   // two devices is ordered together: later than on real GPUs, never wrong).
-  payload.device = s->kind == StreamKind::Created ? s->device : current_device();
+  payload.device = stream_device(s);
   const HostTurn turn(*this);
   std::lock_guard<std::mutex> lock(mu_);
   host_clock_ns_ += turn.gap;  // the host reached this call that much later

@@ -220,3 +220,20 @@ TEST_F(TwoDevices, VmmChunkNotAccessibleToADeviceFaultsThere) {
   ASSERT_EQ(launch(k.fill, nullptr, reinterpret_cast<float*>(va), 256, 4.0f), CUDA_SUCCESS);
   EXPECT_EQ(cuCtxSynchronize(), CUDA_ERROR_ILLEGAL_ADDRESS);
 }
+
+TEST_F(TwoDevices, AnEventIsRecordedOnlyOnItsOwnDevicesStreams) {
+  CUevent e0 = nullptr;
+  ASSERT_EQ(cuEventCreate(&e0, 0), CUDA_SUCCESS);  // device 0's
+  CUstream s0 = nullptr;
+  ASSERT_EQ(cuStreamCreate(&s0, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+  use(1);
+  CUstream s1 = nullptr;
+  ASSERT_EQ(cuStreamCreate(&s1, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+  EXPECT_EQ(cuEventRecord(e0, s1), CUDA_ERROR_INVALID_HANDLE);
+  EXPECT_EQ(cuEventRecord(e0, nullptr), CUDA_ERROR_INVALID_HANDLE);  // device 1's legacy stream
+  EXPECT_EQ(cuEventRecord(e0, s0), CUDA_SUCCESS);  // its own context's stream, whatever is current
+  // A stream may wait for another device's event (cuda.h: "hEvent may be from a different
+  // context or device than hStream").
+  EXPECT_EQ(cuStreamWaitEvent(s1, e0, 0), CUDA_SUCCESS);
+  EXPECT_EQ(cuStreamSynchronize(s1), CUDA_SUCCESS);
+}
