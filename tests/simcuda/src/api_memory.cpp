@@ -326,6 +326,11 @@ CUresult cuMemDiscardBatchAsync_ptsz(CUdeviceptr* dptrs, size_t* sizes, size_t c
 }
 CUresult cuMemAdvise_v2(CUdeviceptr p, size_t n, CUmem_advise advice, CUmemLocation loc) {
   if (CUresult r = check_ready(); r != CUDA_SUCCESS) return r;
+  // cuda.h: the advices that name a location need "CUmemLocation::id representing a valid
+  // device" when it is a device; CUDA_ERROR_INVALID_DEVICE otherwise.
+  const bool names_location = advice == CU_MEM_ADVISE_SET_PREFERRED_LOCATION || advice == CU_MEM_ADVISE_SET_ACCESSED_BY ||
+                              advice == CU_MEM_ADVISE_UNSET_ACCESSED_BY;
+  if (names_location && loc.type == CU_MEM_LOCATION_TYPE_DEVICE && !valid_device(loc.id)) return CUDA_ERROR_INVALID_DEVICE;
   return d().memory.advise(p, n, advice, loc);
 }
 
@@ -378,6 +383,8 @@ CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc* des
 CUresult cuMemGetAllocationGranularity(size_t* granularity, const CUmemAllocationProp* prop, CUmemAllocationGranularity_flags /*option*/) {
   if (!driver_initialized()) return CUDA_ERROR_NOT_INITIALIZED;
   if (granularity == nullptr || prop == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  // A device location must name a device (cuda.h lists CUDA_ERROR_INVALID_VALUE for a bad prop).
+  if (prop->location.type == CU_MEM_LOCATION_TYPE_DEVICE && !valid_device(prop->location.id)) return CUDA_ERROR_INVALID_VALUE;
   *granularity = SIMCUDA_VMM_GRANULARITY;
   return CUDA_SUCCESS;
 }

@@ -70,6 +70,10 @@ TEST(OneDevice, IsTheDefaultAndOtherOrdinalsAreInvalid) {
   prop.location = {CU_MEM_LOCATION_TYPE_DEVICE, 1};
   CUmemGenericAllocationHandle h = 0;
   EXPECT_EQ(cuMemCreate(&h, kGran, &prop, 0), CUDA_ERROR_INVALID_DEVICE);
+  size_t gran = 0;
+  EXPECT_EQ(cuMemGetAllocationGranularity(&gran, &prop, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED), CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuMemAdvise_v2(m, 1 << 16, CU_MEM_ADVISE_SET_PREFERRED_LOCATION, {CU_MEM_LOCATION_TYPE_DEVICE, 1}),
+            CUDA_ERROR_INVALID_DEVICE);
   uint64_t used = 0;
   EXPECT_EQ(simcuda_get_device_memory(1, &used, nullptr), CUDA_ERROR_INVALID_DEVICE);
 }

@@ -29,7 +29,8 @@ extern "C" {
 #define SIMCUDA_UVM_BLOCK (64u * 1024u)
 /* VMM granularity reported by cuMemGetAllocationGranularity (minimum and recommended). */
 #define SIMCUDA_VMM_GRANULARITY (2u * 1024u * 1024u)
-/* Default capacity when SIMCUDA_DEVICE_BYTES is unset: 16 GiB. */
+/* Default capacity when SIMCUDA_DEVICE_BYTES is unset: 16 GiB (each device's; SIMCUDA_DEVICES
+ * sets how many devices there are, 1 to 8, default 1; see tests/simcuda/README.md). */
 #define SIMCUDA_DEFAULT_DEVICE_BYTES (16ull << 30)
 
 /* Virtual-time cost model (nanoseconds of virtual device time). */
