@@ -166,11 +166,12 @@ bool free(CUdeviceptr p, CUstream s, bool per_thread, bool stream_ordered, CUres
   const CUstream ds = driver_stream(s, per_thread);
   e.blocks.remove_live(b);
   if (stream_ordered) {
-    Ev fe = e.events.record(ds);
+    const bool other_device = other_device_current(e);
+    Ev fe = e.record_use(ds, other_device);
     if (!fe) e.await_stream(ds);  // no event to order the reuse by: the work before the free is done now
     add_free_event(e.events, *b, fe);
     b->free_stream = ds;
-    b->free_stream_valid = true;
+    b->free_stream_valid = !other_device;  // another device's stream handle orders nothing of ours
   } else if (b->many_streams) {
     e.await_context();  // cudaFree's own semantics: the device is idle afterwards
   } else {

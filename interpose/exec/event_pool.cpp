@@ -5,19 +5,26 @@
 
 namespace capuchin::interpose::exec {
 
-// In the executor's context: a thread with another device current (cudaSetDevice) makes it
-// current for the call and restores its own.
-CUresult EventPool::create(CUevent* ev) const {
+InContext::InContext(const Api& api, CUcontext ctx) : api_(api) {
   CUcontext current = nullptr;
-  const bool visit = ctx_ != nullptr && api_->ctx_get_current != nullptr && api_->ctx_push != nullptr &&
-                     api_->ctx_pop != nullptr && api_->ctx_get_current(&current) == CUDA_SUCCESS && current != ctx_;
-  if (visit)
-    if (const CUresult r = api_->ctx_push(ctx_); r != CUDA_SUCCESS) return r;
-  const CUresult r = api_->event_create(ev, CU_EVENT_DISABLE_TIMING);
+  if (ctx == nullptr || api.ctx_get_current == nullptr || api.ctx_push == nullptr || api.ctx_pop == nullptr ||
+      api.ctx_get_current(&current) != CUDA_SUCCESS || current == ctx)
+    return;
+  pushed_ = api.ctx_push(ctx) == CUDA_SUCCESS;
+  failed_ = !pushed_;
+}
+
+InContext::~InContext() {
   CUcontext popped = nullptr;
-  if (visit && api_->ctx_pop(&popped) != CUDA_SUCCESS)
-    log(LogLevel::Error, "executor: restoring the job's context after creating an event failed");
-  return r;
+  if (pushed_ && api_.ctx_pop(&popped) != CUDA_SUCCESS)
+    log(LogLevel::Error, "executor: restoring the thread's own context failed");
+}
+
+// In the executor's context, whatever context the calling thread has current.
+CUresult EventPool::create(CUevent* ev) const {
+  const InContext own(*api_, ctx_);
+  if (own.failed()) return CUDA_ERROR_INVALID_CONTEXT;
+  return api_->event_create(ev, CU_EVENT_DISABLE_TIMING);
 }
 
 Ev EventPool::record(CUstream s) {

@@ -24,6 +24,23 @@
 
 namespace capuchin::interpose::exec {
 
+// For its lifetime, `ctx` is the calling thread's current context when another one is (a
+// thread on another device, cudaSetDevice, calling into the executor, whose events and
+// context-wide waits are its own device's); the thread's own is current again afterwards.
+// Without the context entry points, or with no ctx, nothing changes.
+class InContext {
+ public:
+  InContext(const Api& api, CUcontext ctx);
+  ~InContext();
+  InContext(const InContext&) = delete;
+  InContext& operator=(const InContext&) = delete;
+  bool failed() const { return failed_; }  // ctx could not be made current
+
+ private:
+  const Api& api_;
+  bool pushed_ = false, failed_ = false;
+};
+
 struct Ev {
   std::int32_t i = -1;
   explicit operator bool() const { return i >= 0; }
@@ -36,6 +53,7 @@ class EventPool {
     api_ = api;
     ctx_ = ctx;
   }
+  CUcontext context() const { return ctx_; }  // the executor's
   // A fresh event recorded on `s`, holding one reference; none when it could not be made.
   Ev record(CUstream s);
   // One more reference to e (returned for convenience); none stays none.

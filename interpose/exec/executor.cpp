@@ -226,8 +226,13 @@ Ev Executor::record_use(CUstream s, bool other_device) {
   return Ev{};
 }
 
+// The executor's device's context (a thread on another device may be the caller).
 void Executor::await_context() {
-  if (CUresult r = unlocked([&] { return api.ctx_synchronize(); }); r != CUDA_SUCCESS)
+  const CUresult r = unlocked([&] {
+    const InContext own(api, events.context());
+    return own.failed() ? CUDA_ERROR_INVALID_CONTEXT : api.ctx_synchronize();
+  });
+  if (r != CUDA_SUCCESS)
     log(LogLevel::Warn, "executor: waiting for the context failed (CUresult %d)", static_cast<int>(r));
 }
 

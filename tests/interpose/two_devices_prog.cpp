@@ -3,7 +3,8 @@
 // times in turn (under a budget of fewer than four tensors the executor must evict). On
 // device 1, between the steps: a tensor U allocated, uploaded, scaled by a kernel on device 1,
 // read back, then given the contents of one of device 0's tensors by a copy issued on device 1
-// (as a pipeline stage hands activations on), read back again, and freed. Run on simcuda with SIMCUDA_DEVICES=2, plain and under capuchin: the
+// (as a pipeline stage hands activations on), read back again, and freed. At the end T3 is
+// freed while device 1 is current. Run on simcuda with SIMCUDA_DEVICES=2, plain and under capuchin: the
 // output must not depend on capuchin. It prints U's memory type and device as the runtime
 // reports them (device memory of device 1: capuchin serves only the device its executor
 // started on and passes device 1's allocations through) and checksums of everything read back.
@@ -96,7 +97,9 @@ int main(int argc, char** argv) {
     std::vector<float> host(static_cast<size_t>(n));
     check(cudaMemcpy(host.data(), t[i], host.size() * sizeof(float), cudaMemcpyDeviceToHost), "download T");
     std::printf("T%zu %016llx\n", i, static_cast<unsigned long long>(checksum(host)));
-    check(cudaFree(t[i]), "cudaFree on device 0");
+    // The last one is freed from device 1 (cudaFree takes any device's pointer).
+    if (i + 1 == t.size()) check(cudaSetDevice(1), "cudaSetDevice(1)");
+    check(cudaFree(t[i]), "cudaFree");
   }
   return 0;
 }
