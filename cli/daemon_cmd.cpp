@@ -60,12 +60,12 @@ void print_table(const std::vector<std::string>& head, const std::vector<std::ve
 void print_sessions(const json& arr) {
   std::vector<std::vector<std::string>> rows;
   for (const auto& s : arr)
-    rows.push_back({str_cell(s, "id"), str_cell(s, "pid"), str_cell(s, "state"), str_cell(s, "mode"),
+    rows.push_back({str_cell(s, "id"), str_cell(s, "pid"), str_cell(s, "device"), str_cell(s, "state"), str_cell(s, "mode"),
                     str_cell(s, "learner"), str_cell(s, "iteration"), s.value("budget_bytes", 0ull) ? bytes_cell(s, "budget_bytes") : "none",
                     bytes_cell(s, "resident_bytes"), bytes_cell(s, "peak_bytes"), str_cell(s, "events"),
                     str_cell(s, "cmdline")});
-  print_table({"ID", "PID", "STATE", "MODE", "LEARNER", "ITER", "BUDGET", "RESIDENT", "PEAK", "EVENTS", "COMMAND"}, rows,
-              {true, true, false, false, false, true, true, true, true, true, false});
+  print_table({"ID", "PID", "DEVICE", "STATE", "MODE", "LEARNER", "ITER", "BUDGET", "RESIDENT", "PEAK", "EVENTS", "COMMAND"}, rows,
+              {true, true, true, false, false, false, true, true, true, true, true, false});
 }
 
 int show(const std::string& method, const json& params, bool as_json, void (*human)(const json&)) {

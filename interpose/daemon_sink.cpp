@@ -24,6 +24,7 @@ namespace {
 
 DaemonLinkStats g_link;
 std::atomic<ExecTotalsSource> g_totals_source{nullptr};
+std::atomic<int> g_job_device{-1};  // the executor's device (-1: not known yet)
 // Shared with the drain thread, which may still be flushing while the process's static
 // destructors run at exit: these live on the heap and are never destroyed (a destroyed
 // std::string here was a double free at exit, seen 2 runs in 12 under capuchin run).
@@ -72,16 +73,17 @@ std::string read_cmdline() {
   return s.substr(0, proto::kMaxCmdlineBytes);
 }
 
-// Device 0's memory (the process's first visible device), 0 while the driver cannot say
-// (not initialised yet). Driver calls that need no context, made from the drain thread.
-std::uint64_t device_memory() {
+// The memory of device `ordinal` (the executor's, else 0: the process's first visible device),
+// 0 while the driver cannot say (not initialised yet). Driver calls that need no context, made
+// from the drain thread.
+std::uint64_t device_memory(int ordinal) {
   using GetFn = CUresult (*)(CUdevice*, int);
   using TotalFn = CUresult (*)(size_t*, CUdevice);
   auto get = reinterpret_cast<GetFn>(driver_symbol("cuDeviceGet"));
   auto total = reinterpret_cast<TotalFn>(driver_symbol("cuDeviceTotalMem"));
   CUdevice d = 0;
   size_t bytes = 0;
-  if (get == nullptr || total == nullptr || get(&d, 0) != CUDA_SUCCESS || total(&bytes, d) != CUDA_SUCCESS) return 0;
+  if (get == nullptr || total == nullptr || get(&d, ordinal) != CUDA_SUCCESS || total(&bytes, d) != CUDA_SUCCESS) return 0;
   return bytes;
 }
 
@@ -99,6 +101,7 @@ class DaemonSink final : public Sink {
       }
     }
     if (std::strcmp(c.backend, "pinned") == 0) hello_.backend = proto::Backend::Pinned;
+    executor_expected_ = c.budget[0] != '\0';
   }
   ~DaemonSink() override { (void)close(); }
 
@@ -108,6 +111,10 @@ class DaemonSink final : public Sink {
         inner_failed_ = true;  // the file is lost, the daemon link is not
         log(LogLevel::Error, "recording to the trace file failed: %s", s.error().message.c_str());
       }
+    }
+    if (!seen_event_) {  // a connect deferred for the device is due now, before this event goes
+      seen_event_ = true;
+      if (fd_ < 0) try_connect();
     }
     if (fd_ < 0) {
       g_link.events_offline.fetch_add(1, std::memory_order_relaxed);
@@ -124,7 +131,7 @@ class DaemonSink final : public Sink {
   // Called by the drain thread after every pass: sends the batch, reads replies, and
   // reconnects when it is time to.
   Status flush() override {
-    if (fd_ < 0) try_connect();
+    if (fd_ < 0 && !awaiting_device()) try_connect();
     if (fd_ < 0) return {};
     send_pending();
     {
@@ -197,7 +204,11 @@ class DaemonSink final : public Sink {
     fd_ = fd;
     enc_.reset_names();
     reader_ = proto::FrameReader();
-    if (hello_.device_memory_bytes == 0) hello_.device_memory_bytes = device_memory();
+    if (const int dev = g_job_device.load(std::memory_order_acquire); dev >= 0 && dev != hello_.device) {
+      hello_.device = dev;
+      hello_.device_memory_bytes = 0;
+    }
+    if (hello_.device_memory_bytes == 0) hello_.device_memory_bytes = device_memory(hello_.device);
     out_.clear();
     proto::encode_hello(out_, hello_);
     send_bytes();
@@ -348,6 +359,15 @@ class DaemonSink final : public Sink {
   bool closed_ = false, warned_ = false;
   int delay_ms_ = 100;
   Clock::time_point next_try_{};
+  bool executor_expected_ = false;  // CAPUCHIN_BUDGET given: the executor will name the device
+  bool seen_event_ = false;
+
+  // A job with a budget attaches once its executor named the device it serves (or its first
+  // event is drained): a rank on device 1 must not be reported, nor its budget fraction
+  // resolved, on device 0.
+  bool awaiting_device() const {
+    return executor_expected_ && !seen_event_ && g_job_device.load(std::memory_order_acquire) < 0;
+  }
 };
 
 }  // namespace
@@ -380,6 +400,8 @@ std::uint64_t daemon_budget(std::uint64_t* generation) {
   *generation = shared().budget_generation.load(std::memory_order_acquire);
   return shared().budget.load(std::memory_order_relaxed);
 }
+
+void set_job_device(int device) { g_job_device.store(device, std::memory_order_release); }
 
 void set_exec_totals_source(ExecTotalsSource source) { g_totals_source.store(source, std::memory_order_release); }
 

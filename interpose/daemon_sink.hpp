@@ -59,6 +59,12 @@ void set_exec_totals_source(ExecTotalsSource source);
 
 void queue_decision_lines(std::string lines);
 
+// The device the job's executor serves (set once at its start, from the job's thread): the
+// hello names it and the device memory a budget fraction is of. A job with CAPUCHIN_BUDGET
+// attaches once it is known or the first event is drained, so a rank on device 1 is not
+// reported on device 0; other jobs attach at once and report device 0.
+void set_job_device(int device);
+
 // `inner` (may be null) receives every event too (the CAPUCHIN_RECORD file).
 std::unique_ptr<Sink> make_daemon_sink(const Config& config, std::unique_ptr<Sink> inner);
 

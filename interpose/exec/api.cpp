@@ -37,6 +37,9 @@ bool resolve(Api& a, const char** missing) {
   ok &= get(a.ctx_get_device, "cuCtxGetDevice", false, missing);
   ok &= get(a.driver_version, "cuDriverGetVersion", false, missing);
   ok &= get(a.device_attribute, "cuDeviceGetAttribute", false, missing);
+  ok &= get(a.ctx_get_current, "cuCtxGetCurrent", false, missing);
+  ok &= get(a.ctx_push, "cuCtxPushCurrent_v2", false, missing);
+  ok &= get(a.ctx_pop, "cuCtxPopCurrent_v2", false, missing);
   ok &= get(a.launch_kernel, "cuLaunchKernel", true, missing);
   ok &= get(a.func_get_param_info, "cuFuncGetParamInfo", false, missing);
   ok &= get(a.func_get_name, "cuFuncGetName", false, missing);

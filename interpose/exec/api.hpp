@@ -31,6 +31,10 @@ struct Api {
   CUresult (*ctx_get_device)(CUdevice*) = nullptr;  // optional: device 0 without it
   CUresult (*driver_version)(int*) = nullptr;                          // optional: for messages
   CUresult (*device_attribute)(int*, CUdevice_attribute, CUdevice) = nullptr;  // optional
+  // optional as a group: the executor's events are created in its own context
+  CUresult (*ctx_get_current)(CUcontext*) = nullptr;
+  CUresult (*ctx_push)(CUcontext) = nullptr;
+  CUresult (*ctx_pop)(CUcontext*) = nullptr;
   CUresult (*launch_kernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
                             CUstream, void**, void**) = nullptr;
   CUresult (*func_get_param_info)(CUfunction, size_t, size_t*, size_t*) = nullptr;

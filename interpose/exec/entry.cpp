@@ -57,6 +57,39 @@ bool in_cuda_library(Executor& e, const void* caller) {
   return false;
 }
 
+// The calling thread's current device; false when the driver cannot say.
+bool current_device(const Executor& e, int* dev) {
+  CUdevice d = 0;
+  if (e.api.ctx_get_device == nullptr) d = e.moves.device;  // a driver without it: one device for us
+  else if (e.api.ctx_get_device(&d) != CUDA_SUCCESS) return false;
+  *dev = static_cast<int>(d);
+  return true;
+}
+
+// Work issued while another device is current (cudaSetDevice): that device's, not the
+// executor's. Launches and copies there that touch none of its blocks are left alone (not
+// fed to the policy, not timed).
+bool other_device_current(const Executor& e) {
+  int dev = 0;
+  return current_device(e, &dev) && dev != e.moves.device;
+}
+
+// The executor serves the device it started on: its budget is that device's, and its
+// streams, managed prefetches and VMM chunks are there. An allocation made while another
+// device is current (cudaSetDevice) is passed through untouched; said once in the log.
+bool on_executor_device(Executor& e, std::size_t bytes) {
+  int dev = 0;
+  if (!current_device(e, &dev)) return false;  // when in doubt, the driver's
+  if (dev == e.moves.device) return true;
+  if (!e.other_device_noted) {
+    e.other_device_noted = true;
+    log(LogLevel::Info, "executor: serves device %d only; allocations on device %d are passed through unmanaged",
+        e.moves.device, dev);
+  }
+  e.decisions.record(Action::Fallback, kNoBlockId, bytes, "other-device", -1, "allocated on another device: the driver's");
+  return false;
+}
+
 }  // namespace
 
 __attribute__((tls_model("initial-exec"))) thread_local const void* t_alloc_caller = nullptr;
@@ -75,6 +108,7 @@ bool alloc(CUdeviceptr* out, std::size_t bytes, CUstream s, bool per_thread, boo
     }
     return false;
   }
+  if (!on_executor_device(e, bytes)) return false;
   if (!e.opt.serve_libraries && in_cuda_library(e, caller)) {
     e.decisions.record(Action::Fallback, kNoBlockId, bytes, "library-allocation",
                        -1, "a CUDA library's own memory: left to the driver (CAPUCHIN_SERVE=all serves it)");
@@ -174,11 +208,12 @@ bool free(CUdeviceptr p, CUstream s, bool per_thread, bool stream_ordered, CUres
   const CUstream ds = driver_stream(s, per_thread);
   e.blocks.remove_live(b);
   if (stream_ordered) {
-    Ev fe = e.events.record(ds);
+    const bool other_device = other_device_current(e);
+    Ev fe = e.record_use(ds, other_device);
     if (!fe) e.await_stream(ds);  // no event to order the reuse by: the work before the free is done now
     add_free_event(e.events, *b, fe);
     b->free_stream = ds;
-    b->free_stream_valid = true;
+    b->free_stream_valid = !other_device;  // another device's stream handle orders nothing of ours
   } else if (b->many_streams) {
     e.await_streams_since(0);  // its uses, on more streams than it holds, are covered by every stream's latest work
   } else {
@@ -326,6 +361,8 @@ CUresult before_launch(Launch& l, const std::uint64_t* words, unsigned nwords, s
     for_each_candidate(l.layout, l.params, l.extra, take);
   else
     for (unsigned i = 0; i < nwords; ++i) take(words[i]);
+  l.other_device = other_device_current(e);
+  if (cur.empty() && l.complete_scan && l.other_device) return CUDA_SUCCESS;  // another device's launch
   std::uint64_t total = 0, total_managed = 0;
   std::uint64_t sig = op_signature(Op::Kernel, reinterpret_cast<std::uint64_t>(l.func));
   for (Block* b : cur) {
@@ -393,7 +430,7 @@ CUresult before_launch(Launch& l, const std::uint64_t* words, unsigned nwords, s
   l.active = true;
   l.driver_stream = ds;
   l.output = output != nullptr ? output->id : kNoBlockId;
-  l.timing = e.planning.begin_timing(ds, sig);
+  l.timing = l.other_device ? -1 : e.planning.begin_timing(ds, sig);  // timing events are the executor's device's
   if (output != nullptr && e.opt.recompute && output->kind == Kind::Vmm && !ki->offset.empty())
     l.producer = capture_producer(l, *ki, ds, cur, output);
   return CUDA_SUCCESS;
@@ -408,7 +445,7 @@ void after_launch(Launch& l, const std::vector<Block*>& touched, bool launched) 
   Ev ev;
   if (launched) {
     e.planning.end_timing(l.timing, ds);
-    ev = e.events.record(ds);
+    ev = e.record_use(ds, l.other_device);
     if (!ev) e.await_stream(ds);  // no event to order later moves by: the launch is done now
     if (l.output != kNoBlockId)
       if (Block* out = e.blocks.by_id(l.output)) out->producer = std::move(l.producer);
@@ -440,6 +477,8 @@ CUresult before_copy(std::uint64_t dst, std::uint64_t src, std::size_t bytes, CU
   Block* d = dst != 0 ? e.blocks.by_addr(dst) : nullptr;
   Block* sb = !memset && src != 0 ? e.blocks.by_addr(src) : nullptr;
   if (!memset && d == nullptr && sb == nullptr) return CUDA_SUCCESS;  // not ours
+  const bool other_device = other_device_current(e);
+  if (memset && d == nullptr && other_device) return CUDA_SUCCESS;  // another device's memset
   const CUstream ds = driver_stream(s, per_thread);
   policy::Event ev;
   std::uint64_t one[1];
@@ -459,7 +498,7 @@ CUresult before_copy(std::uint64_t dst, std::uint64_t src, std::size_t bytes, CU
   }
   if (d != nullptr) ++d->pins;
   if (sb != nullptr && sb != d) ++sb->pins;
-  t = CopyToken{true, ds, d != nullptr ? d->id : kNoBlockId, sb != nullptr && sb != d ? sb->id : kNoBlockId};
+  t = CopyToken{true, other_device, ds, d != nullptr ? d->id : kNoBlockId, sb != nullptr && sb != d ? sb->id : kNoBlockId};
   e.feed(ev, ids);
   if (d != nullptr) e.materialize_dependents(*d);
   // uvm: the driver migrates or reads managed pages as the copy needs them; pinned: evicted
@@ -496,7 +535,7 @@ void after_copy(CopyToken& t, bool ok) {
   Executor& e = *g_ex;
   Held held(e);
   if (ok) {
-    Ev ev = e.events.record(t.driver_stream);
+    Ev ev = e.record_use(t.driver_stream, t.other_device);
     if (!ev) e.await_stream(t.driver_stream);
     for (std::uint64_t id : {t.src, t.dst}) {
       Block* b = id != kNoBlockId ? e.blocks.by_id(id) : nullptr;

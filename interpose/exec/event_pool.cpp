@@ -5,10 +5,32 @@
 
 namespace capuchin::interpose::exec {
 
+InContext::InContext(const Api& api, CUcontext ctx) : api_(api) {
+  CUcontext current = nullptr;
+  if (ctx == nullptr || api.ctx_get_current == nullptr || api.ctx_push == nullptr || api.ctx_pop == nullptr ||
+      api.ctx_get_current(&current) != CUDA_SUCCESS || current == ctx)
+    return;
+  pushed_ = api.ctx_push(ctx) == CUDA_SUCCESS;
+  failed_ = !pushed_;
+}
+
+InContext::~InContext() {
+  CUcontext popped = nullptr;
+  if (pushed_ && api_.ctx_pop(&popped) != CUDA_SUCCESS)
+    log(LogLevel::Error, "executor: restoring the thread's own context failed");
+}
+
+// In the executor's context, whatever context the calling thread has current.
+CUresult EventPool::create(CUevent* ev) const {
+  const InContext own(*api_, ctx_);
+  if (own.failed()) return CUDA_ERROR_INVALID_CONTEXT;
+  return api_->event_create(ev, CU_EVENT_DISABLE_TIMING);
+}
+
 Ev EventPool::record(CUstream s) {
   if (free_.empty()) {
     CUevent ev = nullptr;
-    if (const CUresult r = api_->event_create(&ev, CU_EVENT_DISABLE_TIMING); r != CUDA_SUCCESS) {
+    if (const CUresult r = create(&ev); r != CUDA_SUCCESS) {
       if (!create_failed_logged_) log(LogLevel::Warn, "executor: cuEventCreate failed (CUresult %d): ordering by stream waits", static_cast<int>(r));
       create_failed_logged_ = true;
       return Ev{};

@@ -9,7 +9,10 @@
 // on the handle (Executor::await): handles never move or die before the pool does. A failed
 // cuEventCreate or cuEventRecord gives none (logged once): callers then order by waiting for
 // the stream instead. cuStreamWaitEvent's result is returned; it fails only on a broken
-// context, which the job's own next call reports.
+// context, which the job's own next call reports. Events are created in the executor's
+// context (the one it started in), whatever context the calling thread has current, so they
+// can be recorded on the executor's streams (cuEventRecord: "hEvent and hStream must be from
+// the same context", cuda.h); one recorded on a stream of another device gives none.
 #pragma once
 
 #include <cuda.h>
@@ -21,6 +24,23 @@
 
 namespace capuchin::interpose::exec {
 
+// For its lifetime, `ctx` is the calling thread's current context when another one is (a
+// thread on another device, cudaSetDevice, calling into the executor, whose events and
+// context-wide waits are its own device's); the thread's own is current again afterwards.
+// Without the context entry points, or with no ctx, nothing changes.
+class InContext {
+ public:
+  InContext(const Api& api, CUcontext ctx);
+  ~InContext();
+  InContext(const InContext&) = delete;
+  InContext& operator=(const InContext&) = delete;
+  bool failed() const { return failed_; }  // ctx could not be made current
+
+ private:
+  const Api& api_;
+  bool pushed_ = false, failed_ = false;
+};
+
 struct Ev {
   std::int32_t i = -1;
   explicit operator bool() const { return i >= 0; }
@@ -29,7 +49,11 @@ struct Ev {
 
 class EventPool {
  public:
-  void init(const Api* api) { api_ = api; }
+  void init(const Api* api, CUcontext ctx) {
+    api_ = api;
+    ctx_ = ctx;
+  }
+  CUcontext context() const { return ctx_; }  // the executor's
   // A fresh event recorded on `s`, holding one reference; none when it could not be made.
   Ev record(CUstream s);
   // One more reference to e (returned for convenience); none stays none.
@@ -56,6 +80,8 @@ class EventPool {
   std::vector<std::int32_t> refs_;
   std::vector<std::int32_t> free_;
   bool create_failed_logged_ = false;
+  CUcontext ctx_ = nullptr;  // the executor's (null: unknown, the current one is used)
+  CUresult create(CUevent* ev) const;
 };
 
 }  // namespace capuchin::interpose::exec

@@ -145,10 +145,15 @@ CUresult start(Executor& e) {
   }
   if (e.ledger.budget > total_b)
     log(LogLevel::Warn, "CAPUCHIN_BUDGET (%" PRIu64 " bytes) exceeds the device's %zu bytes", e.ledger.budget, total_b);
+  // The current context's device: the one this job (or rank) uses; mem_get_info above and
+  // everything the executor makes (streams, prefetch targets, VMM chunks) are that device's.
   CUdevice dev = 0;
   if (e.api.ctx_get_device != nullptr && e.api.ctx_get_device(&dev) != CUDA_SUCCESS) dev = 0;
   e.moves.device = static_cast<int>(dev);
-  e.events.init(&e.api);
+  set_job_device(e.moves.device);  // the daemon's hello names it
+  CUcontext ctx = nullptr;
+  if (e.api.ctx_get_current != nullptr && e.api.ctx_get_current(&ctx) != CUDA_SUCCESS) ctx = nullptr;
+  e.events.init(&e.api, ctx);
   if (CUresult r = e.api.stream_create(&e.moves.out, CU_STREAM_NON_BLOCKING); r != CUDA_SUCCESS) return r;
   if (CUresult r = e.api.stream_create(&e.moves.in, CU_STREAM_NON_BLOCKING); r != CUDA_SUCCESS) return r;
   e.moves.api = &e.api;
@@ -258,6 +263,19 @@ void Executor::await_streams_since(std::uint64_t tick) {
     events.unref(e);
   }
 }
+
+// The executor's events are its own device's (cuEventRecord: "hEvent and hStream must be from
+// the same context", cuda.h): work on another device's stream that uses its blocks (a copy
+// to another GPU) is waited for on the host instead, said once.
+Ev Executor::record_use(CUstream s, bool other_device) {
+  if (!other_device) return events.record(s);
+  if (!other_device_use_noted) {
+    other_device_use_noted = true;
+    log(LogLevel::Info, "executor: work on another device uses device %d's tensors: each such call is waited for", moves.device);
+  }
+  return Ev{};
+}
+
 
 void Executor::await_quiet(Block& b) {
   ++b.pins;

@@ -83,6 +83,7 @@ struct Launch {
   void** extra = nullptr;
   bool complete_scan = true;  // false: unscanned, or more blocks than an event holds (accesses unknown)
   bool words_truncated = false;  // scan_launch kept only the first kMaxLaunchWords candidate words
+  bool other_device = false;     // issued while another device was current (set by before_launch)
   // set by before_launch for after_launch
   bool active = false;
   CUstream driver_stream = nullptr;
@@ -105,6 +106,7 @@ std::vector<Block*>& launch_blocks();
 // Copies and memsets (dst/src: addresses; 0 when a side is host memory).
 struct CopyToken {
   bool active = false;
+  bool other_device = false;  // issued while another device was current
   CUstream driver_stream = nullptr;
   std::uint64_t dst = ~std::uint64_t{0}, src = ~std::uint64_t{0};  // allocation ids (none: not ours)
 };

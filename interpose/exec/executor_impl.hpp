@@ -98,6 +98,8 @@ class Executor {
   std::uint64_t daemon_budget_gen = 0;  // daemon_budget() generation last applied
   bool simcuda = false;
   bool pool_full_warned = false;
+  bool other_device_noted = false;  // an allocation on another device was passed through (logged once)
+  bool other_device_use_noted = false;  // another device's work used the executor's blocks (logged once)
   std::uint64_t evictions_started = 0;
   // Work whose accesses are unknown (graph launches, unscanned launches) forwarded and not yet
   // recorded: while any is in flight nothing moves out (it may use any block).
@@ -116,6 +118,9 @@ class Executor {
   // --- executor.cpp
   void await(Ev e);                  // the host waits for e, outside the lock
   void await_stream(CUstream s);     // ... for a stream (when no event could be recorded)
+  // The event ending the job's use of blocks on `s`; none when `s` is another device's (see
+  // executor.cpp), and the caller then waits for the stream.
+  Ev record_use(CUstream s, bool other_device);
   void await_streams_since(std::uint64_t tick);  // ... for the latest work of every stream active since `tick` (0: all)
   void await_quiet(Block& b);        // every event quiet_events(b) lists (pins b meanwhile)
   void settle_managed_out(std::uint64_t incoming);  // enough managed moves out complete for `incoming` more Vmm bytes

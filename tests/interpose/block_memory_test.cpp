@@ -37,6 +37,13 @@ struct Fake {
   std::vector<bool> event_done;  // by event handle index (handle = index + 1)
   std::set<std::uintptr_t> events_recorded;
   int fail_map_after = -1;       // the n-th cuMemMap from now fails
+  // Contexts (EventsAreCreatedInTheExecutorsContext): the current one, those pushed over it,
+  // each event's; with check_contexts, an event records only on a stream of its context
+  // (kOut and kIn are kExecCtx's).
+  CUcontext current = nullptr;
+  std::vector<CUcontext> pushed;
+  std::vector<CUcontext> event_ctx;
+  bool check_contexts = false;
   std::size_t device_bytes() const {
     std::size_t s = 0;
     for (const auto& [h, x] : handles) s += x.host ? 0 : x.bytes;
@@ -61,12 +68,32 @@ CUresult f_discard(CUdeviceptr*, size_t*, size_t, unsigned long long, CUstream s
   g.ops.push_back("discard@" + sname(s));
   return CUDA_SUCCESS;
 }
+const CUcontext kExecCtx = reinterpret_cast<CUcontext>(0xe0), kOtherCtx = reinterpret_cast<CUcontext>(0xe1);
+
+CUresult f_ctx_get_current(CUcontext* c) {
+  *c = g.current;
+  return CUDA_SUCCESS;
+}
+CUresult f_ctx_push(CUcontext c) {
+  g.pushed.push_back(g.current);
+  g.current = c;
+  return CUDA_SUCCESS;
+}
+CUresult f_ctx_pop(CUcontext* c) {
+  if (g.pushed.empty()) return CUDA_ERROR_INVALID_CONTEXT;
+  *c = g.current;
+  g.current = g.pushed.back();
+  g.pushed.pop_back();
+  return CUDA_SUCCESS;
+}
 CUresult f_event_create(CUevent* e, unsigned) {
+  g.event_ctx.push_back(g.current);
   g.event_done.push_back(false);
   *e = reinterpret_cast<CUevent>(g.event_done.size());
   return CUDA_SUCCESS;
 }
 CUresult f_event_record(CUevent e, CUstream) {
+  if (g.check_contexts && g.event_ctx[reinterpret_cast<std::uintptr_t>(e) - 1] != kExecCtx) return CUDA_ERROR_INVALID_HANDLE;
   g.event_done[reinterpret_cast<std::uintptr_t>(e) - 1] = false;  // re-recorded: in flight again
   g.events_recorded.insert(reinterpret_cast<std::uintptr_t>(e));
   return CUDA_SUCCESS;
@@ -125,6 +152,9 @@ Api fake_api() {
   a.mem_prefetch = f_prefetch;
   a.mem_discard = f_discard;
   a.event_create = f_event_create;
+  a.ctx_get_current = f_ctx_get_current;
+  a.ctx_push = f_ctx_push;
+  a.ctx_pop = f_ctx_pop;
   a.event_record = f_event_record;
   a.event_query = f_event_query;
   a.stream_wait_event = f_wait;
@@ -147,7 +177,7 @@ class BlockMemoryTest : public ::testing::Test {
   void SetUp() override {
     g = Fake{};
     api = fake_api();
-    events.init(&api);
+    events.init(&api, nullptr);
     ledger.budget = 64ull << 20;
     ctx.api = &api;
     ctx.events = &events;
@@ -340,6 +370,26 @@ TEST_F(BlockMemoryTest, VmmDropAndFillForARecomputation) {
   EXPECT_TRUE(g.mapped.empty());
   EXPECT_TRUE(g.reserved.empty());
   EXPECT_EQ(ledger.resident(), 0u);
+}
+
+// A thread with another device current (cudaSetDevice) may be the one that makes the pool
+// grow: the event is still created in the executor's context, so it records on the executor's
+// streams (cuEventRecord: "hEvent and hStream must be from the same context"), and the
+// thread's own context is current again afterwards.
+TEST_F(BlockMemoryTest, EventsAreCreatedInTheExecutorsContext) {
+  g.check_contexts = true;
+  events.init(&api, kExecCtx);
+  g.current = kOtherCtx;
+  Ev e = events.record(kOut);
+  EXPECT_TRUE(e);
+  EXPECT_EQ(g.current, kOtherCtx);
+  EXPECT_TRUE(g.pushed.empty());
+  g.current = kExecCtx;  // and no visit when it is current already
+  Ev f = events.record(kIn);
+  EXPECT_TRUE(f);
+  EXPECT_EQ(g.event_ctx.size(), 2u);
+  events.unref(e);
+  events.unref(f);
 }
 
 }  // namespace

@@ -12,11 +12,14 @@
 // the exact maximum, over the run, of the live allocations charged as simcuda charges them
 // (simcuda_accounted_bytes), which equals simcuda's peak_device_bytes for a run of this program.
 // `--ground-truth FILE` writes JSON lines: every allocation/free (id, name, ptr, bytes) and every
-// launch with the buffers it read and wrote, in program order.
+// launch with the buffers it read and wrote, in program order. It trains on device
+// $LOCAL_RANK when set (what torchrun gives each rank, which a PyTorch script passes to
+// torch.cuda.set_device), else device 0.
 #include <CLI/CLI.hpp>
 #include <cinttypes>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <map>
@@ -337,7 +340,8 @@ int main(int argc, char** argv) {
   simcuda::register_kernel("relu_backward", relu_backward, relu_backward_body, c.kernel_ns);
   simcuda::register_kernel("mse_loss_grad", mse_loss_grad, mse_loss_grad_body, c.kernel_ns);
   simcuda::register_kernel("sgd_update", sgd_update, sgd_update_body, c.kernel_ns);
-  check(cudaSetDevice(0), "cudaSetDevice");
+  const char* local_rank = std::getenv("LOCAL_RANK");
+  check(cudaSetDevice(local_rank != nullptr && *local_rank != '\0' ? std::atoi(local_rank) : 0), "cudaSetDevice");
   simblas_handle blas = nullptr;
   if (int r = simblas_create(&blas); r != 0) fail("simblas_create", static_cast<cudaError_t>(r));
 

@@ -4,11 +4,13 @@
 //
 // Contract: definitions match the real CUDA 13 cuda_runtime_api.h (compiled with
 // __CUDA_API_VERSION_INTERNAL so both the plain and the _ptsz/_ptds variants are declared).
-// Every call initialises lazily, makes the primary context current on the calling thread and
+// Every call initialises lazily, makes device 0's primary context current on a thread that has
+// none (cudaSetDevice makes another device's current, retaining its primary context) and
 // returns the driver's error translated to its cudaError_t (numerically the same codes).
 #include <dlfcn.h>
 
 #include <cstring>
+#include <iterator>
 #include <mutex>
 
 #include "driver_table.hpp"
@@ -19,7 +21,9 @@ namespace {
 DriverTable g_table;
 std::once_flag g_once;
 cudaError_t g_load_error = cudaSuccess;
-CUcontext g_primary = nullptr;
+CUcontext g_primary = nullptr;  // device 0's
+std::mutex g_device_mu;
+CUcontext g_device_ctx[64] = {};  // each device's primary context once retained (under g_device_mu)
 thread_local bool tls_ctx_set = false;
 thread_local cudaError_t tls_last_error = cudaSuccess;
 
@@ -55,6 +59,7 @@ void load() {
     g_load_error = cudaErrorInitializationError;
     return;
   }
+  g_device_ctx[0] = g_primary;
   g_table.ok = true;
 }
 
@@ -173,12 +178,28 @@ cudaError_t cudaGetDeviceCount(int* count) {
 cudaError_t cudaGetDevice(int* device) {
   SIMCUDART_READY();
   if (device == nullptr) return record(cudaErrorInvalidValue);
-  *device = 0;
+  CUdevice d = 0;
+  if (CUresult r = rt().ctx_get_device(&d); r != CUDA_SUCCESS) return check(r);
+  *device = static_cast<int>(d);
   return cudaSuccess;
 }
+// cuda_runtime_api.h: "This call will bind the primary context of the specified device to the
+// calling thread and all the subsequent memory allocations, stream and event creations, and
+// kernel launches will be associated with the primary context."
 cudaError_t cudaSetDevice(int device) {
   SIMCUDART_READY();
-  return device == 0 ? cudaSuccess : record(cudaErrorInvalidDevice);
+  CUdevice d = 0;
+  if (CUresult r = rt().device_get(&d, device); r != CUDA_SUCCESS) return check(r);
+  if (static_cast<size_t>(d) >= std::size(g_device_ctx)) return record(cudaErrorInvalidDevice);
+  CUcontext ctx = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(g_device_mu);
+    if (g_device_ctx[d] == nullptr) {
+      if (CUresult r = rt().primary_ctx_retain(&g_device_ctx[d], d); r != CUDA_SUCCESS) return check(r);
+    }
+    ctx = g_device_ctx[d];
+  }
+  return check(rt().ctx_set_current(ctx));
 }
 cudaError_t cudaDeviceGetAttribute(int* value, enum cudaDeviceAttr attr, int device) {
   SIMCUDART_READY();
@@ -187,10 +208,11 @@ cudaError_t cudaDeviceGetAttribute(int* value, enum cudaDeviceAttr attr, int dev
 cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp* prop, int device) {
   SIMCUDART_READY();
   if (prop == nullptr) return record(cudaErrorInvalidValue);
-  if (device != 0) return record(cudaErrorInvalidDevice);
+  CUdevice d = 0;
+  if (CUresult r = rt().device_get(&d, device); r != CUDA_SUCCESS) return check(r);
   *prop = cudaDeviceProp{};
-  if (CUresult r = rt().device_get_name(prop->name, sizeof prop->name, 0); r != CUDA_SUCCESS) return check(r);
-  if (CUresult r = rt().device_total_mem(&prop->totalGlobalMem, 0); r != CUDA_SUCCESS) return check(r);
+  if (CUresult r = rt().device_get_name(prop->name, sizeof prop->name, d); r != CUDA_SUCCESS) return check(r);
+  if (CUresult r = rt().device_total_mem(&prop->totalGlobalMem, d); r != CUDA_SUCCESS) return check(r);
   struct Field {
     int* out;
     CUdevice_attribute attr;
@@ -209,7 +231,7 @@ cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp* prop, int device) {
       {&shared_per_block, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK},
   };
   for (const Field& f : fields)
-    if (CUresult r = rt().device_get_attribute(f.out, f.attr, 0); r != CUDA_SUCCESS) return check(r);
+    if (CUresult r = rt().device_get_attribute(f.out, f.attr, d); r != CUDA_SUCCESS) return check(r);
   prop->sharedMemPerBlock = static_cast<size_t>(shared_per_block);
   return cudaSuccess;
 }

@@ -233,7 +233,10 @@ cudaError_t cudaPointerGetAttributes(struct cudaPointerAttributes* attr, const v
   }
   bool managed = false;
   rt().pointer_get_attribute(&managed, CU_POINTER_ATTRIBUTE_IS_MANAGED, dp(ptr));
-  attr->device = 0;
+  int ordinal = 0;  // device memory's own device; others: the current device
+  if (CUresult r = rt().pointer_get_attribute(&ordinal, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, dp(ptr)); r != CUDA_SUCCESS)
+    return check(r);
+  attr->device = ordinal;
   if (managed) {
     attr->type = cudaMemoryTypeManaged;
     attr->devicePointer = const_cast<void*>(ptr);

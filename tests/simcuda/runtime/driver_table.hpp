@@ -20,6 +20,7 @@ namespace simcudart {
   X(init, "cuInit", cuInit, false)                                                   \
   X(driver_get_version, "cuDriverGetVersion", cuDriverGetVersion, false)             \
   X(get_error_string, "cuGetErrorString", cuGetErrorString, false)                   \
+  X(device_get, "cuDeviceGet", cuDeviceGet, false)                                   \
   X(device_get_count, "cuDeviceGetCount", cuDeviceGetCount, false)                   \
   X(device_get_attribute, "cuDeviceGetAttribute", cuDeviceGetAttribute, false)       \
   X(device_get_name, "cuDeviceGetName", cuDeviceGetName, false)                      \
@@ -28,6 +29,7 @@ namespace simcudart {
   X(ctx_get_current, "cuCtxGetCurrent", cuCtxGetCurrent, false)                      \
   X(ctx_set_current, "cuCtxSetCurrent", cuCtxSetCurrent, false)                      \
   X(ctx_synchronize, "cuCtxSynchronize", cuCtxSynchronize, false)                    \
+  X(ctx_get_device, "cuCtxGetDevice", cuCtxGetDevice, false)                         \
   X(mem_get_info, "cuMemGetInfo", cuMemGetInfo_v2, false)                            \
   X(mem_alloc, "cuMemAlloc", cuMemAlloc_v2, false)                                   \
   X(mem_free, "cuMemFree", cuMemFree_v2, false)                                      \

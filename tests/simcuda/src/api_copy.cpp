@@ -7,9 +7,11 @@
 // __CUDA_API_VERSION_INTERNAL). Host, device and unified operands are supported; a CUDA array
 // operand (simcuda has no arrays) is CUDA_ERROR_NOT_SUPPORTED. A pitch below the row width, a
 // slice height below the copy height, a non-zero LOD or reserved field is CUDA_ERROR_INVALID_VALUE;
-// each device side's covering range (first byte to last) must lie inside one allocation. There
-// is one device and one (primary) context: a peer copy whose contexts are that context is a
-// device-to-device copy; any other context is CUDA_ERROR_INVALID_CONTEXT.
+// each device side's covering range (first byte to last) must lie inside one allocation. The
+// contexts are the devices' primary contexts: a peer copy between any of them is a
+// device-to-device copy (unified addressing finds each side); any other context is
+// CUDA_ERROR_INVALID_CONTEXT. A module global lives on the device current at its first use
+// (simcuda keeps one copy per process, where the real driver keeps one per context).
 #include <cstring>
 #include <string>
 #include <unordered_map>
@@ -38,7 +40,7 @@ CUresult side_of(CUmemorytype type, const void* host, CUdeviceptr dev, Side* out
 }
 
 CUresult check_context(CUcontext ctx) {
-  return ctx == &d().primary_ctx ? CUDA_SUCCESS : CUDA_ERROR_INVALID_CONTEXT;
+  return is_context(ctx) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_CONTEXT;
 }
 
 // Every form is expressed as a CUDA_MEMCPY3D_PEER (2D: depth 1; non-peer: the current context).
@@ -187,7 +189,7 @@ CUresult simcuda_global_for_symbol(const void* host_shadow, CUdeviceptr* dptr, s
   if (g.dptr == 0) {
     // The module is loaded lazily, as the real runtime does: the device copy starts with the
     // variable's initial value (the host shadow's contents at first use).
-    if (CUresult r = d().memory.alloc_device(g.bytes, nullptr, false, &g.dptr); r != CUDA_SUCCESS) return r;
+    if (CUresult r = d().memory.alloc_device(current_device(), g.bytes, nullptr, false, &g.dptr); r != CUDA_SUCCESS) return r;
     std::memcpy(reinterpret_cast<void*>(g.dptr), host_shadow, g.bytes);
   }
   if (dptr != nullptr) *dptr = g.dptr;

@@ -1,5 +1,5 @@
-// api_exec.cpp: the exported driver calls for initialisation, the device and its primary
-// context, streams, events, kernel launch and function queries, stream capture and graphs,
+// api_exec.cpp: the exported driver calls for initialisation, the devices (SIMCUDA_DEVICES)
+// and their primary contexts, streams, events, kernel launch and function queries, stream capture and graphs,
 // and error names/strings, with the _v2 and _ptsz variants the real driver exports.
 //
 // Contract: definitions match the real CUDA 13 cuda.h declarations (compiled with
@@ -63,6 +63,9 @@ CUresult event_record(CUevent e, CUstream h, DefaultStream ds) {
   CUstream_st* s = stream_or(h, ds, &err);
   if (s == nullptr) return err;
   if (!live_event(e)) return CUDA_ERROR_INVALID_HANDLE;
+  // cuda.h, cuEventRecord: "hEvent and hStream must be from the same context otherwise
+  // CUDA_ERROR_INVALID_HANDLE is returned."
+  if (e->device != stream_device(s)) return CUDA_ERROR_INVALID_HANDLE;
   return d().scheduler.record_event(s, e);
 }
 
@@ -221,6 +224,16 @@ bool driver_initialized() { return d().initialized.load(std::memory_order_acquir
 
 CUctx_st*& current_ctx() { return tls_ctx; }
 
+int current_device() { return tls_ctx != nullptr ? tls_ctx->device : 0; }
+
+int stream_device(const CUstream_st* s) { return s->kind == StreamKind::Created ? s->device : current_device(); }
+
+bool is_context(const CUctx_st* ctx) {
+  for (const CUctx_st& c : d().primary_ctx)
+    if (&c == ctx) return valid_device(c.device);
+  return false;
+}
+
 CUresult check_ready() {
   if (!driver_initialized()) return CUDA_ERROR_NOT_INITIALIZED;
   if (tls_ctx == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
@@ -252,22 +265,22 @@ CUresult cuDriverGetVersion(int* version) {
 CUresult cuDeviceGet(CUdevice* device, int ordinal) {
   if (!driver_initialized()) return CUDA_ERROR_NOT_INITIALIZED;
   if (device == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  if (ordinal != 0) return CUDA_ERROR_INVALID_DEVICE;
-  *device = 0;
+  if (!valid_device(ordinal)) return CUDA_ERROR_INVALID_DEVICE;
+  *device = ordinal;  // simcuda's device handles are their ordinals
   return CUDA_SUCCESS;
 }
 
 CUresult cuDeviceGetCount(int* count) {
   if (!driver_initialized()) return CUDA_ERROR_NOT_INITIALIZED;
   if (count == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  *count = 1;
+  *count = device_count();
   return CUDA_SUCCESS;
 }
 
 CUresult cuDeviceGetName(char* name, int len, CUdevice dev) {
   if (!driver_initialized()) return CUDA_ERROR_NOT_INITIALIZED;
   if (name == nullptr || len <= 0) return CUDA_ERROR_INVALID_VALUE;
-  if (dev != 0) return CUDA_ERROR_INVALID_DEVICE;
+  if (!valid_device(dev)) return CUDA_ERROR_INVALID_DEVICE;
   std::strncpy(name, "simcuda reference GPU", static_cast<size_t>(len) - 1);
   name[len - 1] = '\0';
   return CUDA_SUCCESS;
@@ -276,15 +289,15 @@ CUresult cuDeviceGetName(char* name, int len, CUdevice dev) {
 CUresult cuDeviceTotalMem_v2(size_t* bytes, CUdevice dev) {
   if (!driver_initialized()) return CUDA_ERROR_NOT_INITIALIZED;
   if (bytes == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  if (dev != 0) return CUDA_ERROR_INVALID_DEVICE;
-  *bytes = d().memory.capacity();
+  if (!valid_device(dev)) return CUDA_ERROR_INVALID_DEVICE;
+  *bytes = d().memory.capacity();  // every device has SIMCUDA_DEVICE_BYTES
   return CUDA_SUCCESS;
 }
 
 CUresult cuDeviceGetAttribute(int* pi, CUdevice_attribute attrib, CUdevice dev) {
   if (!driver_initialized()) return CUDA_ERROR_NOT_INITIALIZED;
   if (pi == nullptr || attrib <= 0 || attrib >= CU_DEVICE_ATTRIBUTE_MAX) return CUDA_ERROR_INVALID_VALUE;
-  if (dev != 0) return CUDA_ERROR_INVALID_DEVICE;
+  if (!valid_device(dev)) return CUDA_ERROR_INVALID_DEVICE;
   switch (attrib) {
     case CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK: *pi = 1024; break;
     case CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X: case CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y: *pi = 1024; break;
@@ -315,35 +328,35 @@ CUresult cuDeviceGetAttribute(int* pi, CUdevice_attribute attrib, CUdevice dev) 
 CUresult cuDevicePrimaryCtxRetain(CUcontext* pctx, CUdevice dev) {
   if (!driver_initialized()) return CUDA_ERROR_NOT_INITIALIZED;
   if (pctx == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  if (dev != 0) return CUDA_ERROR_INVALID_DEVICE;
+  if (!valid_device(dev)) return CUDA_ERROR_INVALID_DEVICE;
   std::lock_guard<std::mutex> lock(d().kernels_mu);
-  d().primary_refs++;
-  *pctx = &d().primary_ctx;
+  d().primary_refs[dev]++;
+  *pctx = &d().primary_ctx[dev];
   return CUDA_SUCCESS;
 }
 
 CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev) {
   if (!driver_initialized()) return CUDA_ERROR_NOT_INITIALIZED;
-  if (dev != 0) return CUDA_ERROR_INVALID_DEVICE;
+  if (!valid_device(dev)) return CUDA_ERROR_INVALID_DEVICE;
   std::lock_guard<std::mutex> lock(d().kernels_mu);
-  if (d().primary_refs == 0) return CUDA_ERROR_INVALID_CONTEXT;
-  d().primary_refs--;  // the simulated context is never torn down
+  if (d().primary_refs[dev] == 0) return CUDA_ERROR_INVALID_CONTEXT;
+  d().primary_refs[dev]--;  // the simulated context is never torn down
   return CUDA_SUCCESS;
 }
 
 CUresult cuDevicePrimaryCtxGetState(CUdevice dev, unsigned int* flags, int* active) {
   if (!driver_initialized()) return CUDA_ERROR_NOT_INITIALIZED;
   if (flags == nullptr || active == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  if (dev != 0) return CUDA_ERROR_INVALID_DEVICE;
+  if (!valid_device(dev)) return CUDA_ERROR_INVALID_DEVICE;
   std::lock_guard<std::mutex> lock(d().kernels_mu);
   *flags = 0;
-  *active = d().primary_refs > 0 ? 1 : 0;
+  *active = d().primary_refs[dev] > 0 ? 1 : 0;
   return CUDA_SUCCESS;
 }
 
 CUresult cuDevicePrimaryCtxSetFlags_v2(CUdevice dev, unsigned int /*flags*/) {
   if (!driver_initialized()) return CUDA_ERROR_NOT_INITIALIZED;
-  return dev == 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_DEVICE;
+  return valid_device(dev) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_DEVICE;
 }
 
 CUresult cuCtxGetCurrent(CUcontext* pctx) {
@@ -355,14 +368,14 @@ CUresult cuCtxGetCurrent(CUcontext* pctx) {
 
 CUresult cuCtxSetCurrent(CUcontext ctx) {
   if (!driver_initialized()) return CUDA_ERROR_NOT_INITIALIZED;
-  if (ctx != nullptr && ctx != &d().primary_ctx) return CUDA_ERROR_INVALID_CONTEXT;
+  if (ctx != nullptr && !is_context(ctx)) return CUDA_ERROR_INVALID_CONTEXT;
   tls_ctx = ctx;
   return CUDA_SUCCESS;
 }
 
 CUresult cuCtxPushCurrent_v2(CUcontext ctx) {
   if (!driver_initialized()) return CUDA_ERROR_NOT_INITIALIZED;
-  if (ctx != &d().primary_ctx) return CUDA_ERROR_INVALID_CONTEXT;
+  if (!is_context(ctx)) return CUDA_ERROR_INVALID_CONTEXT;
   tls_ctx_stack.push_back(tls_ctx);
   tls_ctx = ctx;
   return CUDA_SUCCESS;
@@ -381,7 +394,7 @@ CUresult cuCtxGetDevice(CUdevice* device) {
   if (!driver_initialized()) return CUDA_ERROR_NOT_INITIALIZED;
   if (tls_ctx == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
   if (device == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  *device = 0;
+  *device = tls_ctx->device;  // cuda.h: "Returns the device handle for the current context"
   return CUDA_SUCCESS;
 }
 
@@ -547,6 +560,7 @@ CUresult cuEventCreate(CUevent* ph, unsigned int flags) {
   if (ph == nullptr) return CUDA_ERROR_INVALID_VALUE;
   auto* e = new CUevent_st;
   e->flags = flags;
+  e->device = current_device();
   std::lock_guard<std::mutex> lock(g_events_mu);
   g_events.insert(e);
   *ph = e;

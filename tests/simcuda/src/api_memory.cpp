@@ -59,7 +59,7 @@ CUresult alloc_async(DefaultStream ds, CUdeviceptr* dptr, size_t bytes, CUstream
     d().scheduler.invalidate_capture(s);
     return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
   }
-  return d().memory.alloc_device(bytes, s, true, dptr);
+  return d().memory.alloc_device(current_device(), bytes, s, true, dptr);
 }
 
 CUresult free_async(DefaultStream ds, CUdeviceptr dptr, CUstream handle) {
@@ -86,7 +86,10 @@ CUresult prefetch(DefaultStream ds, CUdeviceptr ptr, size_t count, CUmemLocation
   if (CUresult r = check_ready(); r != CUDA_SUCCESS) return r;
   if (flags != 0 || count == 0) return CUDA_ERROR_INVALID_VALUE;
   if (!d().memory.is_managed(ptr)) return CUDA_ERROR_INVALID_VALUE;
-  if (loc.type == CU_MEM_LOCATION_TYPE_DEVICE && loc.id != 0) return CUDA_ERROR_INVALID_DEVICE;
+  // cuda.h, cuMemPrefetchAsync_v2: "If CUmemLocation::type is a CU_MEM_LOCATION_TYPE_DEVICE,
+  // then CUmemLocation::id must be a valid device ordinal"; one naming no device is
+  // CUDA_ERROR_INVALID_DEVICE.
+  if (loc.type == CU_MEM_LOCATION_TYPE_DEVICE && !valid_device(loc.id)) return CUDA_ERROR_INVALID_DEVICE;
   CUresult err;
   CUstream_st* s = d().scheduler.resolve(handle, ds, &err);
   if (s == nullptr) return err;
@@ -177,10 +180,11 @@ extern "C" {
 CUresult cuMemGetInfo_v2(size_t* free_bytes, size_t* total) {
   if (CUresult r = check_ready(); r != CUDA_SUCCESS) return r;
   if (free_bytes == nullptr || total == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  simcuda_stats s{};
-  d().memory.get_stats(&s);
-  *total = s.capacity_bytes;
-  *free_bytes = s.capacity_bytes - std::min(s.capacity_bytes, s.device_bytes_in_use);
+  // cuda.h, cuMemGetInfo: "Returns in *total the total amount of memory available to the the
+  // current context": the current context's device's.
+  const uint64_t capacity = d().memory.capacity();
+  *total = capacity;
+  *free_bytes = capacity - std::min(capacity, d().memory.device_use(current_device()).used);
   return CUDA_SUCCESS;
 }
 
@@ -188,7 +192,7 @@ CUresult cuMemAlloc_v2(CUdeviceptr* dptr, size_t bytesize) {
   if (CUresult r = check_ready(); r != CUDA_SUCCESS) return r;
   if (dptr == nullptr) return CUDA_ERROR_INVALID_VALUE;
   if (CUresult r = check_unsafe_call(); r != CUDA_SUCCESS) return r;
-  return d().memory.alloc_device(bytesize, nullptr, false, dptr);
+  return d().memory.alloc_device(current_device(), bytesize, nullptr, false, dptr);
 }
 
 CUresult cuMemFree_v2(CUdeviceptr dptr) {
@@ -345,6 +349,11 @@ CUresult cuMemDiscardBatchAsync_ptsz(CUdeviceptr* dptrs, size_t* sizes, size_t c
 }
 CUresult cuMemAdvise_v2(CUdeviceptr p, size_t n, CUmem_advise advice, CUmemLocation loc) {
   if (CUresult r = check_ready(); r != CUDA_SUCCESS) return r;
+  // cuda.h: the advices that name a location need "CUmemLocation::id representing a valid
+  // device" when it is a device; CUDA_ERROR_INVALID_DEVICE otherwise.
+  const bool names_location = advice == CU_MEM_ADVISE_SET_PREFERRED_LOCATION || advice == CU_MEM_ADVISE_SET_ACCESSED_BY ||
+                              advice == CU_MEM_ADVISE_UNSET_ACCESSED_BY;
+  if (names_location && loc.type == CU_MEM_LOCATION_TYPE_DEVICE && !valid_device(loc.id)) return CUDA_ERROR_INVALID_DEVICE;
   return d().memory.advise(p, n, advice, loc);
 }
 
@@ -381,16 +390,24 @@ CUresult cuMemUnmap(CUdeviceptr ptr, size_t size) {
 CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc* desc, size_t count) {
   if (CUresult r = check_ready(); r != CUDA_SUCCESS) return r;
   if (desc == nullptr || count == 0) return CUDA_ERROR_INVALID_VALUE;
-  bool accessible = false;
+  // cuda.h: "set the access flags for the target locations" (each descriptor's device; the
+  // others keep theirs). A location naming no device is CUDA_ERROR_INVALID_DEVICE.
+  DeviceMask grant = 0, revoke = 0;
   for (size_t i = 0; i < count; ++i) {
-    if (desc[i].location.type != CU_MEM_LOCATION_TYPE_DEVICE || desc[i].location.id != 0) return CUDA_ERROR_INVALID_DEVICE;
-    accessible = desc[i].flags == CU_MEM_ACCESS_FLAGS_PROT_READWRITE || desc[i].flags == CU_MEM_ACCESS_FLAGS_PROT_READ;
+    if (desc[i].location.type != CU_MEM_LOCATION_TYPE_DEVICE || !valid_device(desc[i].location.id))
+      return CUDA_ERROR_INVALID_DEVICE;
+    const DeviceMask bit = DeviceMask{1} << desc[i].location.id;
+    const bool on = desc[i].flags == CU_MEM_ACCESS_FLAGS_PROT_READWRITE || desc[i].flags == CU_MEM_ACCESS_FLAGS_PROT_READ;
+    grant = on ? grant | bit : grant & ~bit;
+    revoke = on ? revoke & ~bit : revoke | bit;
   }
-  return d().memory.set_access(ptr, size, accessible);
+  return d().memory.set_access(ptr, size, grant, revoke);
 }
 CUresult cuMemGetAllocationGranularity(size_t* granularity, const CUmemAllocationProp* prop, CUmemAllocationGranularity_flags /*option*/) {
   if (!driver_initialized()) return CUDA_ERROR_NOT_INITIALIZED;
   if (granularity == nullptr || prop == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  // A device location must name a device (cuda.h lists CUDA_ERROR_INVALID_VALUE for a bad prop).
+  if (prop->location.type == CU_MEM_LOCATION_TYPE_DEVICE && !valid_device(prop->location.id)) return CUDA_ERROR_INVALID_VALUE;
   *granularity = SIMCUDA_VMM_GRANULARITY;
   return CUDA_SUCCESS;
 }
@@ -422,7 +439,9 @@ CUresult cuPointerGetAttribute(void* data, CUpointer_attribute attribute, CUdevi
       *static_cast<void**>(data) = reinterpret_cast<void*>(ptr);
       return CUDA_SUCCESS;
     case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL:
-      *static_cast<int*>(data) = 0;
+      // cuda.h: "A device ordinal of a device on which a pointer was allocated or registered":
+      // device memory's own device; managed, pinned and VMM memory report the current context's.
+      *static_cast<int*>(data) = a != nullptr && a->kind == AllocKind::Device ? a->device : current_device();
       return CUDA_SUCCESS;
     case CU_POINTER_ATTRIBUTE_MAPPED:
       *static_cast<bool*>(data) = true;

@@ -36,6 +36,7 @@ struct CUfunc_st {
   double fixed_ns = 0;
 };
 
+// A device's primary context (the only contexts simcuda has): one per device, never destroyed.
 struct CUctx_st {
   int device = 0;
 };
@@ -43,6 +44,13 @@ struct CUctx_st {
 namespace simcuda {
 
 constexpr int kDriverVersion = 13000;
+// SIMCUDA_DEVICES: how many devices the driver shows (1 to kMaxDevices, default 1); each has
+// SIMCUDA_DEVICE_BYTES of memory and its own primary context. Read once.
+constexpr int kMaxDevices = 8;
+int device_count();
+inline bool valid_device(int dev) { return dev >= 0 && dev < device_count(); }
+// Bit d: device d may access a VMM mapping (cuMemSetAccess).
+using DeviceMask = uint32_t;
 
 // Where an op stands: set done (with its virtual finish time) once executed.
 struct Completion {
@@ -96,6 +104,9 @@ struct OpPayload {
   uint32_t memset_value = 0;
   unsigned memset_elem = 1;
   CUmemLocation location{};
+  // The device the op runs on: its stream's (a created stream's context's device; the legacy
+  // and per-thread streams are the current context's at enqueue).
+  int device = 0;
   // Host function
   CUhostFn host_fn = nullptr;
   void* user_data = nullptr;
@@ -136,6 +147,7 @@ struct CUstream_st {
   simcuda::StreamKind kind = simcuda::StreamKind::Created;
   unsigned flags = 0;  // CU_STREAM_DEFAULT or CU_STREAM_NON_BLOCKING
   int priority = 0;
+  int device = 0;  // the device of the context that created it (created streams)
   uint64_t id = 0;
   bool blocking() const { return (flags & CU_STREAM_NON_BLOCKING) == 0; }
   // Guarded by Scheduler::mu.
@@ -151,6 +163,7 @@ struct CUstream_st {
 
 struct CUevent_st {
   unsigned flags = 0;
+  int device = 0;  // the device of the context that created it
   simcuda::CompletionPtr last;  // guarded by Scheduler::mu; null until recorded
   bool recorded_in_capture = false;
   std::shared_ptr<simcuda::CaptureGraph> capture;
@@ -175,6 +188,7 @@ struct Allocation {
   size_t span = 0;           // address-space bytes (rounded)
   uint64_t accounted = 0;    // capacity charge (0 for managed and pinned)
   AllocKind kind = AllocKind::Device;
+  int device = 0;            // the device whose memory it is (Device); managed and pinned: any
   bool stream_ordered = false;
   bool registered = false;   // pinned by cuMemHostRegister (not ours to unmap)
   CompletionPtr freed_by;    // set by cuMemFreeAsync: use after it completes is illegal
@@ -183,6 +197,7 @@ struct Allocation {
 
 struct ManagedBlock {
   bool resident = false;
+  int device = 0;  // where it is resident (when resident)
   // Holds data somewhere (written by a kernel, a copy or a memset, or made resident). A block
   // that was never populated, or was discarded, has no data to move: cuMemPrefetchAsync's
   // contract: "If no physical memory has been allocated for this region, then this memory
@@ -197,6 +212,7 @@ struct VmmHandle {
   int fd = -1;
   size_t bytes = 0;
   bool on_host = false;
+  int device = 0;  // the device whose memory it is (when not on the host)
   bool released = false;
   int mappings = 0;
   int retained = 0;  // cuMemRetainAllocationHandle references, each released by a cuMemRelease
@@ -206,11 +222,19 @@ struct VmmMapping {
   uintptr_t base = 0;
   size_t bytes = 0;
   CUmemGenericAllocationHandle handle = 0;
-  bool accessible = false;
+  DeviceMask access = 0;  // the devices cuMemSetAccess made it accessible to
+};
+
+// One device's memory in use and its peak (device allocations, VMM chunks on it, managed
+// blocks resident on it).
+struct DeviceUse {
+  uint64_t used = 0;
+  uint64_t managed_resident = 0;
+  uint64_t peak = 0;
 };
 
 struct Stats {
-  uint64_t peak = 0;
+  uint64_t peak = 0;  // of all devices' memory in use together
   uint64_t faults = 0;
   uint64_t evictions = 0;
   uint64_t htod = 0;
@@ -220,13 +244,14 @@ struct Stats {
 
 enum class PointerClass : uint8_t { Unknown, Device, Managed, Pinned, VmmDevice, VmmHost };
 
-// Device memory, Unified Memory residency and the VMM calls. All methods lock mu.
+// Device memory, Unified Memory residency and the VMM calls. All methods lock mu. One address
+// space for every device (unified addressing); each device has its own capacity and use.
 class Memory {
  public:
   Memory();
-  uint64_t capacity() const { return capacity_; }
+  uint64_t capacity() const { return capacity_; }  // each device's
 
-  CUresult alloc_device(size_t bytes, CUstream_st* stream, bool stream_ordered, CUdeviceptr* out);
+  CUresult alloc_device(int device, size_t bytes, CUstream_st* stream, bool stream_ordered, CUdeviceptr* out);
   CUresult free_device(CUdeviceptr ptr);  // caller synchronised the device first
   CUresult free_async(CUdeviceptr ptr, CUstream_st* stream, const CompletionPtr& done);
   void release_pending(CUstream_st* stream);  // host learnt: stream's frees completed
@@ -245,8 +270,8 @@ class Memory {
   bool range_valid_for_copy(uintptr_t ptr, size_t bytes, bool mapped_pages = false);
   bool is_managed(uintptr_t ptr);
 
-  // Kernel-side declaration: false when [ptr, ptr+bytes) may not be touched by the device.
-  bool declare_access(uintptr_t ptr, size_t bytes, double* cost_ns);
+  // Kernel-side declaration: false when [ptr, ptr+bytes) may not be touched by `device`.
+  bool declare_access(uintptr_t ptr, size_t bytes, int device, double* cost_ns);
   void prefetch(uintptr_t ptr, size_t bytes, const CUmemLocation& to, double* cost_ns);
   // cuMemDiscardBatchAsync, one range: whole blocks inside it lose their data and their device
   // memory (partly covered blocks keep theirs, as their other bytes may be live).
@@ -263,10 +288,11 @@ class Memory {
   CUresult retain_handle(uintptr_t addr, CUmemGenericAllocationHandle* out);  // cuMemRetainAllocationHandle
   CUresult map(CUdeviceptr ptr, size_t bytes, size_t offset, CUmemGenericAllocationHandle handle);
   CUresult unmap(CUdeviceptr ptr, size_t bytes);
-  CUresult set_access(CUdeviceptr ptr, size_t bytes, bool accessible);
+  CUresult set_access(CUdeviceptr ptr, size_t bytes, DeviceMask grant, DeviceMask revoke);
 
   void note_copy(CopyRoute route, size_t bytes);
-  void get_stats(simcuda_stats* out);
+  void get_stats(simcuda_stats* out);  // memory figures: all devices together
+  DeviceUse device_use(int device);
   void reset_stats();
 
  private:
@@ -279,19 +305,19 @@ class Memory {
   void va_release(uintptr_t base, size_t span);
   void protect(uintptr_t base, size_t span);
   void unprotect(uintptr_t base, size_t span);
-  bool reserve_capacity(uint64_t bytes);  // evicts managed blocks if needed
-  void charge(uint64_t bytes);
-  void uncharge(uint64_t bytes);
-  bool evict_one_managed(uintptr_t keep_block);
-  bool make_resident(uintptr_t block, double* cost_ns);
+  bool reserve_capacity(int device, uint64_t bytes);  // evicts device's managed blocks if needed
+  void charge(int device, uint64_t bytes);
+  void uncharge(int device, uint64_t bytes);
+  bool evict_one_managed(int device, uintptr_t keep_block);
+  bool make_resident(uintptr_t block, int device, double* cost_ns);
   void make_host_resident(uintptr_t block, double* cost_ns);
   Allocation* find_allocation(uintptr_t ptr);
   const VmmMapping* find_mapping(uintptr_t ptr);
 
   std::mutex mu_;
   uint64_t capacity_ = 0;
-  uint64_t used_ = 0;
-  uint64_t managed_resident_ = 0;
+  uint64_t used_ = 0;  // all devices together
+  DeviceUse devices_[kMaxDevices];
   uintptr_t region_ = 0;
   size_t region_bytes_ = 0;
   std::map<uintptr_t, size_t> va_free_;  // base -> bytes
@@ -396,14 +422,24 @@ struct Driver {
   std::vector<std::unique_ptr<CUfunc_st>> kernels;
   std::unordered_map<const void*, CUfunc_st*> kernel_by_stub;
   std::atomic<bool> initialized{false};  // set by cuInit
-  CUctx_st primary_ctx;
-  int primary_refs = 0;
+  CUctx_st primary_ctx[kMaxDevices];  // device d's primary context: primary_ctx[d] (device set by Driver())
+  int primary_refs[kMaxDevices] = {};  // guarded by kernels_mu
+  Driver() {
+    for (int i = 0; i < kMaxDevices; ++i) primary_ctx[i].device = i;
+  }
 };
 
 Driver& driver();
 bool driver_initialized();
-// The calling thread's current context (only the primary context exists).
+// The calling thread's current context (a device's primary context, or null).
 CUctx_st*& current_ctx();
+// The current context's device (0 when none is current: callers check readiness first).
+int current_device();
+// The device a stream's work runs on: a created stream's context's; the default streams the
+// current context's.
+int stream_device(const CUstream_st* s);
+// One of the devices' primary contexts (what a CUcontext may be).
+bool is_context(const CUctx_st* ctx);
 // CUDA_SUCCESS when the driver is initialised, a context is current and the context has not
 // failed; else the error the real driver gives (NOT_INITIALIZED, INVALID_CONTEXT, the sticky one).
 CUresult check_ready();
@@ -424,7 +460,7 @@ enum class SidePlace : uint8_t { Any, Device };
 // stream for sync copies, which then wait for it). Each side's span must lie in one allocation.
 CUresult enqueue_copy(DefaultStream ds, CUstream handle, uintptr_t dst, uintptr_t src, const CopyShape& shape,
                       bool sync, SidePlace dst_place = SidePlace::Any, SidePlace src_place = SidePlace::Any);
-// Runs a kernel op on the calling (worker) thread; returns its virtual cost in ns.
+// Runs a kernel op on the calling (worker) thread, on op.device; returns its virtual cost in ns.
 double run_kernel(const OpPayload& op, bool* illegal_address);
 // The JSON statistics document (SIMCUDA_STATS_FILE).
 std::string stats_json();

@@ -23,6 +23,7 @@ struct KernelContext {
   sigjmp_buf env;
   double cost_ns = 0;
   double flops = 0;
+  int device = 0;  // the device the kernel runs on
   bool faulted = false;
 };
 
@@ -102,6 +103,7 @@ double run_kernel(const OpPayload& op, bool* illegal_address) {
   info.shared_mem_bytes = op.shared_mem;
   info.kernel_name = f->name.c_str();
   KernelContext ctx;
+  ctx.device = op.device;
   tls_kernel = &ctx;
   if (sigsetjmp(ctx.env, 1) == 0) {
     f->body(argv.data(), &info);
@@ -133,6 +135,13 @@ std::string stats_json() {
   for (const auto& [id, ns] : driver().scheduler.stream_clocks())
     streams.push_back({{"id", id}, {"virtual_ns", static_cast<uint64_t>(ns)}});
   j["streams"] = streams;
+  nlohmann::json devices = nlohmann::json::array();
+  for (int dev = 0; dev < device_count(); ++dev) {
+    const DeviceUse u = driver().memory.device_use(dev);
+    devices.push_back({{"device", dev}, {"bytes_in_use", u.used}, {"peak_bytes", u.peak},
+                       {"managed_resident_bytes", u.managed_resident}});
+  }
+  j["devices"] = devices;
   return j.dump(2);
 }
 
@@ -182,7 +191,7 @@ void* simcuda_access(const void* ptr, size_t bytes, int mode) {
   }
   (void)mode;  // reads and writes cost the same; the mode documents intent for readers
   double cost = 0;
-  if (!driver().memory.declare_access(reinterpret_cast<uintptr_t>(ptr), bytes, &cost)) {
+  if (!driver().memory.declare_access(reinterpret_cast<uintptr_t>(ptr), bytes, k->device, &cost)) {
     if (std::getenv("SIMCUDA_DEBUG")) std::fprintf(stderr, "simcuda: illegal access %p +%zu\n", ptr, bytes);
     k->faulted = true;
     siglongjmp(k->env, 1);
@@ -204,6 +213,14 @@ void simcuda_get_stats(simcuda_stats* out) {
   out->kernels_executed = d.scheduler.kernels_executed();
   out->max_stream_virtual_ns = static_cast<uint64_t>(d.scheduler.max_virtual_ns());
   out->sticky_error = static_cast<int>(d.scheduler.sticky());
+}
+
+CUresult simcuda_get_device_memory(int device, uint64_t* bytes_in_use, uint64_t* peak_bytes) {
+  if (!simcuda::valid_device(device)) return CUDA_ERROR_INVALID_DEVICE;
+  const simcuda::DeviceUse u = driver().memory.device_use(device);
+  if (bytes_in_use != nullptr) *bytes_in_use = u.used;
+  if (peak_bytes != nullptr) *peak_bytes = u.peak;
+  return CUDA_SUCCESS;
 }
 
 uint64_t simcuda_stream_virtual_ns(CUstream stream) { return driver().scheduler.stream_virtual_ns(stream); }

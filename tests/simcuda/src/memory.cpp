@@ -1,6 +1,10 @@
 // memory.cpp: simcuda's device memory: one reserved virtual range (PROT_NONE until allocated),
 // a first-fit allocator over it, capacity accounting, Unified Memory residency with LRU
 // eviction, and the VMM calls (memfd-backed physical handles mapped with MAP_FIXED).
+// Several devices (SIMCUDA_DEVICES) share the one range, as unified addressing gives real
+// devices one address space; each device has its own capacity, use and peak, and what a
+// kernel on one device may touch (its own device memory, managed and pinned memory, VMM
+// mappings made accessible to it) is checked per device.
 //
 // Contract: device pages are readable/writable only while allocated or mapped+accessible;
 // freed, unmapped and reserved-but-unmapped pages are PROT_NONE. Stream-ordered frees
@@ -46,6 +50,18 @@ uint64_t env_bytes(const char* name, uint64_t fallback) {
   return v;
 }
 
+int read_device_count() {
+  const char* s = std::getenv("SIMCUDA_DEVICES");
+  if (s == nullptr || *s == '\0') return 1;
+  char* end = nullptr;
+  const long v = std::strtol(s, &end, 10);
+  if (end == s || *end != '\0' || v < 1 || v > kMaxDevices) {
+    std::fprintf(stderr, "simcuda: ignoring SIMCUDA_DEVICES='%s' (expected 1 to %d); one device\n", s, kMaxDevices);
+    return 1;
+  }
+  return static_cast<int>(v);
+}
+
 }  // namespace
 
 bool host_vmm_supported(CUmemLocationType type) {
@@ -60,10 +76,16 @@ bool host_vmm_supported(CUmemLocationType type) {
   return true;
 }
 
+int device_count() {
+  static const int count = read_device_count();
+  return count;
+}
+
 Memory::Memory() {
   capacity_ = env_bytes("SIMCUDA_DEVICE_BYTES", SIMCUDA_DEFAULT_DEVICE_BYTES);
   // Address space only (MAP_NORESERVE, PROT_NONE): managed memory may oversubscribe capacity.
-  region_bytes_ = std::max<uint64_t>(64ull << 30, round_up(capacity_ * 4 + (16ull << 30), 1ull << 30));
+  const uint64_t all_devices = capacity_ * static_cast<uint64_t>(device_count());
+  region_bytes_ = std::max<uint64_t>(64ull << 30, round_up(all_devices * 4 + (16ull << 30), 1ull << 30));
   void* p = mmap(nullptr, region_bytes_ + SIMCUDA_VMM_GRANULARITY, PROT_NONE,
                  MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (p == MAP_FAILED) {
@@ -114,21 +136,31 @@ void Memory::unprotect(uintptr_t base, size_t span) {
   mprotect(reinterpret_cast<void*>(base), span, PROT_READ | PROT_WRITE);
 }
 
-void Memory::charge(uint64_t bytes) {
+void Memory::charge(int device, uint64_t bytes) {
+  DeviceUse& u = devices_[device];
+  u.used += bytes;
+  u.peak = std::max(u.peak, u.used);
   used_ += bytes;
   stats_.peak = std::max(stats_.peak, used_);
 }
 
-void Memory::uncharge(uint64_t bytes) { used_ -= std::min(used_, bytes); }
+void Memory::uncharge(int device, uint64_t bytes) {
+  DeviceUse& u = devices_[device];
+  bytes = std::min(u.used, bytes);
+  u.used -= bytes;
+  used_ -= bytes;
+}
 
-bool Memory::evict_one_managed(uintptr_t keep_block) {
+// The least recently used managed block resident on `device` goes back to the host.
+bool Memory::evict_one_managed(int device, uintptr_t keep_block) {
   for (auto it = lru_.begin(); it != lru_.end(); ++it) {
     if (it->second == keep_block) continue;
     ManagedBlock& b = blocks_[it->second];
+    if (b.device != device) continue;
     b.resident = false;
     lru_.erase(it);
-    managed_resident_ -= SIMCUDA_UVM_BLOCK;
-    uncharge(SIMCUDA_UVM_BLOCK);
+    devices_[device].managed_resident -= SIMCUDA_UVM_BLOCK;
+    uncharge(device, SIMCUDA_UVM_BLOCK);
     stats_.evictions++;
     stats_.dtoh += SIMCUDA_UVM_BLOCK;
     return true;
@@ -136,14 +168,15 @@ bool Memory::evict_one_managed(uintptr_t keep_block) {
   return false;
 }
 
-bool Memory::reserve_capacity(uint64_t bytes) {
+bool Memory::reserve_capacity(int device, uint64_t bytes) {
   // Managed memory is evictable; cudaMalloc memory never is (as on the real driver). Evict
   // only when that makes the request fit.
-  if (used_ - managed_resident_ + bytes > capacity_) return false;
-  while (used_ + bytes > capacity_) {
-    if (!evict_one_managed(0)) return false;
+  const DeviceUse& u = devices_[device];
+  if (u.used - u.managed_resident + bytes > capacity_) return false;
+  while (u.used + bytes > capacity_) {
+    if (!evict_one_managed(device, 0)) return false;
   }
-  charge(bytes);
+  charge(device, bytes);
   return true;
 }
 
@@ -162,13 +195,13 @@ const VmmMapping* Memory::find_mapping(uintptr_t ptr) {
   return ptr < it->second.base + it->second.bytes ? &it->second : nullptr;
 }
 
-CUresult Memory::alloc_device(size_t bytes, CUstream_st* stream, bool stream_ordered, CUdeviceptr* out) {
+CUresult Memory::alloc_device(int device, size_t bytes, CUstream_st* stream, bool stream_ordered, CUdeviceptr* out) {
   if (bytes == 0) return CUDA_ERROR_INVALID_VALUE;
   const size_t span = round_up(bytes, kPage);
   std::lock_guard<std::mutex> lock(mu_);
   if (region_ == 0) return CUDA_ERROR_OUT_OF_MEMORY;
   const uint64_t accounted = simcuda_accounted_bytes(bytes);
-  if (!reserve_capacity(accounted)) return CUDA_ERROR_OUT_OF_MEMORY;
+  if (!reserve_capacity(device, accounted)) return CUDA_ERROR_OUT_OF_MEMORY;
   uintptr_t base = 0;
   if (stream_ordered) {
     // Stream-ordered reuse: a range freed on this same stream, of exactly this span.
@@ -184,7 +217,7 @@ CUresult Memory::alloc_device(size_t bytes, CUstream_st* stream, bool stream_ord
   if (base == 0) {
     base = va_alloc(span, kPage);
     if (base == 0) {
-      uncharge(accounted);
+      uncharge(device, accounted);
       return CUDA_ERROR_OUT_OF_MEMORY;
     }
     unprotect(base, span);
@@ -195,6 +228,7 @@ CUresult Memory::alloc_device(size_t bytes, CUstream_st* stream, bool stream_ord
   a.span = span;
   a.accounted = accounted;
   a.kind = AllocKind::Device;
+  a.device = device;
   a.stream_ordered = stream_ordered;
   allocations_[base] = a;
   *out = base;
@@ -206,7 +240,7 @@ CUresult Memory::free_device(CUdeviceptr ptr) {
   auto it = allocations_.find(ptr);
   if (it == allocations_.end() || it->second.kind != AllocKind::Device) return CUDA_ERROR_INVALID_VALUE;
   if (it->second.freed_by) return CUDA_ERROR_INVALID_VALUE;  // already freed (stream-ordered)
-  uncharge(it->second.accounted);
+  uncharge(it->second.device, it->second.accounted);
   protect(it->second.base, it->second.span);
   va_release(it->second.base, it->second.span);
   allocations_.erase(it);
@@ -218,7 +252,7 @@ CUresult Memory::free_async(CUdeviceptr ptr, CUstream_st* stream, const Completi
   auto it = allocations_.find(ptr);
   if (it == allocations_.end() || it->second.kind != AllocKind::Device || it->second.freed_by)
     return CUDA_ERROR_INVALID_VALUE;
-  uncharge(it->second.accounted);
+  uncharge(it->second.device, it->second.accounted);
   it->second.accounted = 0;
   it->second.freed_by = done;
   it->second.free_stream = stream;
@@ -280,8 +314,8 @@ CUresult Memory::free_managed(CUdeviceptr ptr) {
     ManagedBlock& mb = blocks_[b];
     if (mb.resident) {
       lru_.erase({mb.stamp, b});
-      managed_resident_ -= SIMCUDA_UVM_BLOCK;
-      uncharge(SIMCUDA_UVM_BLOCK);
+      devices_[mb.device].managed_resident -= SIMCUDA_UVM_BLOCK;
+      uncharge(mb.device, SIMCUDA_UVM_BLOCK);
     }
     blocks_.erase(b);
   }
@@ -381,21 +415,25 @@ bool Memory::range_valid_for_copy(uintptr_t ptr, size_t bytes, bool mapped_pages
   const uintptr_t end = ptr + bytes;
   while (p < end) {
     const VmmMapping* m = find_mapping(p);
-    if (m == nullptr || !m->accessible) return false;
+    if (m == nullptr || m->access == 0) return false;  // copies: accessible to some device
     p = m->base + m->bytes;
   }
   return bytes > 0;
 }
 
-bool Memory::make_resident(uintptr_t block, double* cost_ns) {
+// Resident on `device`: a block resident on another device migrates (through the host here;
+// its data crosses the link either way).
+bool Memory::make_resident(uintptr_t block, int device, double* cost_ns) {
   ManagedBlock& b = blocks_[block];
-  if (b.resident) return true;
-  while (used_ + SIMCUDA_UVM_BLOCK > capacity_) {
-    if (!evict_one_managed(block)) return false;
+  if (b.resident && b.device == device) return true;
+  if (b.resident) make_host_resident(block, cost_ns);
+  while (devices_[device].used + SIMCUDA_UVM_BLOCK > capacity_) {
+    if (!evict_one_managed(device, block)) return false;
   }
   b.resident = true;
-  managed_resident_ += SIMCUDA_UVM_BLOCK;
-  charge(SIMCUDA_UVM_BLOCK);
+  b.device = device;
+  devices_[device].managed_resident += SIMCUDA_UVM_BLOCK;
+  charge(device, SIMCUDA_UVM_BLOCK);
   b.stamp = ++stamp_;
   lru_.insert({b.stamp, block});
   if (b.populated) {  // its data comes over the link
@@ -413,13 +451,13 @@ void Memory::make_host_resident(uintptr_t block, double* cost_ns) {
   if (!b.resident) return;
   lru_.erase({b.stamp, block});
   b.resident = false;
-  managed_resident_ -= SIMCUDA_UVM_BLOCK;
-  uncharge(SIMCUDA_UVM_BLOCK);
+  devices_[b.device].managed_resident -= SIMCUDA_UVM_BLOCK;
+  uncharge(b.device, SIMCUDA_UVM_BLOCK);
   stats_.dtoh += SIMCUDA_UVM_BLOCK;
   *cost_ns += SIMCUDA_UVM_BLOCK / SIMCUDA_PINNED_BYTES_PER_NS;
 }
 
-bool Memory::declare_access(uintptr_t ptr, size_t bytes, double* cost_ns) {
+bool Memory::declare_access(uintptr_t ptr, size_t bytes, int device, double* cost_ns) {
   if (bytes == 0) return true;
   std::lock_guard<std::mutex> lock(mu_);
   const uintptr_t end = ptr + bytes;
@@ -429,6 +467,9 @@ bool Memory::declare_access(uintptr_t ptr, size_t bytes, double* cost_ns) {
     switch (a->kind) {
       case AllocKind::Device:
         if (a->freed_by && a->freed_by->done) return false;  // used after its stream-ordered free
+        // Another device's memory: reachable only through peer access, which simcuda does not
+        // offer (cuCtxEnablePeerAccess is absent), so the access faults as on a real GPU.
+        if (a->device != device) return false;
         *cost_ns += static_cast<double>(bytes) / SIMCUDA_DEVICE_BYTES_PER_NS;
         return true;
       case AllocKind::Pinned:  // zero-copy access over the bus
@@ -440,7 +481,7 @@ bool Memory::declare_access(uintptr_t ptr, size_t bytes, double* cost_ns) {
     const uintptr_t first = ptr / SIMCUDA_UVM_BLOCK * SIMCUDA_UVM_BLOCK;
     for (uintptr_t b = first; b < end; b += SIMCUDA_UVM_BLOCK) {
       ManagedBlock& mb = blocks_[b];
-      if (mb.resident) {
+      if (mb.resident && mb.device == device) {
         lru_.erase({mb.stamp, b});
         mb.stamp = ++stamp_;
         lru_.insert({mb.stamp, b});
@@ -451,9 +492,10 @@ bool Memory::declare_access(uintptr_t ptr, size_t bytes, double* cost_ns) {
         *cost_ns += static_cast<double>(here) / SIMCUDA_PINNED_BYTES_PER_NS;
         continue;
       }
+      // A fault migrates the block to the faulting device (from the host or another device).
       stats_.faults++;
       *cost_ns += SIMCUDA_FAULT_LATENCY_NS;
-      if (!make_resident(b, cost_ns)) {
+      if (!make_resident(b, device, cost_ns)) {
         // Nothing evictable (device full of cudaMalloc memory): served remotely.
         *cost_ns += static_cast<double>(here) / SIMCUDA_PINNED_BYTES_PER_NS;
       }
@@ -464,7 +506,7 @@ bool Memory::declare_access(uintptr_t ptr, size_t bytes, double* cost_ns) {
   uintptr_t p = ptr;
   while (p < end) {
     const VmmMapping* m = find_mapping(p);
-    if (m == nullptr || !m->accessible) return false;
+    if (m == nullptr || (m->access & (DeviceMask{1} << device)) == 0) return false;
     const size_t here = std::min<uintptr_t>(end, m->base + m->bytes) - p;
     const bool host = handles_[m->handle].on_host;
     *cost_ns += static_cast<double>(here) /
@@ -483,11 +525,11 @@ void Memory::prefetch(uintptr_t ptr, size_t bytes, const CUmemLocation& to, doub
     auto it = blocks_.find(b);
     if (it == blocks_.end()) continue;
     if (to_device) {
-      if (it->second.resident) {
+      if (it->second.resident && it->second.device == to.id) {
         lru_.erase({it->second.stamp, b});
         it->second.stamp = ++stamp_;
         lru_.insert({it->second.stamp, b});
-      } else if (!make_resident(b, cost_ns)) {
+      } else if (!make_resident(b, to.id, cost_ns)) {
         break;  // device full of unevictable memory: the rest stays on the host
       }
     } else {
@@ -507,8 +549,8 @@ void Memory::discard(uintptr_t ptr, size_t bytes) {
     if (mb.resident) {
       lru_.erase({mb.stamp, b});
       mb.resident = false;
-      managed_resident_ -= SIMCUDA_UVM_BLOCK;
-      uncharge(SIMCUDA_UVM_BLOCK);
+      devices_[mb.device].managed_resident -= SIMCUDA_UVM_BLOCK;
+      uncharge(mb.device, SIMCUDA_UVM_BLOCK);
     }
     mb.populated = false;
   }
@@ -596,18 +638,21 @@ CUresult Memory::create(size_t bytes, const CUmemAllocationProp& prop, CUmemGene
     return CUDA_ERROR_NOT_SUPPORTED;
   const bool on_host = prop.location.type == CU_MEM_LOCATION_TYPE_HOST ||
                        prop.location.type == CU_MEM_LOCATION_TYPE_HOST_NUMA;
-  if (!on_host && (prop.location.type != CU_MEM_LOCATION_TYPE_DEVICE || prop.location.id != 0))
+  // cuda.h, CUmemLocation::id: "identifier for a given this location's CUmemLocationType": a
+  // device location names a device ordinal, which must exist.
+  if (!on_host && (prop.location.type != CU_MEM_LOCATION_TYPE_DEVICE || !valid_device(prop.location.id)))
     return CUDA_ERROR_INVALID_DEVICE;
+  const int device = on_host ? 0 : prop.location.id;
   std::lock_guard<std::mutex> lock(mu_);
-  if (!on_host && !reserve_capacity(bytes)) return CUDA_ERROR_OUT_OF_MEMORY;
+  if (!on_host && !reserve_capacity(device, bytes)) return CUDA_ERROR_OUT_OF_MEMORY;
   int fd = memfd_create("simcuda-vmm", MFD_CLOEXEC);
   if (fd < 0 || ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
     if (fd >= 0) close(fd);
-    if (!on_host) uncharge(bytes);
+    if (!on_host) uncharge(device, bytes);
     return CUDA_ERROR_OUT_OF_MEMORY;
   }
   const CUmemGenericAllocationHandle h = next_handle_++;
-  handles_[h] = VmmHandle{fd, bytes, on_host, false, 0};
+  handles_[h] = VmmHandle{fd, bytes, on_host, device, false, 0};
   *out = h;
   return CUDA_SUCCESS;
 }
@@ -623,7 +668,7 @@ CUresult Memory::release(CUmemGenericAllocationHandle handle) {
   it->second.released = true;
   if (it->second.mappings == 0) {  // else freed when the last mapping goes, as on the driver
     close(it->second.fd);
-    if (!it->second.on_host) uncharge(it->second.bytes);
+    if (!it->second.on_host) uncharge(it->second.device, it->second.bytes);
     handles_.erase(it);
   }
   return CUDA_SUCCESS;
@@ -659,7 +704,7 @@ CUresult Memory::map(CUdeviceptr ptr, size_t bytes, size_t offset, CUmemGenericA
   void* p = mmap(reinterpret_cast<void*>(ptr), bytes, PROT_NONE, MAP_SHARED | MAP_FIXED, h->second.fd,
                  static_cast<off_t>(offset));
   if (p == MAP_FAILED) return CUDA_ERROR_OUT_OF_MEMORY;
-  mappings_[ptr] = VmmMapping{ptr, bytes, handle, false};
+  mappings_[ptr] = VmmMapping{ptr, bytes, handle, 0};
   h->second.mappings++;
   return CUDA_SUCCESS;
 }
@@ -681,14 +726,14 @@ CUresult Memory::unmap(CUdeviceptr ptr, size_t bytes) {
     auto h = handles_.find(m.handle);
     if (h != handles_.end() && --h->second.mappings == 0 && h->second.released) {
       close(h->second.fd);
-      if (!h->second.on_host) uncharge(h->second.bytes);
+      if (!h->second.on_host) uncharge(h->second.device, h->second.bytes);
       handles_.erase(h);
     }
   }
   return CUDA_SUCCESS;
 }
 
-CUresult Memory::set_access(CUdeviceptr ptr, size_t bytes, bool accessible) {
+CUresult Memory::set_access(CUdeviceptr ptr, size_t bytes, DeviceMask grant, DeviceMask revoke) {
   std::lock_guard<std::mutex> lock(mu_);
   uintptr_t p = ptr;
   std::vector<VmmMapping*> touched;
@@ -700,8 +745,8 @@ CUresult Memory::set_access(CUdeviceptr ptr, size_t bytes, bool accessible) {
   }
   if (touched.empty() || p != ptr + bytes) return CUDA_ERROR_INVALID_VALUE;
   for (VmmMapping* m : touched) {
-    m->accessible = accessible;
-    mprotect(reinterpret_cast<void*>(m->base), m->bytes, accessible ? PROT_READ | PROT_WRITE : PROT_NONE);
+    m->access = (m->access & ~revoke) | grant;
+    mprotect(reinterpret_cast<void*>(m->base), m->bytes, m->access != 0 ? PROT_READ | PROT_WRITE : PROT_NONE);
   }
   return CUDA_SUCCESS;
 }
@@ -721,7 +766,9 @@ void Memory::get_stats(simcuda_stats* out) {
   out->capacity_bytes = capacity_;
   out->device_bytes_in_use = used_;
   out->peak_device_bytes = stats_.peak;
-  out->managed_resident_bytes = managed_resident_;
+  uint64_t managed_resident = 0;
+  for (const DeviceUse& u : devices_) managed_resident += u.managed_resident;
+  out->managed_resident_bytes = managed_resident;
   out->uvm_faults = stats_.faults;
   out->uvm_evictions = stats_.evictions;
   out->bytes_htod = stats_.htod;
@@ -733,6 +780,12 @@ void Memory::reset_stats() {
   std::lock_guard<std::mutex> lock(mu_);
   stats_ = Stats{};
   stats_.peak = used_;
+  for (DeviceUse& u : devices_) u.peak = u.used;
+}
+
+DeviceUse Memory::device_use(int device) {
+  std::lock_guard<std::mutex> lock(mu_);
+  return devices_[device];
 }
 
 }  // namespace simcuda

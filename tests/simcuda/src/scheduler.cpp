@@ -106,6 +106,7 @@ CUstream_st* Scheduler::create_stream(unsigned flags, int priority) {
   auto* s = new CUstream_st;
   s->flags = flags;
   s->priority = priority;
+  s->device = current_device();  // a stream belongs to the context that created it
   std::lock_guard<std::mutex> lock(mu_);
   s->id = next_stream_id_++;
   streams_.push_back(s);
@@ -166,6 +167,10 @@ void Scheduler::invalidate_capture(CUstream_st* s) {
 
 CUresult Scheduler::enqueue(CUstream_st* s, OpPayload payload, CompletionPtr* done_out,
                             std::vector<CompletionPtr> extra_deps) {
+  // Work runs on its stream's device; the legacy and per-thread default streams stand for the
+  // current context's own (simcuda has one of each for all devices, so legacy-stream work of
+  // two devices is ordered together: later than on real GPUs, never wrong).
+  payload.device = stream_device(s);
   const HostTurn turn(*this);
   std::lock_guard<std::mutex> lock(mu_);
   host_clock_ns_ += turn.gap;  // the host reached this call that much later

@@ -29,7 +29,8 @@ extern "C" {
 #define SIMCUDA_UVM_BLOCK (64u * 1024u)
 /* VMM granularity reported by cuMemGetAllocationGranularity (minimum and recommended). */
 #define SIMCUDA_VMM_GRANULARITY (2u * 1024u * 1024u)
-/* Default capacity when SIMCUDA_DEVICE_BYTES is unset: 16 GiB. */
+/* Default capacity when SIMCUDA_DEVICE_BYTES is unset: 16 GiB (each device's; SIMCUDA_DEVICES
+ * sets how many devices there are, 1 to 8, default 1; see tests/simcuda/README.md). */
 #define SIMCUDA_DEFAULT_DEVICE_BYTES (16ull << 30)
 
 /* Virtual-time cost model (nanoseconds of virtual device time). */
@@ -89,6 +90,8 @@ int simcuda_register_global(const void* host_shadow, size_t bytes, const char* n
  * CUDA_ERROR_NOT_FOUND for an unregistered shadow; the context errors of any driver call. */
 CUresult simcuda_global_for_symbol(const void* host_shadow, CUdeviceptr* dptr, size_t* bytes);
 
+/* Memory figures are of all devices together (SIMCUDA_DEVICES; capacity is each device's);
+ * simcuda_get_device_memory gives one device's. */
 typedef struct simcuda_stats {
   uint64_t capacity_bytes;
   uint64_t device_bytes_in_use;     /* allocations + VMM device handles + resident managed */
@@ -106,6 +109,11 @@ typedef struct simcuda_stats {
 } simcuda_stats;
 
 void simcuda_get_stats(simcuda_stats* out);
+/* One device's memory in use and its peak (device allocations, VMM chunks located on it,
+ * managed blocks resident on it). CUDA_ERROR_INVALID_DEVICE for an ordinal that names no
+ * device. The JSON statistics list them as "devices": [{"device", "bytes_in_use",
+ * "peak_bytes", "managed_resident_bytes"}, ...]. */
+CUresult simcuda_get_device_memory(int device, uint64_t* bytes_in_use, uint64_t* peak_bytes);
 /* Virtual completion time (ns) of everything enqueued so far on `stream` (CU_STREAM_LEGACY,
  * CU_STREAM_PER_THREAD or a created stream); 0 for an unknown handle. Does not wait. */
 uint64_t simcuda_stream_virtual_ns(CUstream stream);
