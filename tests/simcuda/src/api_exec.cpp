@@ -365,6 +365,15 @@ CUresult cuCtxSynchronize(void) {
   if (tls_ctx == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
   return d().scheduler.synchronize_device();
 }
+// CUDA 13's form (cuda.h: cuCtxSynchronize_v2(CUcontext), what cuGetProcAddress returns for
+// "cuCtxSynchronize" from cudaVersion 13000): NULL means the current context; a handle that is
+// no context of ours is CUDA_ERROR_INVALID_CONTEXT, so a caller forwarding garbage is caught.
+CUresult cuCtxSynchronize_v2(CUcontext ctx) {
+  if (!driver_initialized()) return CUDA_ERROR_NOT_INITIALIZED;
+  if (ctx == nullptr) return cuCtxSynchronize();
+  if (ctx != &d().primary_ctx) return CUDA_ERROR_INVALID_CONTEXT;
+  return d().scheduler.synchronize_device();
+}
 
 // ---- streams -------------------------------------------------------------------------------
 CUresult cuStreamCreate(CUstream* ph, unsigned int flags) {
