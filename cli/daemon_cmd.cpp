@@ -13,9 +13,11 @@
 #include <cstring>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "alloc_conf.hpp"
 #include "capuchin/units.hpp"
 #include "client.hpp"
 #include "commands.hpp"
@@ -154,6 +156,23 @@ struct RunOptions {
   int idle_exit_s = 60;
 };
 
+// PyTorch reads PYTORCH_ALLOC_CONF (2.9 on) or PYTORCH_CUDA_ALLOC_CONF, which first varies by
+// version: each one set is merged (alloc_conf.hpp), and PYTORCH_CUDA_ALLOC_CONF is always set.
+void set_pytorch_alloc_conf() {
+  struct Variable {
+    const char* name;
+    bool always;
+  };
+  for (const Variable& var : {Variable{"PYTORCH_CUDA_ALLOC_CONF", true}, Variable{"PYTORCH_ALLOC_CONF", false}}) {
+    const char* user = std::getenv(var.name);
+    if (user == nullptr && !var.always) continue;
+    const MergedAllocConf merged =
+        merge_pytorch_alloc_conf(user != nullptr ? std::optional<std::string_view>(user) : std::nullopt);
+    for (const std::string& note : merged.notes) fmt::print(stderr, "capuchin run: note: {}: {}\n", var.name, note);
+    ::setenv(var.name, merged.value.c_str(), 1);
+  }
+}
+
 int run_command(const RunOptions& o) {
   if (o.cmd.empty()) {
     fmt::print(stderr, "capuchin run: no command given (capuchin run [options] -- cmd args...)\n");
@@ -197,7 +216,7 @@ int run_command(const RunOptions& o) {
   if (!o.backend.empty()) ::setenv("CAPUCHIN_BACKEND", o.backend.c_str(), 1);
   if (!o.record.empty()) ::setenv("CAPUCHIN_RECORD", o.record.c_str(), 1);
   // Per-tensor allocations must reach CUDA's allocator to be seen (no framework caching).
-  ::setenv("PYTORCH_CUDA_ALLOC_CONF", "backend:cudaMallocAsync", 0);
+  set_pytorch_alloc_conf();
   ::setenv("TF_GPU_ALLOCATOR", "cuda_malloc_async", 0);
   ::setenv("XLA_PYTHON_CLIENT_ALLOCATOR", "platform", 0);
 

@@ -11,6 +11,7 @@
 #include <link.h>
 
 #include <atomic>
+#include <climits>
 #include <cstring>
 
 #include "capture.hpp"
@@ -102,7 +103,47 @@ void* driver_symbol(const char* name) {
   return p;
 }
 
-void* runtime_symbol(const char* name) { return real_dlsym(RTLD_NEXT, name); }
+namespace {
+
+// A libcudart the job loaded outside the global scope (dlopen'ed RTLD_LOCAL, e.g. as the
+// dependency of a Python extension module), which RTLD_NEXT does not search: found among the
+// loaded objects by name and held open, so the pointers taken from it stay valid.
+std::atomic<void*> g_local_cudart{nullptr};
+
+int copy_cudart_path(dl_phdr_info* info, size_t, void* out) {
+  const char* path = info->dlpi_name;
+  if (path == nullptr || path[0] == '\0') return 0;
+  const char* slash = std::strrchr(path, '/');
+  if (std::strncmp(slash != nullptr ? slash + 1 : path, "libcudart.so", 12) != 0) return 0;
+  auto* buf = static_cast<char*>(out);
+  std::strncpy(buf, path, PATH_MAX - 1);
+  buf[PATH_MAX - 1] = '\0';
+  return 1;
+}
+
+void* loaded_cudart() {
+  if (void* h = g_local_cudart.load(std::memory_order_acquire)) return h;
+  char path[PATH_MAX] = "";
+  dl_iterate_phdr(copy_cudart_path, path);  // no dlopen inside: the callback runs under the loader's lock
+  if (path[0] == '\0') return nullptr;
+  void* h = dlopen(path, RTLD_LAZY | RTLD_NOLOAD);
+  if (h == nullptr) return nullptr;
+  void* expected = nullptr;
+  if (!g_local_cudart.compare_exchange_strong(expected, h, std::memory_order_acq_rel)) {
+    dlclose(h);  // another thread found it first
+    return expected;
+  }
+  return h;
+}
+
+}  // namespace
+
+void* runtime_symbol(const char* name) {
+  if (void* p = real_dlsym(RTLD_NEXT, name)) return p;
+  ErrnoKeeper keep;
+  void* h = loaded_cudart();
+  return h != nullptr ? real_dlsym(h, name) : nullptr;
+}
 
 void* driver_export(const char* name) {
   if (void* p = real_dlsym(RTLD_NEXT, name)) return p;

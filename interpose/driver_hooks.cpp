@@ -6,12 +6,14 @@
 // and one exported symbol of the same name as libcuda's (for programs linked with -lcuda;
 // it forwards to dlsym(RTLD_NEXT)). Every body returns the real call's result unchanged.
 #include <cuda.h>
+#include <cudaTypedefs.h>
 #include <dlfcn.h>
 
 #include <atomic>
 #include <cstring>
 #include <mutex>
 #include <optional>
+#include <type_traits>
 
 #include "capture.hpp"
 #include "copy_shape.hpp"
@@ -40,7 +42,12 @@ inline std::uint8_t thread_flag(const Variant& v) {
 }
 inline std::uint64_t u64(const void* p) { return reinterpret_cast<std::uint64_t>(p); }
 
-#define CAPUCHIN_PFN(id, exported, ver, params, fwd) using pfn_##id = CUresult(*) params;
+// Each hook's prototype is exactly the header's for the ABI it wraps (a wrapper of another
+// prototype would forward garbage to the driver).
+#define CAPUCHIN_PFN(id, base, exported, since, until, params, fwd)                   \
+  using pfn_##id = CUresult(*) params;                                                \
+  static_assert(std::is_same_v<pfn_##id, PFN_cu##base##_v##since>,                    \
+                "driver_hooks.def: cu" #base " from " #since " is not cudaTypedefs.h's prototype");
 CAPUCHIN_DRIVER_HOOKS(CAPUCHIN_PFN)
 #undef CAPUCHIN_PFN
 #define REAL(id) real_of<pfn_##id>(v)
@@ -133,14 +140,32 @@ CUresult body_MemFreeAsync(const Variant& v, CUdeviceptr p, CUstream s) {
   }
   return REAL(MemFreeAsync)(p, s);
 }
+// The job creating and mapping device memory itself (PyTorch's expandable_segments, an
+// allocator of its own) under a budget: the executor serves only cudaMalloc / cuMemAlloc and
+// the stream-ordered allocations (its own VMM calls do not come through these hooks), so that
+// memory is outside the budget. Said once, raw.
+void warn_own_vmm_once(HookScope& scope, const char* call) {
+  static std::atomic<bool> said{false};
+  if (!scope.outer || !exec::on() || said.exchange(true, std::memory_order_relaxed)) return;
+  ErrnoKeeper keep;
+  log(LogLevel::Warn,
+      "the job maps device memory itself (%s) under CAPUCHIN_BUDGET: the executor serves only cudaMalloc, "
+      "cuMemAlloc and the stream-ordered allocations, so this memory is outside the budget (PyTorch: "
+      "PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync, as `capuchin run` sets it)",
+      call);
+}
+
 CUresult body_MemCreate(const Variant& v, CUmemGenericAllocationHandle* h, size_t bytes, const CUmemAllocationProp* prop,
                         unsigned long long fl) {
   // Physical memory becomes addressable (and so an allocation) only when mapped.
+  HookScope scope;
+  warn_own_vmm_once(scope, "cuMemCreate");
   return REAL(MemCreate)(h, bytes, prop, fl);
 }
 CUresult body_MemMap(const Variant& v, CUdeviceptr p, size_t bytes, size_t off, CUmemGenericAllocationHandle h,
                      unsigned long long fl) {
   HookScope scope;
+  warn_own_vmm_once(scope, "cuMemMap");
   const CUresult r = REAL(MemMap)(p, bytes, off, h, fl);
   if (r == CUDA_SUCCESS && scope.record()) {
     ErrnoKeeper keep;
@@ -395,6 +420,9 @@ CUresult body_MemsetD2D32Async(const Variant& v, CUdeviceptr dst, size_t pitch, 
   }                                                 \
   return r;
 CUresult body_CtxSynchronize(const Variant& v) { CAPUCHIN_SYNC_BODY(SyncSub::Device, REAL(CtxSynchronize)()) }
+CUresult body_CtxSynchronize_v2(const Variant& v, CUcontext ctx) {
+  CAPUCHIN_SYNC_BODY(SyncSub::Device, REAL(CtxSynchronize_v2)(ctx))
+}
 CUresult body_StreamSynchronize(const Variant& v, CUstream s) {
   CAPUCHIN_SYNC_BODY(SyncSub::Stream, REAL(StreamSynchronize)(s))
 }
@@ -441,6 +469,29 @@ CUresult body_StreamBeginCapture(const Variant& v, CUstream s, CUstreamCaptureMo
     record_capture_begin(u64(s), thread_flag(v));
   }
   return r;
+}
+// A handle to memory the executor serves is handed out (exec::exported): it stays in place.
+template <class Forward>
+CUresult handing_out(HookScope& scope, CUdeviceptr p, Forward&& forward) {
+  const bool served = scope.outer && exec::on();
+  if (served) {
+    ErrnoKeeper keep;
+    exec::exported(p);
+  }
+  const CUresult r = forward();
+  if (served && r != CUDA_SUCCESS) {
+    ErrnoKeeper keep;
+    exec::export_failed(p);
+  }
+  return r;
+}
+CUresult body_IpcGetMemHandle(const Variant& v, CUipcMemHandle* h, CUdeviceptr p) {
+  HookScope scope;
+  return handing_out(scope, p, [&] { return REAL(IpcGetMemHandle)(h, p); });
+}
+CUresult body_MemRetainAllocationHandle(const Variant& v, CUmemGenericAllocationHandle* h, void* addr) {
+  HookScope scope;
+  return handing_out(scope, u64(addr), [&] { return REAL(MemRetainAllocationHandle)(h, addr); });
 }
 CUresult body_StreamBeginCaptureToGraph(const Variant& v, CUstream s, CUgraph g, const CUgraphNode* deps,
                                         const CUgraphEdgeData* edges, size_t n, CUstreamCaptureMode mode) {
@@ -504,23 +555,24 @@ CUresult body_GraphLaunch(const Variant& v, CUgraphExec exec, CUstream s) {
 struct Entry {
   const char* proc;      // cuGetProcAddress name
   const char* exported;  // libcuda's exported symbol
-  int min_version;
+  int since, until;      // the cudaVersions [since, until) cuGetProcAddress answers with this ABI
   Variant* variants;     // kVariants slots
   void* wrappers[kVariants];
 };
 
-#define CAPUCHIN_SLOTS(id, exported, ver, params, fwd)                                  \
+#define CAPUCHIN_SLOTS(id, base, exported, since, until, params, fwd)                 \
   Variant g_variants_##id[kVariants];                                                  \
   Variant g_direct_##id;                                                               \
   template <int K>                                                                     \
   CUresult wrap_##id params {                                                          \
+    exec::note_alloc_caller(__builtin_return_address(0));                              \
     return body_##id(g_variants_##id[K] CAPUCHIN_UNPACK fwd);                          \
   }
 CAPUCHIN_DRIVER_HOOKS(CAPUCHIN_SLOTS)
 #undef CAPUCHIN_SLOTS
 
-#define CAPUCHIN_ENTRY(id, exported, ver, params, fwd)                                           \
-  Entry{"cu" #id, #exported, ver, g_variants_##id,                                              \
+#define CAPUCHIN_ENTRY(id, base, exported, since, until, params, fwd)                           \
+  Entry{"cu" #base, #exported, since, until, g_variants_##id,                                   \
         {reinterpret_cast<void*>(&wrap_##id<0>), reinterpret_cast<void*>(&wrap_##id<1>),         \
          reinterpret_cast<void*>(&wrap_##id<2>), reinterpret_cast<void*>(&wrap_##id<3>)}},
 Entry g_entries[] = {CAPUCHIN_DRIVER_HOOKS(CAPUCHIN_ENTRY)};
@@ -528,12 +580,16 @@ Entry g_entries[] = {CAPUCHIN_DRIVER_HOOKS(CAPUCHIN_ENTRY)};
 
 std::mutex g_wrap_mu;
 
-// "cuGraphInstantiate" from CUDA 12.0 on is cuGraphInstantiateWithFlags' ABI.
+// By cuGetProcAddress name: the entry whose ABI that cudaVersion gets, or none (an ABI we do
+// not wrap). By exported symbol (dlsym): that symbol's entry. "cuGraphInstantiate" from CUDA
+// 12.0 on is cuGraphInstantiateWithFlags' ABI (PFN_cuGraphInstantiateWithFlags_v11040).
 const Entry* find_entry(const char* name, bool by_proc, int version) {
   if (by_proc && std::strcmp(name, "cuGraphInstantiate") == 0)
     return version >= 12000 ? find_entry("cuGraphInstantiateWithFlags", true, version) : nullptr;
-  for (const Entry& e : g_entries)
-    if (std::strcmp(by_proc ? e.proc : e.exported, name) == 0) return &e;
+  for (const Entry& e : g_entries) {
+    if (!by_proc && std::strcmp(e.exported, name) == 0) return &e;
+    if (by_proc && std::strcmp(e.proc, name) == 0 && e.since <= version && version < e.until) return &e;
+  }
   return nullptr;
 }
 
@@ -554,8 +610,7 @@ void* wrap_driver_pointer(const char* name, void* real, bool by_proc_name, int c
     name = base;
   }
   const Entry* e = find_entry(name, by_proc_name, cuda_version);
-  if (e == nullptr) return real;
-  if (by_proc_name && cuda_version < e->min_version) return real;  // an older ABI: not ours
+  if (e == nullptr) return real;  // not hooked, or an ABI of that name we do not wrap
   std::lock_guard<std::mutex> lock(g_wrap_mu);
   for (int k = 0; k < kVariants; ++k) {
     Variant& v = e->variants[k];
@@ -577,7 +632,7 @@ void* wrap_driver_pointer(const char* name, void* real, bool by_proc_name, int c
 // whose own cuGetProcAddress hands out its exported, interposable symbols, as simcuda's
 // does): forward to libcuda's definition, found once.
 namespace cap = capuchin::interpose;
-#define CAPUCHIN_EXPORTED(id, exported, ver, params, fwd)                                      \
+#define CAPUCHIN_EXPORTED(id, base, exported, since, until, params, fwd)           \
   CAPUCHIN_EXPORT CUresult exported params {                                                   \
     cap::Variant& v = cap::g_direct_##id;                                                      \
     if (v.real.load(std::memory_order_acquire) == nullptr) {                                   \
@@ -585,6 +640,7 @@ namespace cap = capuchin::interpose;
       if (r == nullptr) return CUDA_ERROR_NOT_INITIALIZED;                                     \
       v.real.store(r, std::memory_order_release);                                              \
     }                                                                                          \
+    cap::exec::note_alloc_caller(__builtin_return_address(0));                                 \
     return cap::body_##id(v CAPUCHIN_UNPACK fwd);                                              \
   }
 CAPUCHIN_DRIVER_HOOKS(CAPUCHIN_EXPORTED)

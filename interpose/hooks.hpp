@@ -4,8 +4,9 @@
 // for a wrapper: it finds the hooked entry (by cuGetProcAddress name + requested version,
 // or by exported symbol name for dlsym), claims one of a few variant slots that forward to
 // exactly that real pointer (per-thread-stream semantics remembered per slot) and returns
-// the slot's wrapper; anything not hooked, an ABI older than the entry's, or no free slot
-// returns `real` unchanged. Cold path (a mutex), never called from a launch.
+// the slot's wrapper, of exactly the prototype cuGetProcAddress hands out for that name at
+// that cudaVersion (one table entry per ABI, driver_hooks.def); anything not hooked, a
+// cudaVersion outside every entry's range, or no free slot returns `real` unchanged. Cold path (a mutex), never called from a launch.
 #pragma once
 
 #include <atomic>

@@ -5,7 +5,9 @@
 // is bypassed). driver_symbol() returns the real driver's entry point for our own queries
 // (cuFuncGetParamInfo, cuFuncGetName): first the pointer the real cuGetProcAddress handed
 // the program, else one we ask the real cuGetProcAddress of an already loaded libcuda.so.1
-// for. runtime_symbol() is the next definition after libcapuchin (RTLD_NEXT), i.e. cudart.
+// for. runtime_symbol() is the next definition after libcapuchin (RTLD_NEXT), i.e. cudart's;
+// else, when the job loaded libcudart outside the global scope (RTLD_LOCAL), that loaded
+// libcudart's own (found by name among the loaded objects, never loaded by us).
 #pragma once
 
 namespace capuchin::interpose {

@@ -3,9 +3,10 @@
 // an allocation whose handle is handed out (cuMemRetainAllocationHandle, as NCCL registers a
 // VMM buffer; cudaIpcGetMemHandle) never moves afterwards, whatever the pressure.
 //
-// Usage: exec_library_memory. Prints, per allocation, whether it is managed memory (what
-// capuchin's uvm backend serves), the IPC and retain results, and the checksums of the
-// tensors after pressure; exits 1 on an unexpected CUDA error.
+// Usage: exec_library_memory. Prints whether the library's allocation is managed memory (what
+// capuchin's uvm backend serves), the IPC and retain results (the retained handle must still be
+// the one mapped after pressure), and the tensors' sums after pressure; exits 1 on an
+// unexpected CUDA error.
 #include <cuda.h>
 #include <cuda_runtime_api.h>
 #include <dlfcn.h>
@@ -66,6 +67,22 @@ int main() {
   const cudaError_t ipc_r = cudaIpcGetMemHandle(&ipc, shared);
   std::printf("ipc handle %s\n", ipc_r == cudaSuccess ? "given" : cudaGetErrorName(ipc_r));
   (void)cudaGetLastError();
+  // NCCL registers a VMM buffer by its allocation handle: the handle mapped there must stay the
+  // one mapped there (memory served as VMM blocks under pinned; elsewhere the driver refuses).
+  using RetainFn = CUresult (*)(CUmemGenericAllocationHandle*, void*);
+  using ReleaseFn = CUresult (*)(CUmemGenericAllocationHandle);
+  void *retain_p = nullptr, *release_p = nullptr;
+  cudaDriverEntryPointQueryResult q{};
+  check(cudaGetDriverEntryPointByVersion("cuMemRetainAllocationHandle", &retain_p, 12000, cudaEnableDefault, &q), "entry point");
+  check(cudaGetDriverEntryPointByVersion("cuMemRelease", &release_p, 12000, cudaEnableDefault, &q), "entry point");
+  auto retain = reinterpret_cast<RetainFn>(retain_p);
+  auto release = reinterpret_cast<ReleaseFn>(release_p);
+  float* registered = nullptr;
+  check(cudaMalloc(reinterpret_cast<void**>(&registered), kBytes), "registered malloc");
+  check(simcuda::launch(fill, dim3(1), dim3(256), nullptr, n, registered, 5.0f), "fill registered");
+  CUmemGenericAllocationHandle first = 0;
+  const CUresult rr = retain(&first, registered);
+  if (rr != CUDA_SUCCESS) std::printf("retain handle refused\n");
   // Pressure: many tensors, each used once, then all of them again.
   std::vector<float*> t(12);
   for (size_t i = 0; i < t.size(); ++i) {
@@ -75,9 +92,17 @@ int main() {
   check(cudaDeviceSynchronize(), "sync");
   double total = 0;
   for (float* p : t) total += sum(p, n);
-  std::printf("pressure %g shared %g\n", total, sum(shared, n));
+  std::printf("pressure %g shared %g registered %g\n", total, sum(shared, n), sum(registered, n));
+  if (rr == CUDA_SUCCESS) {
+    CUmemGenericAllocationHandle again = 0;
+    const bool same = retain(&again, registered) == CUDA_SUCCESS && again == first;
+    std::printf("retain handle stable=%d\n", same ? 1 : 0);
+    if (again != 0) (void)release(again);
+    (void)release(first);
+  }
   for (float* p : t) check(cudaFree(p), "free");
   check(cudaFree(shared), "free shared");
+  check(cudaFree(registered), "free registered");
   check(cudaFree(from_lib), "free library allocation");
   check(cudaFree(app), "free app");
   return 0;

@@ -18,8 +18,15 @@ CAPUCHIN_BUDGET=9MiB CAPUCHIN_BACKEND=$backend CAPUCHIN_LOG=info CAPUCHIN_DECISI
 grep -q 'executor summary: .*evictions=[1-9]' "$out/capuchin.err" || { echo "FAIL: no pressure"; cat "$out/capuchin.err"; exit 1; }
 grep -q '^library allocation managed=0$' "$out/capuchin.txt" || { echo "FAIL: the library's allocation was served"; cat "$out/capuchin.txt"; exit 1; }
 grep -Eq '"reason": ?"library-allocation"' "$out/decisions.jsonl" || { echo "FAIL: no library-allocation fallback logged"; exit 1; }
-grep '^pressure' "$out/ref.txt" > "$out/ref.sums"; grep '^pressure' "$out/capuchin.txt" > "$out/capuchin.sums"
+grep '^pressure' "$out/ref.txt" > "$out/ref.sums"; grep '^pressure' "$out/capuchin.txt" > "$out/capuchin.sums"  # (with the registered tensor's)
 cmp -s "$out/ref.sums" "$out/capuchin.sums" || { echo "FAIL: sums differ"; cat "$out/ref.sums" "$out/capuchin.sums"; exit 1; }
 grep -q '^ipc handle cudaErrorInvalidValue$' "$out/capuchin.txt" || { echo "FAIL: the IPC request on served memory did not get the driver's own error"; cat "$out/capuchin.txt"; exit 1; }
 grep -q 'the driver refused a handle to tensor' "$out/capuchin.err" || { echo "FAIL: capuchin does not say why the handle was refused"; exit 1; }
+# Plain: cudaMalloc memory has no VMM allocation handle. Pinned: the 2 MiB tensor is a VMM block,
+# whose handle was retained: it must still be the one mapped after the pressure.
+grep -q '^retain handle refused$' "$out/ref.txt" || { echo "FAIL: the plain run got an allocation handle"; exit 1; }
+if [ "$backend" = pinned ]; then
+  grep -q '^retain handle stable=1$' "$out/capuchin.txt" || { echo "FAIL: the retained allocation handle is no longer the one mapped (the tensor moved)"; cat "$out/capuchin.txt"; exit 1; }
+  grep -Eq '"reason": ?"handle-exported"' "$out/decisions.jsonl" || { echo "FAIL: no handle-exported record"; exit 1; }
+fi
 echo library-memory-ok

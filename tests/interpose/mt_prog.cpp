@@ -2,13 +2,17 @@
 // libraries reach it (dlopen("libcuda.so.1") + dlsym("cuGetProcAddress_v2") + cuGetProcAddress),
 // then forks a child that launches too. Run under LD_PRELOAD=libcapuchin.so on simcuda.
 //
-// Usage: interpose_mt_prog THREADS LAUNCHES_PER_THREAD [fork|graph]
+// Usage: interpose_mt_prog THREADS LAUNCHES_PER_THREAD [fork|graph|vmm]
+// vmm: also creates and maps device memory of its own twice (cuMemCreate + cuMemMap).
 // graph: also captures 2 launches on a created stream (one in the `extra` packed-buffer
 // form) into a graph, instantiates it and launches it 3 times: 6 more kernels recorded.
 // Each launch passes 4 pointers: two per-thread buffers, one shared buffer and an interior
 // pointer into the first buffer, so each recorded kernel must touch exactly 3 allocations.
+// Each launch is followed by a cuCtxSynchronize (the CUDA 13 ABI, cuCtxSynchronize_v2, from
+// cuGetProcAddress at 13000), and 3 more through dlsym("cuCtxSynchronize_v2") end the run.
 // Prints "mt_prog ok kernels=N" (parent's launches) and exits 0 when every call succeeded.
 #include <cuda.h>
+#include <cudaTypedefs.h>
 #include <dlfcn.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -55,6 +59,7 @@ int main(int argc, char** argv) {
   const int threads = std::atoi(argv[1]), per_thread = std::atoi(argv[2]);
   const bool do_fork = argc > 3 && std::strcmp(argv[3], "fork") == 0;
   const bool do_graph = argc > 3 && std::strcmp(argv[3], "graph") == 0;
+  const bool do_vmm = argc > 3 && std::strcmp(argv[3], "vmm") == 0;
   void* h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
   if (h == nullptr) return std::fprintf(stderr, "mt_prog: %s\n", dlerror()), 1;
   g_gpa = reinterpret_cast<GetProc>(dlsym(h, "cuGetProcAddress_v2"));
@@ -66,7 +71,7 @@ int main(int argc, char** argv) {
   auto mem_free = proc<CUresult (*)(CUdeviceptr)>("cuMemFree");
   auto launch = proc<CUresult (*)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
                                   CUstream, void**, void**)>("cuLaunchKernel");
-  auto sync = proc<CUresult (*)()>("cuCtxSynchronize");
+  auto sync = proc<PFN_cuCtxSynchronize_v13000>("cuCtxSynchronize");  // at 13000: (CUcontext)
   auto reg = proc<CUfunction (*)(const simcuda_kernel_desc*)>("simcuda_register_kernel");
   CHECK(cu_init(0));
   CUcontext ctx = nullptr;
@@ -88,7 +93,7 @@ int main(int argc, char** argv) {
       CUdeviceptr inner = a + 64;
       void* params[] = {&a, &b, &shared, &inner};
       CHECK(launch(f, 1, 1, 1, 32, 1, 1, 0, nullptr, params, nullptr));
-      CHECK(sync());
+      CHECK(sync(ctx));
       CHECK(mem_free(a));
       CHECK(mem_free(b));
     }
@@ -146,6 +151,37 @@ int main(int argc, char** argv) {
     CHECK(mem_free(a));
     CHECK(mem_free(b));
   }
+  if (do_vmm) {
+    // Device memory of the program's own making, twice: reserve, create, map, access, and back.
+    auto reserve = proc<PFN_cuMemAddressReserve_v10020>("cuMemAddressReserve");
+    auto create = proc<PFN_cuMemCreate_v10020>("cuMemCreate");
+    auto map = proc<PFN_cuMemMap_v10020>("cuMemMap");
+    auto set_access = proc<PFN_cuMemSetAccess_v10020>("cuMemSetAccess");
+    auto unmap = proc<PFN_cuMemUnmap_v10020>("cuMemUnmap");
+    auto release = proc<PFN_cuMemRelease_v10020>("cuMemRelease");
+    auto address_free = proc<PFN_cuMemAddressFree_v10020>("cuMemAddressFree");
+    constexpr size_t kGranule = 2u << 20;
+    CUmemAllocationProp prop{};
+    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.location = {CU_MEM_LOCATION_TYPE_DEVICE, 0};
+    const CUmemAccessDesc access{{CU_MEM_LOCATION_TYPE_DEVICE, 0}, CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
+    for (int i = 0; i < 2; ++i) {
+      CUdeviceptr va = 0;
+      CUmemGenericAllocationHandle mh = 0;
+      CHECK(reserve(&va, kGranule, 0, 0, 0));
+      CHECK(create(&mh, kGranule, &prop, 0));
+      CHECK(map(va, kGranule, 0, mh, 0));
+      CHECK(set_access(va, kGranule, &access, 1));
+      CHECK(unmap(va, kGranule));
+      CHECK(release(mh));
+      CHECK(address_free(va, kGranule));
+    }
+  }
+  // CUDA 13's cuCtxSynchronize_v2(CUcontext) by its exported name, as dlsym finds it: wrapped
+  // too, so these 3 syncs are in the trace.
+  auto sync_v2 = reinterpret_cast<PFN_cuCtxSynchronize_v13000>(dlsym(h, "cuCtxSynchronize_v2"));
+  if (sync_v2 == nullptr) return std::fprintf(stderr, "mt_prog: no cuCtxSynchronize_v2\n"), 1;
+  for (int i = 0; i < 3; ++i) CHECK(sync_v2(ctx));
   CHECK(mem_free(shared));
   std::printf("mt_prog ok kernels=%d\n", threads * per_thread + (do_fork ? 5 : 0) + (do_graph ? 6 : 0));
   return 0;

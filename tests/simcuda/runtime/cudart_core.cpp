@@ -238,7 +238,10 @@ cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp* prop, int device) {
 
 cudaError_t cudaDeviceSynchronize(void) {
   SIMCUDART_READY();
-  return check(rt().ctx_synchronize());
+  // As libcudart.so.13 does: the CUDA 13 driver entry (cuCtxSynchronize_v2) on the current context.
+  CUcontext ctx = nullptr;
+  if (CUresult r = rt().ctx_get_current(&ctx); r != CUDA_SUCCESS) return check(r);
+  return check(rt().ctx_synchronize(ctx));
 }
 
 // ---- streams -------------------------------------------------------------------------------

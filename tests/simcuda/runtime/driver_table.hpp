@@ -28,7 +28,7 @@ namespace simcudart {
   X(primary_ctx_retain, "cuDevicePrimaryCtxRetain", cuDevicePrimaryCtxRetain, false) \
   X(ctx_get_current, "cuCtxGetCurrent", cuCtxGetCurrent, false)                      \
   X(ctx_set_current, "cuCtxSetCurrent", cuCtxSetCurrent, false)                      \
-  X(ctx_synchronize, "cuCtxSynchronize", cuCtxSynchronize, false)                    \
+  X(ctx_synchronize, "cuCtxSynchronize", cuCtxSynchronize_v2, false)                 \
   X(ctx_get_device, "cuCtxGetDevice", cuCtxGetDevice, false)                         \
   X(mem_get_info, "cuMemGetInfo", cuMemGetInfo_v2, false)                            \
   X(mem_alloc, "cuMemAlloc", cuMemAlloc_v2, false)                                   \

@@ -404,6 +404,16 @@ CUresult cuCtxSynchronize(void) {
   if (CUresult r = check_unsafe_call(); r != CUDA_SUCCESS) return r;
   return d().scheduler.synchronize_device();
 }
+// CUDA 13's form (cuda.h: cuCtxSynchronize_v2(CUcontext), what cuGetProcAddress returns for
+// "cuCtxSynchronize" from cudaVersion 13000): NULL means the current context; a handle that is
+// no context of ours is CUDA_ERROR_INVALID_CONTEXT, so a caller forwarding garbage is caught.
+CUresult cuCtxSynchronize_v2(CUcontext ctx) {
+  if (!driver_initialized()) return CUDA_ERROR_NOT_INITIALIZED;
+  if (ctx == nullptr) return cuCtxSynchronize();
+  if (!is_context(ctx)) return CUDA_ERROR_INVALID_CONTEXT;
+  if (CUresult r = check_unsafe_call(); r != CUDA_SUCCESS) return r;
+  return d().scheduler.synchronize_device();  // every device's work (simcuda README)
+}
 
 // ---- streams -------------------------------------------------------------------------------
 CUresult cuStreamCreate(CUstream* ph, unsigned int flags) {

@@ -102,6 +102,7 @@ const ProcEntry kTable[] = {
     E("cuCtxPopCurrent", 4000, cuCtxPopCurrent_v2),
     E("cuCtxGetDevice", 2000, cuCtxGetDevice),
     E("cuCtxSynchronize", 2000, cuCtxSynchronize),
+    E("cuCtxSynchronize", 13000, cuCtxSynchronize_v2),  // cudaTypedefs.h: PFN_cuCtxSynchronize_v13000(CUcontext)
     // memory
     E("cuMemGetInfo", 3020, cuMemGetInfo_v2),
     E("cuMemAlloc", 3020, cuMemAlloc_v2),

@@ -54,6 +54,9 @@ TEST(ProcAddress, VersionPicksTheAbiVariant) {
   EXPECT_EQ(lookup("cuGraphInstantiate", 12000, D), driver_symbol("cuGraphInstantiateWithFlags"));
   EXPECT_EQ(lookup("cuStreamBeginCapture", 12000, D), driver_symbol("cuStreamBeginCapture_v2"));
   EXPECT_EQ(lookup("cuStreamDestroy", 12000, D), driver_symbol("cuStreamDestroy_v2"));
+  // cudaTypedefs.h: PFN_cuCtxSynchronize_v2000(void), PFN_cuCtxSynchronize_v13000(CUcontext).
+  EXPECT_EQ(lookup("cuCtxSynchronize", 12090, D), driver_symbol("cuCtxSynchronize"));
+  EXPECT_EQ(lookup("cuCtxSynchronize", 13000, D), driver_symbol("cuCtxSynchronize_v2"));
   EXPECT_NE(driver_symbol("cuMemAlloc_v2"), nullptr);
 }
 
@@ -84,6 +87,14 @@ TEST(ProcAddress, UnknownTooNewAndBadArguments) {
   EXPECT_EQ(r, CUDA_ERROR_INVALID_VALUE);  // above the driver's version
   lookup("cuMemAlloc", 13000, 8, &r);
   EXPECT_EQ(r, CUDA_ERROR_INVALID_VALUE);  // unknown flag
+}
+
+// cuda.h, cuCtxSynchronize_v2: NULL is the current context; anything else must be a context.
+TEST_F(Simcuda, CtxSynchronizeV2ChecksItsContext) {
+  EXPECT_EQ(cuCtxSynchronize_v2(nullptr), CUDA_SUCCESS);
+  EXPECT_EQ(cuCtxSynchronize_v2(ctx_), CUDA_SUCCESS);
+  int not_a_context = 0;
+  EXPECT_EQ(cuCtxSynchronize_v2(reinterpret_cast<CUcontext>(&not_a_context)), CUDA_ERROR_INVALID_CONTEXT);
 }
 
 TEST_F(Simcuda, ParamInfoAndName) {
