@@ -123,76 +123,99 @@ Expected<SegmentPlan, std::string> plan_segment(const SegmentJob& job, const Pla
     if (allocated.count(id) == 0 && persistent.count(id) == 0) entering.push_back(id);
   std::sort(entering.begin(), entering.end());
 
-  std::string text = trace::format_header(trace::Header{}) + "\n";
+  // The rotated iteration as a trace, built event by event (no text round trip: the job's own
+  // planner runs in the interposer, which links no JSON reader). The reader's rules are
+  // checked here: an id used before its allocation or after its free is a malformed segment.
+  trace::TraceAppender app("iteration", trace::Header{});
+  std::unordered_map<std::uint64_t, std::uint32_t> dense;  // id -> tensor index
+  std::vector<bool> gone;                                  // by tensor index: freed
+  std::string malformed;
+  auto index_of = [&](std::uint64_t id) -> std::uint32_t {
+    auto it = dense.find(id);
+    if (it == dense.end() || gone[it->second]) {
+      if (malformed.empty())
+        malformed = fmt::format("segment {}: tensor {} used {}", job.segment, id,
+                                it == dense.end() ? "before its allocation" : "after its free");
+      return 0;
+    }
+    return it->second;
+  };
   trace::EventView v;
-  auto alloc_line = [&](std::uint64_t id) {
+  auto add_alloc = [&](std::uint64_t id, std::uint64_t bytes) {
+    if (dense.count(id) != 0) {
+      if (malformed.empty()) malformed = fmt::format("segment {}: tensor {} allocated twice", job.segment, id);
+      return;
+    }
     v = {};
     v.op = Op::Alloc;
     v.id = id;
-    v.bytes = std::max<std::uint64_t>(span[id & ~kFresh], 1);
-    text += trace::format_event(v) + "\n";
+    v.bytes = std::max<std::uint64_t>(bytes, 1);
+    dense[id] = app.tensors();
+    gone.push_back(false);
+    app.append(v);
+  };
+  auto add_free = [&](std::uint64_t id) {
+    v = {};
+    v.op = Op::Free;
+    v.id = id;
+    v.index = index_of(id);
+    if (!malformed.empty()) return;
+    gone[v.index] = true;
+    app.append(v);
   };
   std::vector<std::uint64_t> kept(persistent.begin(), persistent.end());
   std::sort(kept.begin(), kept.end());
-  for (std::uint64_t id : kept) alloc_line(id);
-  for (std::uint64_t id : entering) alloc_line(id);
+  for (std::uint64_t id : kept) add_alloc(id, span[id & ~kFresh]);
+  for (std::uint64_t id : entering) add_alloc(id, span[id & ~kFresh]);
+  std::vector<std::uint32_t> idx;
   for (const Ev& x : rot) {
+    if (!malformed.empty()) break;
     const SegmentEvent& e = *x.e;
-    v = {};
-    v.op = static_cast<Op>(e.op);
-    switch (v.op) {
-      case Op::Alloc:
-        v.id = x.id;
-        v.bytes = e.bytes;
-        break;
-      case Op::Free:
-        v.id = x.id;
-        break;
-      case Op::Kernel:
-        v.name = job.names[e.name];
-        if (e.touch) {
-          v.flags |= trace::kHasTouch;
-          v.touch = {x.ids.data(), e.nreads};
-        } else {
-          v.flags |= trace::kHasReadsWrites;
-          v.reads = {x.ids.data(), e.nreads};
-          v.writes = {x.ids.data() + e.nreads, e.nwrites};
-        }
-        v.flags |= trace::kHasBytes;
-        v.bytes = e.bytes;
-        if (e.dur_ns > 0) v.flags |= trace::kHasDur, v.dur_ns = e.dur_ns;
-        break;
-      case Op::Copy:
-        v.dir = static_cast<trace::CopyDir>(e.dir);
-        v.bytes = e.bytes;
-        if (x.id != kNoSegmentId) v.src = x.id, v.flags |= trace::kHasSrc;
-        if (x.id2 != kNoSegmentId) v.dst = x.id2, v.flags |= trace::kHasDst;
-        break;
-      default:
-        break;
+    const Op op = static_cast<Op>(e.op);
+    if (op == Op::Alloc) {
+      add_alloc(x.id, e.bytes);
+      continue;
     }
-    text += trace::format_event(v) + "\n";
+    if (op == Op::Free) {
+      add_free(x.id);
+      continue;
+    }
+    v = {};
+    v.op = op;
+    if (op == Op::Kernel) {
+      idx.clear();
+      for (std::uint64_t id : x.ids) idx.push_back(index_of(id));
+      v.name = job.names[e.name];
+      const std::span<const std::uint32_t> all(idx);
+      if (e.touch) {
+        v.flags |= trace::kHasTouch;
+        v.touch_index = all.first(e.nreads);
+      } else {
+        v.flags |= trace::kHasReadsWrites;
+        v.read_index = all.first(e.nreads);
+        v.write_index = all.subspan(e.nreads, e.nwrites);
+      }
+      v.flags |= trace::kHasBytes;
+      v.bytes = e.bytes;
+      if (e.dur_ns > 0) v.flags |= trace::kHasDur, v.dur_ns = e.dur_ns;
+    } else if (op == Op::Copy) {
+      v.dir = static_cast<trace::CopyDir>(e.dir);
+      v.bytes = e.bytes;
+      if (x.id != kNoSegmentId) v.src = x.id, v.src_index = index_of(x.id), v.flags |= trace::kHasSrc;
+      if (x.id2 != kNoSegmentId) v.dst = x.id2, v.dst_index = index_of(x.id2), v.flags |= trace::kHasDst;
+    }
+    if (malformed.empty()) app.append(v);
   }
   std::vector<std::uint64_t> leaving;
   for (std::uint64_t id : allocated)
     if (freed.count(id) == 0) leaving.push_back(id);
   std::sort(leaving.begin(), leaving.end());
-  for (std::uint64_t id : leaving) {
-    v = {};
-    v.op = Op::Free;
-    v.id = id;
-    text += trace::format_event(v) + "\n";
-  }
-  if (!job.dump_dir.empty()) {  // for offline study: capuchin sim / trace stats
-    const std::string path = job.dump_dir + "/iteration-" + std::to_string(job.segment) + ".jsonl";
-    if (std::FILE* f = std::fopen(path.c_str(), "w")) {
-      std::fwrite(text.data(), 1, text.size(), f);
-      std::fclose(f);
-    }
-  }
-  auto parsed = trace::parse_trace(text, "iteration");
-  if (!parsed) return Unexpected{parsed.error().message()};
-  const trace::Trace& t = *parsed;
+  for (std::uint64_t id : leaving)
+    if (malformed.empty()) add_free(id);
+  if (!malformed.empty()) return Unexpected{malformed};
+  const trace::Trace t = app.finish();
+  if (!job.dump_dir.empty())  // for offline study: capuchin sim / trace stats
+    (void)trace::write_trace(t, job.dump_dir + "/iteration-" + std::to_string(job.segment) + ".jsonl");
   sim::GpuProfile gpu;
   sim::Efficiency eff;
   if (model != nullptr) {

@@ -1,5 +1,5 @@
-// Building the in-memory Trace from a reader, writing it back, and the liveness and
-// statistics passes. See include/capuchin/trace_model.hpp.
+// Building the in-memory Trace event by event, writing it back, and the liveness and
+// statistics passes. See include/capuchin/trace_model.hpp. (Reading one: trace/load.cpp.)
 #include <algorithm>
 #include <unordered_map>
 
@@ -91,30 +91,6 @@ Trace TraceAppender::finish() {
   if (!t_.iterations.empty()) t_.iterations.back().end = n;
   t_.setup_end = t_.iterations.empty() ? n : t_.iterations.front().begin;
   return std::move(t_);
-}
-
-TraceExpected<Trace> build_trace(TraceReader& reader) {
-  TraceAppender a(reader.name(), reader.header());
-  EventView v;
-  for (;;) {
-    auto more = reader.next(v);
-    if (!more) return Unexpected{more.error()};
-    if (!*more) break;
-    a.append(v);
-  }
-  return a.finish();
-}
-
-TraceExpected<Trace> load_trace(const std::string& path) {
-  auto r = TraceReader::open(path);
-  if (!r) return Unexpected{r.error()};
-  return build_trace(*r);
-}
-
-TraceExpected<Trace> parse_trace(std::string_view data, std::string name) {
-  auto r = TraceReader::from_memory(data, std::move(name));
-  if (!r) return Unexpected{r.error()};
-  return build_trace(*r);
 }
 
 EventView Trace::view(std::uint32_t event, ViewScratch& s) const {

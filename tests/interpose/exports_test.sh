@@ -4,9 +4,8 @@
 # cuda_runtime_api.h (their _ptsz / _ptds twins by their base name), dlsym and capuchin_*: no C++
 # symbol (a standard-library instantiation would interpose on the job's own), nothing versioned.
 # With a static C++ runtime, it needs neither libstdc++ nor libgcc_s, and no shared library but
-# glibc's, zlib and the two C++ libraries the core still links (libfmt, libsimdjson: Debian
-# ships no static archive of either; they still bring the system libstdc++ into the job, a gap
-# this list makes visible: a new one fails here).
+# glibc's and zlib (fmt is used header-only; the trace reader and its simdjson are not linked):
+# a C++ library would bring the system libstdc++ into the job.
 set -u
 lib=$1 inc=$2 static=$3
 fails=0
@@ -36,7 +35,6 @@ if [ "$static" = ON ]; then
   for n in $needed; do
     case $n in
       libc.so.* | libm.so.* | libdl.so.* | libpthread.so.* | librt.so.* | ld-linux*.so.* | libz.so.*) ;;
-      libfmt.so.* | libsimdjson.so.*) echo "known gap: $n (brings libstdc++.so.6)" ;;
       *) fail "$n: needed (a preloaded library must not load the C++ runtime or another C++ library)" ;;
     esac
   done
