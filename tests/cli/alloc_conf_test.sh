@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # `capuchin run` and PyTorch's allocator setting: the value of PYTORCH_CUDA_ALLOC_CONF (and
 # PYTORCH_ALLOC_CONF) the job sees for the user's own, and the notes printed (cli/alloc_conf.hpp).
-# Usage: alloc_conf_test.sh CAPUCHIN_BIN CAPUCHIND_BIN
+# Usage: alloc_conf_test.sh CAPUCHIN_BIN CAPUCHIND_BIN (environment: PRELOAD_PREFIX, set by ctest)
 set -u
 bin=$1 daemon=$2
 tmp=$(mktemp -d)
@@ -20,7 +20,8 @@ check() {  # check DESCRIPTION CONDITION...
 # job USER_VALUE|-: runs `capuchin run` with PYTORCH_CUDA_ALLOC_CONF set to USER_VALUE (unset
 # for -); the job prints what it got; $seen is that, $notes capuchin's stderr.
 job() {
-  local env=(env -u PYTORCH_CUDA_ALLOC_CONF -u PYTORCH_ALLOC_CONF)
+  # PRELOAD_PREFIX: a sanitizer runtime that must come before libcapuchin.so (asan builds)
+  local env=(env -u PYTORCH_CUDA_ALLOC_CONF -u PYTORCH_ALLOC_CONF "LD_PRELOAD=${PRELOAD_PREFIX:-}")
   [ "$1" = - ] || env+=("PYTORCH_CUDA_ALLOC_CONF=$1")
   seen=$("${env[@]}" "$bin" run --socket "$sock" -- \
            sh -c 'printf "%s|%s" "$PYTORCH_CUDA_ALLOC_CONF" "${PYTORCH_ALLOC_CONF-unset}"' 2> "$tmp/err")

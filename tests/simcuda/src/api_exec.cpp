@@ -509,8 +509,10 @@ CUresult cuStreamBeginCaptureToGraph_ptsz(CUstream h, CUgraph g, const CUgraphNo
 }
 CUresult cuThreadExchangeStreamCaptureMode(CUstreamCaptureMode* mode) {
   if (!driver_initialized()) return CUDA_ERROR_NOT_INITIALIZED;
-  if (mode == nullptr || (*mode != CU_STREAM_CAPTURE_MODE_GLOBAL && *mode != CU_STREAM_CAPTURE_MODE_THREAD_LOCAL &&
-                          *mode != CU_STREAM_CAPTURE_MODE_RELAXED))
+  if (mode == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  int raw = 0;  // as an integer: a caller's value outside the enumeration is refused, not loaded as one
+  std::memcpy(&raw, mode, sizeof raw);
+  if (raw != CU_STREAM_CAPTURE_MODE_GLOBAL && raw != CU_STREAM_CAPTURE_MODE_THREAD_LOCAL && raw != CU_STREAM_CAPTURE_MODE_RELAXED)
     return CUDA_ERROR_INVALID_VALUE;
   std::swap(thread_capture_mode(), *mode);
   return CUDA_SUCCESS;

@@ -426,7 +426,9 @@ TEST_F(Simcuda, UnsafeCallOnAnotherThreadBreaksAGlobalCaptureUnlessThatThreadIsR
     }
   }
   EXPECT_EQ(cuEventQuery(ev), CUDA_SUCCESS);  // nothing captured any more
-  CUstreamCaptureMode bad = static_cast<CUstreamCaptureMode>(7);
+  CUstreamCaptureMode bad{};
+  const int seven = 7;  // no such mode (stored as the integer a caller might pass)
+  std::memcpy(&bad, &seven, sizeof seven);
   EXPECT_EQ(cuThreadExchangeStreamCaptureMode(&bad), CUDA_ERROR_INVALID_VALUE);
   EXPECT_EQ(cuThreadExchangeStreamCaptureMode(nullptr), CUDA_ERROR_INVALID_VALUE);
 }
