@@ -70,7 +70,9 @@ bool executor_alloc(void** p, size_t n, cudaStream_t s, bool pt, bool async, cud
   if (p == nullptr) return false;
   CUdeviceptr d = 0;
   CUresult r;
+  const void* caller = exec::t_alloc_caller;  // exec::alloc consumes it; the retry needs it again
   for (int attempt = 0; attempt < 2; ++attempt) {
+    exec::note_alloc_caller(caller);
     if (!exec::alloc(&d, n, s, pt, async, &r)) return false;
     if (r != CUDA_ERROR_INVALID_CONTEXT && r != CUDA_ERROR_NOT_INITIALIZED) break;
     static std::atomic<void*> slot{nullptr};

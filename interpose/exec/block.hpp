@@ -71,7 +71,7 @@ struct Block {
   Kind kind = Kind::Managed;
   Where where = Where::Fresh;
   std::uint32_t pins = 0;
-  bool exported = false;  // a handle to its memory was handed out (exec::exported): one pin held until its free
+  std::uint32_t exports = 0;  // handle requests in flight or granted (exec::exported): while > 0, one pin held (until its free)
   std::uint32_t forwarded = 0;  // the job's launches or copies using it, forwarded and not yet finished (after_*)
   std::uint64_t use_gen = 0;    // bumped by every use marked (a wait on the host knows what it covered)
   bool staging_stale = false;   // Vmm Incoming: written through its host copy meanwhile; the staged copy is not used

@@ -49,9 +49,10 @@ bool in_cuda_library(Executor& e, const void* caller) {
   if (dladdr(caller, &info) == 0 || info.dli_fname == nullptr) return false;
   const char* slash = std::strrchr(info.dli_fname, '/');
   const std::string_view name = slash != nullptr ? slash + 1 : info.dli_fname;
+  // (Not libcudart: it calls the driver on the application's behalf, e.g. cudaMallocFromPoolAsync.)
   static constexpr std::string_view kLibraries[] = {"libnccl",   "libcudnn",   "libcublas", "libcufft",  "libcusparse",
                                                     "libcusolver", "libcurand", "libnvshmem", "libcutensor", "libnvjpeg",
-                                                    "libcudart", "libcupti"};
+                                                    "libcupti"};
   for (std::string_view lib : kLibraries)
     if (name.substr(0, lib.size()) == lib) return it->second = true;
   return false;
@@ -200,8 +201,8 @@ bool free(CUdeviceptr p, CUstream s, bool per_thread, bool stream_ordered, CUres
   e.feed(ev, {});
   e.materialize_dependents(*b);  // after the commands: a drop among them may depend on it
   --b->pins;
-  if (b->exported) {  // its handle's pin ends with it
-    b->exported = false;
+  if (b->exports > 0) {  // its handles' pin ends with it
+    b->exports = 0;
     if (b->pins > 0) --b->pins;
   }
   record_free(p, reinterpret_cast<std::uint64_t>(s), per_thread ? kPerThread : 0);
@@ -215,7 +216,7 @@ bool free(CUdeviceptr p, CUstream s, bool per_thread, bool stream_ordered, CUres
     b->free_stream = ds;
     b->free_stream_valid = !other_device;  // another device's stream handle orders nothing of ours
   } else if (b->many_streams) {
-    e.await_streams_since(0);  // its uses, on more streams than it holds, are covered by every stream's latest work
+    e.await_streams();  // its uses, on more streams than it holds, are covered by every stream's latest work
   } else {
     for (std::uint8_t i = 0; i < b->nuses; ++i) {
       Ev u = e.events.ref(b->uses[i].ev);
@@ -252,9 +253,9 @@ void exported(CUdeviceptr p) {
   Executor& e = *ex;
   Held held(e);
   Block* b = e.blocks.by_addr(p);
-  if (b == nullptr || b->exported) return;
+  if (b == nullptr) return;
+  if (b->exports++ > 0) return;  // pinned already (a handle granted, or another request in flight)
   ++b->pins;  // until its free: never a victim again
-  b->exported = true;
   if (CUresult r = e.ensure_resident(*b, nullptr); r != CUDA_SUCCESS)
     log(LogLevel::Warn, "executor: tensor %" PRIu64 " whose handle is handed out could not be made resident (CUresult %d)",
         b->id, static_cast<int>(r));
@@ -269,8 +270,8 @@ void export_failed(CUdeviceptr p) {
   Executor& e = *ex;
   Held held(e);
   Block* b = e.blocks.by_addr(p);
-  if (b == nullptr || !b->exported) return;
-  b->exported = false;
+  if (b == nullptr || b->exports == 0) return;
+  if (--b->exports > 0) return;  // another handle of it was granted (or is being asked for): it stays
   if (b->pins > 0) --b->pins;
   static bool said = false;
   if (!said) {
@@ -462,7 +463,7 @@ void after_launch(Launch& l, const std::vector<Block*>& touched, bool launched) 
     if (b->forwarded > 0) --b->forwarded;
     if (b->pins > 0) --b->pins;
   }
-  e.activity.note(e.events, ds, ev, e.tick());
+  e.activity.note(e.events, ds, ev);
   e.events.unref(ev);
   l.producer.reset();
 }
@@ -541,7 +542,7 @@ void after_copy(CopyToken& t, bool ok) {
       Block* b = id != kNoBlockId ? e.blocks.by_id(id) : nullptr;
       if (b != nullptr && ev) mark_use(e.events, *b, t.driver_stream, ev);
     }
-    e.activity.note(e.events, t.driver_stream, ev, e.tick());
+    e.activity.note(e.events, t.driver_stream, ev);
     e.events.unref(ev);
   }
   for (std::uint64_t id : {t.src, t.dst})

@@ -255,9 +255,9 @@ void Executor::await_stream(CUstream s) {
     log(LogLevel::Warn, "executor: waiting for a stream failed (CUresult %d)", static_cast<int>(r));
 }
 
-void Executor::await_streams_since(std::uint64_t tick) {
+void Executor::await_streams() {
   std::vector<Ev> latest;  // not scratch: await leaves the lock, another hook may use that
-  activity.since(events, tick, latest);
+  activity.latest(events, latest);
   for (Ev& e : latest) {
     await(e);
     events.unref(e);
@@ -281,7 +281,7 @@ void Executor::await_quiet(Block& b) {
   ++b.pins;
   if (b.many_streams) {  // its uses were on more streams than it holds: every stream's latest work covers them
     const std::uint64_t gen = b.use_gen;
-    await_streams_since(0);
+    await_streams();
     if (b.use_gen == gen) release_uses(events, b);  // uses marked meanwhile were not covered by the wait
   }
   for (int round = 0; round < 16 && !quiet_now(events, b); ++round) {

@@ -61,7 +61,8 @@ bool free(CUdeviceptr p, CUstream s, bool per_thread, bool stream_ordered, CUres
 // registering a buffer): another party will reach the memory by what backs it, not by its
 // address, so a block of ours there is made resident and never moves again until it is freed.
 // The hook then forwards the call, and calls export_failed when the driver refused it (it has
-// no IPC handle for managed or VMM memory): nothing was handed out, the block may move again.
+// no IPC handle for managed or VMM memory): that request handed nothing out; the block may move
+// again once no other request of it is granted or in flight (they are counted).
 void exported(CUdeviceptr p);
 void export_failed(CUdeviceptr p);
 // The caller of the allocation hook being served (the application's return address, taken in

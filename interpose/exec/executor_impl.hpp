@@ -121,7 +121,7 @@ class Executor {
   // The event ending the job's use of blocks on `s`; none when `s` is another device's (see
   // executor.cpp), and the caller then waits for the stream.
   Ev record_use(CUstream s, bool other_device);
-  void await_streams_since(std::uint64_t tick);  // ... for the latest work of every stream active since `tick` (0: all)
+  void await_streams();              // ... for every stream's latest forwarded work (StreamActivity)
   void await_quiet(Block& b);        // every event quiet_events(b) lists (pins b meanwhile)
   void settle_managed_out(std::uint64_t incoming);  // enough managed moves out complete for `incoming` more Vmm bytes
   policy::Step feed(const policy::Event& e, std::span<const std::uint64_t> ids);  // + commands applied

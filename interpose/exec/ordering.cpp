@@ -1,6 +1,8 @@
 // ordering.cpp: events that order the job's work and the executor's around a block (see ordering.hpp).
 #include "ordering.hpp"
 
+#include <pthread.h>
+
 #include "config.hpp"
 
 namespace capuchin::interpose::exec {
@@ -81,31 +83,32 @@ void order_after_replay(EventPool& ev, Block& b, CUstream s) {
   waits(ev, s, b.exec);
 }
 
-void StreamActivity::note(EventPool& ev, CUstream s, Ev e, std::uint64_t tick) {
+void StreamActivity::note(EventPool& ev, CUstream s, Ev e) {
   if (!e) return;
+  const std::uint64_t thread = s == CU_STREAM_PER_THREAD ? static_cast<std::uint64_t>(pthread_self()) : 0;
   for (Entry& x : entries_) {
-    if (x.stream != s) continue;
+    if (x.stream != s || x.thread != thread) continue;
     ev.unref(x.ev);
     x.ev = ev.ref(e);
-    x.tick = tick;
     return;
   }
-  entries_.push_back(Entry{s, ev.ref(e), tick});  // a stream seen for the first time
+  // A stream seen for the first time: first forget those whose work is done (destroyed ones).
+  std::erase_if(entries_, [&](Entry& x) {
+    if (!ev.done(x.ev)) return false;
+    ev.unref(x.ev);
+    return true;
+  });
+  entries_.push_back(Entry{s, thread, ev.ref(e)});
 }
 
-void StreamActivity::order_after(const EventPool& ev, std::uint64_t tick, CUstream on) const {
+void StreamActivity::order_after(const EventPool& ev, CUstream on) const {
   for (const Entry& x : entries_)
-    if (x.tick >= tick && x.stream != on) waits(ev, on, x.ev);
+    if (x.stream != on) waits(ev, on, x.ev);
 }
 
-void StreamActivity::since(EventPool& ev, std::uint64_t tick, std::vector<Ev>& out) const {
+void StreamActivity::latest(EventPool& ev, std::vector<Ev>& out) const {
   for (const Entry& x : entries_)
-    if (x.tick >= tick) out.push_back(ev.ref(x.ev));
-}
-
-void StreamActivity::forget(EventPool& ev) {
-  for (Entry& x : entries_) ev.unref(x.ev);
-  entries_.clear();
+    if (!ev.done(x.ev)) out.push_back(ev.ref(x.ev));
 }
 
 }  // namespace capuchin::interpose::exec

@@ -36,27 +36,27 @@ void order_after_replay(EventPool& ev, Block& b, CUstream s);
 // Whether every event on b completed (never waits).
 bool quiet_now(const EventPool& ev, const Block& b);
 
-// The latest work the job forwarded on each stream, with the policy tick it was forwarded at.
-// Work can reach a block without capuchin seeing it (a pointer table in device memory, a
-// library's FIFO): before a block's memory is moved out or unmapped, the work of every stream
-// active since its last seen use must be done too, not only the uses marked on it. A few
-// streams: searched linearly (the job's streams, plus libraries' that launch through us).
+// The latest work the job forwarded on each stream. Work can reach a block without capuchin
+// seeing it (a pointer table in device memory, a library's FIFO): before a block's memory is
+// moved out or unmapped, every stream's latest work must be done too, not only the uses marked
+// on it (a stream's latest event covers all its earlier work; one already done costs nothing).
+// A per-thread default stream is one entry per thread (the same handle names each thread's own).
+// Entries whose work completed are dropped when a new stream shows (short-lived streams do not
+// accumulate). A few streams: searched linearly.
 class StreamActivity {
  public:
-  // Work forwarded on `s` at tick `tick` ends with `e` (a reference is taken).
-  void note(EventPool& ev, CUstream s, Ev e, std::uint64_t tick);
-  // `on` waits, in stream order, for the latest work of every other stream active at or after
-  // `tick` (0: every stream).
-  void order_after(const EventPool& ev, std::uint64_t tick, CUstream on) const;
-  // The latest work of every stream active at or after `tick`, one reference each.
-  void since(EventPool& ev, std::uint64_t tick, std::vector<Ev>& out) const;
-  void forget(EventPool& ev);
+  // Work forwarded on `s` by the calling thread ends with `e` (a reference is taken).
+  void note(EventPool& ev, CUstream s, Ev e);
+  // `on` waits, in stream order, for every other stream's latest work.
+  void order_after(const EventPool& ev, CUstream on) const;
+  // Every stream's latest work not known to be done, one reference each.
+  void latest(EventPool& ev, std::vector<Ev>& out) const;
 
  private:
   struct Entry {
     CUstream stream;
+    std::uint64_t thread;  // the owner of a per-thread default stream, else 0
     Ev ev;
-    std::uint64_t tick;
   };
   std::vector<Entry> entries_;
 };

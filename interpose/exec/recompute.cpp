@@ -42,13 +42,16 @@ bool Executor::try_drop(Block& b, const char* reason, double expected) {
   for (std::uint64_t id : b.producer->input_ids)
     if (const Block* in = blocks.by_id(id)) replay_bytes += in->span;
   if (replay_bytes > ledger.budget) return false;
-  // Its last uses must be done before its memory is unmapped, and so must work forwarded since
-  // (it may reach the tensor unseen). The lock is left meanwhile: its state is looked at again.
+  // Its last uses must be done before its memory is unmapped, and so must every stream's latest
+  // work (it may reach the tensor unseen). The lock is left meanwhile: a use marked then (a read
+  // leaves the version as it was) means work that may still be running, so it is not dropped.
+  const std::uint64_t gen = b.use_gen;
   await_quiet(b);
   ++b.pins;
-  await_streams_since(b.last_tick);
+  await_streams();
   --b.pins;
-  if (b.where != Where::Device || b.pins != 0 || !recompute_valid(b)) return false;
+  if (b.use_gen != gen || b.where != Where::Device || b.pins != 0 || !recompute_valid(b) || !quiet_now(events, b))
+    return false;
   mem(b).drop(b);
   if (b.where != Where::Dropped) return false;  // the unmap failed: it stays resident (logged)
   for (std::uint64_t id : b.producer->input_ids)

@@ -174,9 +174,10 @@ bool Executor::evict(Block& b, const char* reason, double expected) {
     // Looked at again: another call may have used it (pinned), freed it or added streams meanwhile.
     if (b.pins != 0 || b.id == kNoBlockId || b.many_streams || !mem(b).movable(b)) return false;
   }
-  // Work forwarded since its last seen use may reach it unseen: the copy out waits for it too,
-  // so the tensor is not copied while such work may still write it nor unmapped under it.
-  if (b.kind == Kind::Vmm) activity.order_after(events, b.last_tick, moves.out);
+  // Work forwarded on any stream may reach it unseen: the copy out waits for every stream's
+  // latest work too, so the tensor is not copied while such work may still write it nor unmapped
+  // under it.
+  if (b.kind == Kind::Vmm) activity.order_after(events, moves.out);
   if (!mem(b).evict(b)) {
     if (mem(b).pool_exhausted()) {
       warn_pool_full();
@@ -353,7 +354,7 @@ void Executor::mark_unknown_use(CUstream s) {
     return;
   }
   blocks.for_each_live([&](Block& b) { mark_use(events, b, s, e); });
-  activity.note(events, s, e, tick());
+  activity.note(events, s, e);
   events.unref(e);
 }
 

@@ -83,6 +83,11 @@ int main() {
   CUmemGenericAllocationHandle first = 0;
   const CUresult rr = retain(&first, registered);
   if (rr != CUDA_SUCCESS) std::printf("retain handle refused\n");
+  // An IPC request for the same memory that the driver refuses (VMM memory has no IPC handle)
+  // must not undo what the granted retain holds.
+  cudaIpcMemHandle_t ipc2;
+  (void)cudaIpcGetMemHandle(&ipc2, registered);
+  (void)cudaGetLastError();
   // Pressure: many tensors, each used once, then all of them again.
   std::vector<float*> t(12);
   for (size_t i = 0; i < t.size(); ++i) {
