@@ -65,7 +65,7 @@ job "   "
 check "blank: as unset" test "$seen|$notes" = "backend:cudaMallocAsync|unset|"
 
 # PyTorch 2.9's PYTORCH_ALLOC_CONF is merged too (which of the two PyTorch reads first varies).
-seen=$(env -u PYTORCH_CUDA_ALLOC_CONF PYTORCH_ALLOC_CONF="expandable_segments:True,backend:native" \
+seen=$(env -u PYTORCH_CUDA_ALLOC_CONF PYTORCH_ALLOC_CONF="expandable_segments:True,backend:native" LD_PRELOAD="${PRELOAD_PREFIX:-}" \
          "$bin" run --socket "$sock" -- sh -c 'printf "%s|%s" "$PYTORCH_CUDA_ALLOC_CONF" "$PYTORCH_ALLOC_CONF"' 2> "$tmp/err")
 check "PYTORCH_ALLOC_CONF merged as well" test "$seen" = "backend:cudaMallocAsync|backend:cudaMallocAsync"
 check "its note names it" grep -q "note: PYTORCH_ALLOC_CONF: dropped expandable_segments:True" "$tmp/err"
