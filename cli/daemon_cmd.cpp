@@ -114,7 +114,10 @@ void human_tensors(const json& arr) {
   std::vector<std::vector<std::string>> rows;
   for (const auto& t : arr) {
     std::string planned;
-    for (const auto& p : t["planned"]) planned += (planned.empty() ? "" : ",") + p.get<std::string>();
+    for (const auto& p : t["planned"]) {
+      if (!planned.empty()) planned += ',';
+      planned += p.get<std::string>();
+    }
     rows.push_back({str_cell(t, "identity"), str_cell(t, "observed_id"), bytes_cell(t, "bytes"), str_cell(t, "role"),
                     str_cell(t, "state"), str_cell(t, "accesses_per_iteration"), planned.empty() ? "-" : planned});
   }

@@ -508,7 +508,10 @@ void shutdown() {
   e.need.iteration_need = std::max(e.need.iteration_need, e.need.min_needed);
   e.report_need();
   std::string per;
-  for (std::size_t i = 0; i < e.ondemand_per_iteration.size(); ++i) per += (i ? "," : "") + std::to_string(e.ondemand_per_iteration[i]);
+  for (std::size_t i = 0; i < e.ondemand_per_iteration.size(); ++i) {
+    if (i > 0) per += ',';
+    per += std::to_string(e.ondemand_per_iteration[i]);
+  }
   const Tally& t = e.decisions.tally();
   const policy::ControllerStats& cs = e.planning.controller().stats();
   log(LogLevel::Info,

@@ -421,7 +421,9 @@ TEST_F(Simcuda, UnsafeCallOnAnotherThreadBreaksAGlobalCaptureUnlessThatThreadIsR
       EXPECT_EQ(on_other_thread(thread_mode), breaks ? CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED : CUDA_SUCCESS);
       CUgraph g = nullptr;
       EXPECT_EQ(cuStreamEndCapture(s, &g), breaks ? CUDA_ERROR_STREAM_CAPTURE_INVALIDATED : CUDA_SUCCESS);
-      if (g != nullptr) EXPECT_EQ(cuGraphDestroy(g), CUDA_SUCCESS);
+      if (g != nullptr) {
+        EXPECT_EQ(cuGraphDestroy(g), CUDA_SUCCESS);
+      }
       EXPECT_EQ(cuStreamDestroy(s), CUDA_SUCCESS);
     }
   }
