@@ -8,8 +8,11 @@
 // every case: the mean over iterations 2.. (iteration 1 carries warm-up work; with --iters
 // it is the first repetition, after set-up), kept so that figures with and without --iters
 // compare; every iteration's time is in the JSON (`iteration_time_s`) for other windows.
-// Exit status: 0 when the simulation ran (an infeasible policy is a result, not an error),
-// 1 on bad input (the message names the problem).
+// Exit status (`capuchin sim --help` says it too): 0 when the simulation ran and the run is
+// feasible, 3 when it ran and the policy cannot run the trace within the budget (the output,
+// human or --json, says where: a result, printed in full, but not a success for a script that
+// asks "does it fit?"), 1 on bad input (the message names the problem). `sim sweep` exits 0
+// once its tables are written, whatever rows are infeasible.
 #include <fmt/format.h>
 
 #include <cstdio>
@@ -144,6 +147,8 @@ void list_gpus() {
              eff.compute, eff.memory, eff.link, eff.launch_latency_s * 1e6, eff.uvm_fault_latency_s * 1e6);
 }
 
+constexpr int kExitInfeasible = 3;
+
 struct SimOpts {
   std::string trace, gpu = "h200", budget = "1.0", policy = "none", timeline;
   unsigned iters = 0;  // 0: the trace as it is
@@ -179,7 +184,7 @@ int run_single(const SimOpts& o) {
     if (auto s = write_file(o.timeline, sim::timeline_csv((*l)->trace, timeline)); !s)
       return fmt::print(stderr, "capuchin sim: {}\n", s.error().message), 1;
   }
-  return 0;
+  return c.run.feasible ? 0 : kExitInfeasible;
 }
 
 struct SweepOpts {
@@ -234,6 +239,8 @@ int run_sweep(const SweepOpts& o) {
 void add_sim_command(CLI::App& app, int& exit_code) {
   auto so = std::make_shared<SimOpts>();
   auto* simc = app.add_subcommand("sim", "Simulate a trace on a GPU profile under a memory budget with a policy");
+  simc->footer("Exit status: 0 feasible; 3 infeasible (the policy cannot run the trace within the budget: the output "
+               "says where); 1 bad input. `sim sweep`: 0 once its tables are written.");
   simc->add_option("--trace", so->trace, "trace file (.jsonl or .jsonl.gz)");
   simc->add_option("--gpu", so->gpu, "GPU profile (see --list-gpus)")->capture_default_str();
   simc->add_option("--budget", so->budget, "device memory budget: a fraction of the natural peak (0 < x <= 1) or a size (12GiB)")

@@ -20,8 +20,10 @@ for key in policy gpu budget_bytes peak_bytes ideal_time_s time_s ratio stall_s 
 done
 check "none at the natural peak is feasible, ratio 1" grep -q '"budget_bytes":479227264,.*"feasible":true.*"ratio":1.0' <<<"$out"
 
-out=$("$bin" sim --trace "$trace" --budget 0.5 --policy none --json)
+out=$("$bin" sim --trace "$trace" --budget 0.5 --policy none --json); rc=$?
 check "none below the peak is infeasible" grep -q '"feasible":false' <<<"$out"
+check "an infeasible run exits 3" test "$rc" -eq 3
+"$bin" sim --help | grep -q "3 infeasible" ; check "sim --help documents exit status 3" test $? -eq 0
 check "infeasible names line and tensor" grep -q '"infeasible":{"event":[0-9]*,"line":[0-9]*,"tensor_id":[0-9]*' <<<"$out"
 
 out=$("$bin" sim --trace "$trace" --budget 300MiB --policy lru-uvm --timeline "$tmp/tl.csv")
