@@ -15,6 +15,9 @@
 #include <csignal>
 #include <filesystem>
 
+#include <cuda.h>
+
+#include "capuchin/build_info.hpp"
 #include "capuchin/sim.hpp"
 #include "capuchin/units.hpp"
 #include "capuchin/version.hpp"
@@ -42,7 +45,7 @@ void idle_check(boost::asio::steady_timer& timer, capuchin::daemon::Registry& re
 
 int main(int argc, char** argv) {
   CLI::App app{"capuchind: the capuchin daemon (sessions, plans, queries on a Unix socket)"};
-  app.set_version_flag("--version", std::string(capuchin::kVersion));
+  app.set_version_flag("--version", capuchin::version_line("capuchind", capuchin::kGitCommit, CUDA_VERSION));
   capuchin::daemon::DaemonOptions opt;
   std::string log_max = "16MiB", level = "info";
   int idle_exit_s = 0;
