@@ -70,13 +70,62 @@ void print_sessions(const json& arr) {
               {true, true, true, false, false, false, true, true, true, true, true, false});
 }
 
+// The daemon's metrics (Prometheus text exposition: `name{label="v",...} value` lines, `#`
+// comments) as JSON: one object per sample, {"name", "labels", "value"}. A line that does not
+// parse is kept as {"unparsed": line}, so nothing is lost.
+json metrics_json(const std::string& text) {
+  json samples = json::array();
+  std::size_t pos = 0;
+  while (pos < text.size()) {
+    std::size_t eol = text.find('\n', pos);
+    if (eol == std::string::npos) eol = text.size();
+    const std::string line = text.substr(pos, eol - pos);
+    pos = eol + 1;
+    if (line.empty() || line[0] == '#') continue;
+    const std::size_t brace = line.find('{'), space = line.rfind(' ');
+    json sample;
+    json labels = json::object();
+    std::size_t name_end = space;
+    bool ok = space != std::string::npos && space > 0;
+    if (ok && brace != std::string::npos && brace < space) {
+      name_end = brace;
+      const std::size_t close = line.find('}', brace);
+      ok = close != std::string::npos && close < space;
+      for (std::size_t p = brace + 1; ok && p < close;) {  // k="v" pairs, comma separated
+        const std::size_t eq = line.find("=\"", p), end = eq == std::string::npos ? eq : line.find('"', eq + 2);
+        if (eq == std::string::npos || end == std::string::npos || end > close) {
+          ok = false;
+          break;
+        }
+        labels[line.substr(p, eq - p)] = line.substr(eq + 2, end - eq - 2);
+        p = end + 1 < close && line[end + 1] == ',' ? end + 2 : end + 1;
+      }
+    }
+    char* stop = nullptr;
+    const std::string num = ok ? line.substr(space + 1) : std::string();
+    const double value = ok ? std::strtod(num.c_str(), &stop) : 0;
+    if (!ok || stop == num.c_str() || *stop != '\0') {
+      samples.push_back({{"unparsed", line}});
+      continue;
+    }
+    sample["name"] = line.substr(0, name_end);
+    sample["labels"] = std::move(labels);
+    sample["value"] = value;
+    samples.push_back(std::move(sample));
+  }
+  return samples;
+}
+
 int show(const std::string& method, const json& params, bool as_json, void (*human)(const json&)) {
   auto r = query_daemon(resolve_socket(g_socket), method, params);
   if (!r) {
     fmt::print(stderr, "capuchin {}: {}\n", method, r.error().message);
     return 1;
   }
-  if (as_json || human == nullptr) {
+  if (as_json && r->is_string()) {  // text answers (metrics) made JSON, as --json promises
+    const json out = method == "metrics" ? metrics_json(r->get<std::string>()) : json(r->get<std::string>());
+    fmt::print("{}\n", out.dump(-1, ' ', false, json::error_handler_t::replace));
+  } else if (as_json || human == nullptr) {
     if (r->is_string()) fmt::print("{}", r->get<std::string>());
     else fmt::print("{}\n", r->dump(-1, ' ', false, json::error_handler_t::replace));
   } else {
@@ -266,7 +315,8 @@ void add_daemon_commands(CLI::App& app, int& exit_code) {
   add("tensors", "the tensors of a session's learned iteration", true, "tensors", human_tensors);
   add("plan", "a session's current plan", true, "plan", human_plan);
   add("decisions", "a session's recent decisions", true, "decisions", human_decisions);
-  add("metrics", "the daemon's metrics (Prometheus text format)", false, "metrics", nullptr);
+  add("metrics", "the daemon's metrics (Prometheus text format; --json: one {name, labels, value} object per sample)", false,
+      "metrics", nullptr);
 
   CLI::App* sb = app.add_subcommand("set-budget", "change a session's memory budget live");
   sb->add_option("--socket", g_socket, "the daemon's socket");

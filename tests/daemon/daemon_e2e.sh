@@ -63,6 +63,16 @@ grep -l '"action":"plan"' "$out"/logs/*.jsonl > /dev/null || { echo "FAIL: no se
 "$CAPUCHIN" log "$(ls "$out"/logs/*.jsonl | head -1)" --filter attach,plan,detach
 "$CAPUCHIN" --socket "$sock" session 1 | grep -q "plan_summary" || { echo "FAIL: capuchin session 1"; exit 1; }
 "$CAPUCHIN" --socket "$sock" metrics | grep -q '^capuchin_up 1' || { echo "FAIL: metrics"; exit 1; }
+# --json is JSON: one object per sample (the jobs have detached: no per-session samples now)
+"$CAPUCHIN" --socket "$sock" metrics --json | python3 -c '
+import json, sys
+samples = json.load(sys.stdin)
+names = {s["name"] for s in samples if "name" in s}
+assert {"capuchin_up", "capuchin_sessions"} <= names, names
+assert not [s for s in samples if "unparsed" in s], "unparsed lines"
+assert all(s["labels"] == {} for s in samples)
+assert next(s for s in samples if s.get("name") == "capuchin_up")["value"] == 1
+' || { echo "FAIL: metrics --json"; exit 1; }
 
 # 2. SIGKILL the daemon in the middle of a (longer) run; restart it while the job runs: the
 # job re-attaches as a new session of the new daemon, and its output stays identical.
