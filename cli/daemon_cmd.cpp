@@ -64,10 +64,13 @@ void print_sessions(const json& arr) {
   for (const auto& s : arr)
     rows.push_back({str_cell(s, "id"), str_cell(s, "pid"), str_cell(s, "device"), str_cell(s, "state"), str_cell(s, "mode"),
                     str_cell(s, "learner"), str_cell(s, "iteration"), s.value("budget_bytes", 0ull) ? bytes_cell(s, "budget_bytes") : "none",
-                    bytes_cell(s, "resident_bytes"), bytes_cell(s, "peak_bytes"), str_cell(s, "events"),
-                    str_cell(s, "cmdline")});
-  print_table({"ID", "PID", "DEVICE", "STATE", "MODE", "LEARNER", "ITER", "BUDGET", "RESIDENT", "PEAK", "EVENTS", "COMMAND"}, rows,
-              {true, true, true, false, false, false, true, true, true, true, true, false});
+                    bytes_cell(s, "allocated_bytes"), bytes_cell(s, "resident_bytes"), bytes_cell(s, "peak_bytes"),
+                    str_cell(s, "events"), str_cell(s, "cmdline")});
+  // ALLOCATED: the job's live allocations; RESIDENT: on the device (the executor's count: under a
+  // budget, allocated tensors may be evicted); PEAK: the most allocated at once.
+  print_table({"ID", "PID", "DEVICE", "STATE", "MODE", "LEARNER", "ITER", "BUDGET", "ALLOCATED", "RESIDENT", "PEAK", "EVENTS",
+               "COMMAND"},
+              rows, {true, true, true, false, false, false, true, true, true, true, true, true, false});
 }
 
 // The daemon's metrics (Prometheus text exposition: `name{label="v",...} value` lines, `#`

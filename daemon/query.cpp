@@ -134,7 +134,9 @@ std::string Registry::metrics_text() const {
   };
   static const Per per[] = {
       {"capuchin_session_events_total", "events received", "counter", [](const Session& s) { return s.events_total(); }},
-      {"capuchin_session_resident_bytes", "device bytes allocated now", "gauge", [](const Session& s) { return s.resident_bytes(); }},
+      {"capuchin_session_allocated_bytes", "device bytes allocated now", "gauge", [](const Session& s) { return s.allocated_bytes(); }},
+      {"capuchin_session_resident_bytes", "bytes on the device now (the executor's count; allocated without one)", "gauge",
+       [](const Session& s) { return s.resident_bytes(); }},
       {"capuchin_session_peak_bytes", "most device bytes allocated at once", "gauge", [](const Session& s) { return s.peak_bytes(); }},
       {"capuchin_session_budget_bytes", "memory budget (0: none)", "gauge", [](const Session& s) { return s.budget_bytes(); }},
       {"capuchin_session_iteration", "iterations learned", "gauge", [](const Session& s) { return s.iteration(); }},

@@ -723,7 +723,8 @@ nlohmann::ordered_json Session::summary() const {
   j["learner"] = following_ ? "following" : "searching";
   j["iteration"] = iteration_;
   j["budget_bytes"] = resolved_budget();
-  j["resident_bytes"] = live_bytes_;
+  j["allocated_bytes"] = live_bytes_;
+  j["resident_bytes"] = resident_bytes();  // the executor's when it has one (see session.hpp)
   j["peak_bytes"] = peak_bytes_;
   j["events"] = events_total_;
   j["uptime_s"] = now_s();

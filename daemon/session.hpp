@@ -127,7 +127,10 @@ class Session {
   nlohmann::ordered_json decisions(const DecisionFilter& f) const;
 
   std::uint64_t events_total() const { return events_total_; }
-  std::uint64_t resident_bytes() const { return live_bytes_; }
+  std::uint64_t allocated_bytes() const { return live_bytes_; }  // the job's live allocations
+  // On the device now: the executor's count when the job has one (allocated tensors may be
+  // evicted), else everything allocated.
+  std::uint64_t resident_bytes() const { return executor_ ? exec_.resident_bytes : live_bytes_; }
   std::uint64_t peak_bytes() const { return peak_bytes_; }
   std::uint64_t iteration() const { return iteration_; }
   std::uint64_t plans_made() const { return plan_seq_; }

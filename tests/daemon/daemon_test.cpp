@@ -368,7 +368,18 @@ TEST(Session, CompactionKeepsTheWindowBoundedAndFollowing) {
   EXPECT_EQ(d["learner"], "following");
   EXPECT_EQ(d["unknown_ids"], 0u);
   EXPECT_GE(s.iteration(), 495u);
-  EXPECT_EQ(s.resident_bytes(), 3u << 20);
+  EXPECT_EQ(s.allocated_bytes(), 3u << 20);
+  EXPECT_EQ(s.resident_bytes(), 3u << 20);  // no executor: what is allocated is on the device
+  // With an executor, resident is its count (tensors evicted from the device are allocated
+  // still), and the session view shows both apart.
+  proto::ExecStats st;
+  st.resident_bytes = 1u << 20;
+  s.on_exec_stats(st);
+  EXPECT_EQ(s.allocated_bytes(), 3u << 20);
+  EXPECT_EQ(s.resident_bytes(), 1u << 20);
+  const auto j = s.summary();
+  EXPECT_EQ(j["allocated_bytes"].get<std::uint64_t>(), 3u << 20);
+  EXPECT_EQ(j["resident_bytes"].get<std::uint64_t>(), 1u << 20);
 }
 
 TEST(Session, UnknownNamesAreRefused) {
