@@ -3,8 +3,12 @@
 // the job's kernels (simulated timing from a recorded trace), swaps on copy-engine tracks, a
 // resident-memory counter track, and the decision log's records on their own tracks.
 #include <fmt/format.h>
+#include <sys/stat.h>
+#include <zlib.h>
 
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -38,41 +42,114 @@ std::set<std::string> split_filter(const std::string& f) {
   return out;
 }
 
+// Reads a decision log through zlib, which reads plain files as they are and gzip ones
+// inflated (a rotated log: decisions.jsonl.1.gz). Only whole lines are handed on: with
+// --follow, a line still being written waits for its newline. --follow waits for a file that
+// does not exist yet and starts over when the file is replaced or shrinks (rotation), like
+// `tail -F`.
+class LogReader {
+ public:
+  explicit LogReader(std::string path) : path_(std::move(path)) {}
+  ~LogReader() { close(); }
+  LogReader(const LogReader&) = delete;
+  LogReader& operator=(const LogReader&) = delete;
+
+  bool open() {
+    close();
+    f_ = gzopen(path_.c_str(), "rb");
+    if (f_ == nullptr) return false;
+    struct stat st {};
+    inode_ = ::stat(path_.c_str(), &st) == 0 ? st.st_ino : 0;
+    consumed_ = 0;
+    pending_.clear();
+    return true;
+  }
+  // Reads what is there; calls `line` for each whole line. false on a read error (said).
+  template <class OnLine>
+  bool drain(OnLine&& line, bool at_end_is_final) {
+    char buf[1 << 16];
+    for (;;) {
+      const int n = gzread(f_, buf, sizeof buf);
+      if (n < 0) {
+        int code = 0;
+        fmt::print(stderr, "capuchin log: {}: {}\n", path_, gzerror(f_, &code));
+        return false;
+      }
+      if (n == 0) break;
+      consumed_ += static_cast<std::uint64_t>(n);
+      pending_.append(buf, static_cast<std::size_t>(n));
+      std::size_t start = 0;
+      for (std::size_t nl; (nl = pending_.find('\n', start)) != std::string::npos; start = nl + 1)
+        line(std::string_view(pending_).substr(start, nl - start));
+      pending_.erase(0, start);
+    }
+    if (at_end_is_final && !pending_.empty()) {  // the file ends without a newline: its last line
+      line(std::string_view(pending_));
+      pending_.clear();
+    }
+    gzclearerr(f_);  // at the end for now: more may be appended (zlib: for files being written)
+    return true;
+  }
+  // The file was replaced or shrank since it was opened (its bytes so far are not the same).
+  bool rotated() const {
+    struct stat st {};
+    if (::stat(path_.c_str(), &st) != 0) return false;  // gone for now: keep what is open
+    return st.st_ino != inode_ || (gzdirect(f_) != 0 && static_cast<std::uint64_t>(st.st_size) < consumed_);
+  }
+
+ private:
+  void close() {
+    if (f_ != nullptr) gzclose(f_);
+    f_ = nullptr;
+  }
+  std::string path_;
+  gzFile f_ = nullptr;
+  ino_t inode_ = 0;
+  std::uint64_t consumed_ = 0;
+  std::string pending_;
+};
+
 int run_log(const std::string& file, bool follow, const std::string& filter) {
   const auto want = split_filter(filter);
-  std::ifstream is(file);
-  if (!is) {
-    fmt::print(stderr, "capuchin log: {}: cannot open\n", file);
-    return 1;
-  }
-  std::uint64_t lineno = 0, bad = 0;
-  std::string line;
-  std::streamoff pos = 0;
-  for (;;) {
-    while (std::getline(is, line)) {
-      ++lineno;
-      pos = is.tellg();
-      if (line.empty()) continue;
-      auto r = parse_decision_line(line);
-      if (!r) {
-        fmt::print(stderr, "{}:{}: {}\n", file, lineno, r.error().message);
-        ++bad;
-        continue;
-      }
-      if (!want.empty() && !want.count(r->action)) continue;
-      fmt::print("{}\n", format_record(*r));
+  LogReader in(file);
+  bool waited = false;
+  while (!in.open()) {
+    if (!follow) {
+      fmt::print(stderr, "capuchin log: {}: cannot open ({})\n", file, std::strerror(errno));
+      return 1;
     }
+    if (!waited) fmt::print(stderr, "capuchin log: waiting for {} to appear\n", file), waited = true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  std::uint64_t lineno = 0, good = 0, bad = 0;
+  bool not_a_log = false;
+  auto on_line = [&](std::string_view text) {
+    ++lineno;
+    if (text.empty() || not_a_log) return;
+    auto r = parse_decision_line(std::string(text));
+    if (!r) {
+      if (good == 0 && bad == 0) {  // the first record is not one: this is not a decision log
+        fmt::print(stderr, "capuchin log: {} is not a capuchin decision log (line {}: {})\n", file, lineno,
+                   r.error().message);
+        not_a_log = true;
+        return;
+      }
+      if (++bad <= 5) fmt::print(stderr, "{}:{}: {}\n", file, lineno, r.error().message);
+      return;
+    }
+    ++good;
+    if (!want.empty() && !want.count(r->action)) return;
+    fmt::print("{}\n", format_record(*r));
+  };
+  for (;;) {
+    if (!in.drain(on_line, !follow)) return 1;
+    if (not_a_log) return 1;
     if (!follow) break;
     std::fflush(stdout);
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
-    // Reopen: follows appends, and starts over when the file was rotated (shorter now).
-    is = std::ifstream(file);
-    if (!is) continue;
-    is.seekg(0, std::ios::end);
-    const std::streamoff size = is.tellg();
-    if (size < pos) pos = 0, lineno = 0;
-    is.seekg(pos);
+    if (in.rotated() && in.open()) lineno = 0;  // rotated: the new file from its start
   }
+  if (bad > 5) fmt::print(stderr, "capuchin log: {}: {} malformed lines in all (the first 5 shown)\n", file, bad);
   return bad ? 1 : 0;
 }
 
