@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
@@ -209,40 +210,55 @@ int run_export(const std::vector<std::string>& files, const std::string& out, co
                         {"ts", p.t_s * 1e6}, {"args", {{"bytes", p.bytes}}}});
     }
   }
-  if (!in->decisions.empty()) {
-    events.push_back({{"ph", "M"}, {"pid", kLog}, {"name", "process_name"},
-                      {"args", {{"name", "decision log: " + in->decision_files.front()}}}});
-    track_name(events, kLog, 1, "compute (recompute, drop)");
-    track_name(events, kLog, 2, "H2D copy engine (prefetch, swap-in)");
-    track_name(events, kLog, 3, "D2H copy engine (evict)");
-    track_name(events, kLog, 4, "stalls");
-    track_name(events, kLog, 5, "daemon (plans, sessions)");
+  // Decisions: one Perfetto process per job process (a record's pid), so the logs of several
+  // processes (ranks, separate runs) are never merged into one; each has its own tracks and its
+  // own resident-change counter.
+  struct Proc {
+    int export_pid;
     std::int64_t resident = 0;
     bool have_resident = false;
-    for (const auto& r : in->decisions) {
-      int tid = 5;
-      if (r.action == "evict") tid = 3;
-      else if (r.action == "prefetch" || r.action == "swapin_on_demand") tid = 2;
-      else if (r.action == "recompute" || r.action == "drop") tid = 1;
-      else if (r.action == "stall" || r.action == "oom") tid = 4;
-      const double dur = r.actual_s ? *r.actual_s : r.expected_s ? *r.expected_s : 0.0;
-      ojson args = {{"iteration", r.iteration}, {"bytes", r.bytes}, {"pid", r.pid}};
-      if (r.tensor) args["tensor"] = *r.tensor;
-      if (!r.reason.empty()) args["reason"] = r.reason;
-      if (!r.note.empty()) args["note"] = r.note;
-      if (tid == 5 || dur <= 0)
-        events.push_back({{"ph", "i"}, {"s", "t"}, {"pid", kLog}, {"tid", tid}, {"name", r.action}, {"ts", r.t * 1e6}, {"args", args}});
-      else
-        events.push_back({{"ph", "X"}, {"pid", kLog}, {"tid", tid}, {"name", r.action}, {"ts", r.t * 1e6},
-                          {"dur", dur * 1e6}, {"args", args}});
-      // Device bytes moved by executed decisions, as a counter (relative to the start).
-      if (r.action == "evict" || r.action == "drop") resident -= static_cast<std::int64_t>(r.bytes), have_resident = true;
-      if (r.action == "prefetch" || r.action == "swapin_on_demand" || r.action == "recompute")
-        resident += static_cast<std::int64_t>(r.bytes), have_resident = true;
-      if (have_resident)
-        events.push_back({{"ph", "C"}, {"pid", kLog}, {"name", "resident change from decisions (bytes)"},
-                          {"ts", r.t * 1e6}, {"args", {{"bytes", resident}}}});
+  };
+  std::map<std::int64_t, Proc> procs;
+  std::string log_files;
+  for (const auto& f : in->decision_files) {
+    if (!log_files.empty()) log_files += ", ";
+    log_files += f;
+  }
+  for (const auto& r : in->decisions) {
+    auto [it, fresh] = procs.try_emplace(r.pid, Proc{kLog + static_cast<int>(procs.size())});
+    Proc& p = it->second;
+    const int pid = p.export_pid;
+    if (fresh) {
+      events.push_back({{"ph", "M"}, {"pid", pid}, {"name", "process_name"},
+                        {"args", {{"name", fmt::format("decisions of pid {} ({})", r.pid, log_files)}}}});
+      track_name(events, pid, 1, "compute (recompute, drop)");
+      track_name(events, pid, 2, "H2D copy engine (prefetch, swap-in)");
+      track_name(events, pid, 3, "D2H copy engine (evict)");
+      track_name(events, pid, 4, "stalls");
+      track_name(events, pid, 5, "daemon (plans, sessions)");
     }
+    int tid = 5;
+    if (r.action == "evict") tid = 3;
+    else if (r.action == "prefetch" || r.action == "swapin_on_demand") tid = 2;
+    else if (r.action == "recompute" || r.action == "drop") tid = 1;
+    else if (r.action == "stall" || r.action == "oom") tid = 4;
+    const double dur = r.actual_s ? *r.actual_s : r.expected_s ? *r.expected_s : 0.0;
+    ojson args = {{"iteration", r.iteration}, {"bytes", r.bytes}, {"pid", r.pid}};
+    if (r.tensor) args["tensor"] = *r.tensor;
+    if (!r.reason.empty()) args["reason"] = r.reason;
+    if (!r.note.empty()) args["note"] = r.note;
+    if (tid == 5 || dur <= 0)
+      events.push_back({{"ph", "i"}, {"s", "t"}, {"pid", pid}, {"tid", tid}, {"name", r.action}, {"ts", r.t * 1e6}, {"args", args}});
+    else
+      events.push_back({{"ph", "X"}, {"pid", pid}, {"tid", tid}, {"name", r.action}, {"ts", r.t * 1e6},
+                        {"dur", dur * 1e6}, {"args", args}});
+    // Device bytes moved by executed decisions, as a counter (relative to the start).
+    if (r.action == "evict" || r.action == "drop") p.resident -= static_cast<std::int64_t>(r.bytes), p.have_resident = true;
+    if (r.action == "prefetch" || r.action == "swapin_on_demand" || r.action == "recompute")
+      p.resident += static_cast<std::int64_t>(r.bytes), p.have_resident = true;
+    if (p.have_resident)
+      events.push_back({{"ph", "C"}, {"pid", pid}, {"name", "resident change from decisions (bytes)"},
+                        {"ts", r.t * 1e6}, {"args", {{"bytes", p.resident}}}});
   }
   ojson doc = {{"traceEvents", std::move(events)}, {"displayTimeUnit", "ms"},
                {"otherData", {{"generator", "capuchin export perfetto"}, {"timing", "simulated for traces; decision-log times as recorded"}}}};

@@ -2,7 +2,8 @@
 # `capuchin log` as a user meets it: a plain and a gzipped decision log read alike; --follow
 # waits for a file that does not exist yet, hands on only whole lines (a record written in two
 # pieces is one record, not a "not JSON" error) and keeps going past the first hundred records;
-# a file that is not a decision log is one error, not one per line.
+# a file that is not a decision log is one error, not one per line; `export perfetto` of two
+# processes' logs keeps them apart.
 # Usage: log_test.sh CAPUCHIN_BIN TRACE_FILE
 set -u
 bin=$1 trace=$2
@@ -39,6 +40,20 @@ kill "$fpid" 2>/dev/null; wait "$fpid" 2>/dev/null; fpid=
 check "follow: said it waits for the file" grep -q "waiting for $f" "$tmp/follow.err"
 check "follow: all 130 records, the split one once" test "$(grep -c ' evict ' "$tmp/follow.out")" = 130
 check "follow: no error for the record written in two pieces" test -z "$(grep -v waiting "$tmp/follow.err")"
+
+# export of two processes' logs: two Perfetto processes, each with its own records.
+sed 's/"pid":42/"pid":43/' "$tmp/d.jsonl" > "$tmp/other.jsonl"
+"$bin" export perfetto "$tmp/d.jsonl" "$tmp/other.jsonl" -o "$tmp/two.json" > /dev/null 2> "$tmp/export.err"
+check "export of two processes' logs: one Perfetto process each" python3 -c '
+import json, sys
+ev = json.load(open(sys.argv[1]))["traceEvents"]
+names = {e["pid"]: e["args"]["name"] for e in ev if e.get("ph") == "M" and e.get("name") == "process_name"}
+evicts = {}
+for e in ev:
+    if e.get("name") == "evict": evicts.setdefault(e["pid"], set()).add(e["args"]["pid"])
+assert len(names) == 2 and any("pid 42" in n for n in names.values()) and any("pid 43" in n for n in names.values()), names
+assert sorted(len(v) for v in evicts.values()) == [1, 1] and len(evicts) == 2, evicts
+' "$tmp/two.json"
 
 "$bin" log "$trace" > "$tmp/bad.out" 2> "$tmp/bad.err"; rc=$?
 check "not a decision log: exit 1" test "$rc" = 1
