@@ -14,6 +14,7 @@
 #include "capuchin/version.hpp"
 #include "daemon_sink.hpp"
 #include "drain.hpp"
+#include "exec/executor.hpp"
 #include "kernel_timing.hpp"
 #include "real_api.hpp"
 #include "sink.hpp"
@@ -73,14 +74,22 @@ void start_locked() {
                   static_cast<int>(getpid()));
     h.notes = notes;
     auto opened = open_file_sink(s.config.record_path, h);
-    if (!opened) {
-      log(LogLevel::Error, "cannot record to %s: %s; capture is off, the program runs unchanged",
-          s.config.record_path, opened.error().message.c_str());
-      g_capturing.store(false, std::memory_order_relaxed);
-      return;
+    if (opened) {
+      sink = std::move(*opened);
+      log(LogLevel::Info, "recording to %s", s.config.record_path);
+    } else {
+      // Say what really happens: no trace; the daemon still hears the job (capture goes on for
+      // it); a budget still applies (the executor does not depend on the recording).
+      const bool daemon = s.config.daemon;
+      log(LogLevel::Error, "cannot record to %s: %s; no trace is written%s%s", s.config.record_path,
+          opened.error().message.c_str(), daemon ? "; the job stays attached to capuchind" : "; capture is off",
+          exec::on() ? "; CAPUCHIN_BUDGET still applies" : "");
+      if (!daemon) {
+        g_capturing.store(false, std::memory_order_relaxed);
+        return;
+      }
+      sink = make_null_sink();
     }
-    sink = std::move(*opened);
-    log(LogLevel::Info, "recording to %s", s.config.record_path);
   } else {
     sink = make_null_sink();
   }
