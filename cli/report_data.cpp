@@ -9,6 +9,7 @@
 
 #include "capuchin/learn.hpp"
 #include "capuchin/plan.hpp"
+#include "trace_load.hpp"
 
 namespace capuchin::cli {
 
@@ -22,6 +23,7 @@ Expected<ReportInputs> load_report_inputs(const std::vector<std::string>& files)
       if (!in.trace) {
         auto t = trace::build_trace(*r);
         if (!t) return make_error(t.error().message());
+        mark_learned_iterations(*t, f);
         in.trace = std::move(*t);
       }
       continue;

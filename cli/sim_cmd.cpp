@@ -27,6 +27,7 @@
 #include "capuchin/trace_repeat.hpp"
 #include "capuchin/units.hpp"
 #include "commands.hpp"
+#include "trace_load.hpp"
 
 namespace capuchin::cli {
 namespace {
@@ -118,7 +119,7 @@ struct Loaded {
 
 // The trace at `path`, repeated to `iters` iterations when iters > 0, prepared for `gpu`.
 Expected<std::unique_ptr<Loaded>> load(const std::string& path, const sim::GpuProfile& gpu, unsigned iters) {
-  auto t = trace::load_trace(path);
+  auto t = load_trace_with_iterations(path);
   if (!t) return make_error(t.error().message());
   auto l = std::make_unique<Loaded>();
   if (iters > 0) {

@@ -11,6 +11,7 @@
 #include "capuchin/trace_model.hpp"
 #include "capuchin/units.hpp"
 #include "commands.hpp"
+#include "trace_load.hpp"
 
 namespace capuchin::cli {
 namespace {
@@ -58,7 +59,7 @@ int run_stats(const std::vector<std::string>& files, bool json) {
   struct Row { std::string file; trace::Trace t; TraceStats s; };
   std::vector<Row> rows;
   for (const auto& f : files) {
-    auto t = trace::load_trace(f);
+    auto t = load_trace_with_iterations(f);
     if (!t) {
       fmt::print(stderr, "{}\n", t.error().message());
       rc = 1;

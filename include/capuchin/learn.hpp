@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -44,6 +45,12 @@ struct IterationSplit {
 
 // Finds iteration boundaries in t.events (ignoring `iter` events).
 IterationSplit detect_iterations(const trace::Trace& t);
+
+// A trace without `iter` markers (what `capuchin run --record` writes: the interposer cannot see
+// a training loop) with markers inserted where detect_iterations finds iterations, so that
+// statistics and the simulator count per iteration; `found` (the number of iterations) is set.
+// nullopt when the trace has markers, or the learner finds fewer than two iterations.
+std::optional<trace::Trace> with_learned_iterations(const trace::Trace& t, std::size_t* found = nullptr);
 
 // The period of an event-signature sequence as it stands so far (for learning online, one
 // event at a time): the shift P whose repeat, counted back from the sequence's end, is

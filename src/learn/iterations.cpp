@@ -142,4 +142,39 @@ IterationSplit detect_iterations(const trace::Trace& t) {
   return r;
 }
 
+std::optional<trace::Trace> with_learned_iterations(const trace::Trace& t, std::size_t* found) {
+  if (!t.iterations.empty()) return std::nullopt;
+  const IterationSplit split = detect_iterations(t);
+  if (!split.found || split.iterations.size() < 2) return std::nullopt;
+  trace::TraceAppender out(t.name, t.header);
+  trace::Trace::ViewScratch scratch;
+  std::vector<std::uint32_t> reads, writes, touch;
+  auto indices = [&](std::vector<std::uint32_t>& v, std::uint32_t b, std::uint32_t e) {
+    v.clear();
+    for (std::uint32_t i = b; i < e; ++i) v.push_back(t.accesses[i].tensor);
+  };
+  std::size_t next = 0;
+  for (std::uint32_t i = 0; i < t.events.size(); ++i) {
+    if (next < split.iterations.size() && split.iterations[next].begin == i) {
+      trace::EventView marker;
+      marker.op = trace::Op::Iter;
+      marker.n = ++next;
+      out.append(marker);
+    }
+    trace::EventView v = t.view(i, scratch);
+    if (v.op == trace::Op::Kernel) {  // the appender reads dense indices (view gives ids)
+      const trace::Event& e = t.events[i];
+      indices(reads, e.access_begin, e.reads_end);
+      indices(writes, e.reads_end, e.writes_end);
+      indices(touch, e.writes_end, e.access_end);
+      v.read_index = reads;
+      v.write_index = writes;
+      v.touch_index = touch;
+    }
+    out.append(v);
+  }
+  if (found != nullptr) *found = split.iterations.size();
+  return out.finish();
+}
+
 }  // namespace capuchin::learn
