@@ -64,8 +64,15 @@ void DecisionLog::record(Action a, std::uint64_t tensor, std::uint64_t bytes, co
   last_ = Last{true, a, tensor, bytes, 0, why};
 }
 
+void DecisionLog::record_stall(std::uint64_t tensor, std::uint64_t bytes, const char* reason, double actual_s) {
+  ++tally_.count[static_cast<int>(Action::Stall)];
+  if (file_ == nullptr && !to_daemon_) return;
+  flush_repeats();
+  write(Action::Stall, tensor, bytes, reason != nullptr ? reason : "", -1, "", actual_s);
+}
+
 void DecisionLog::write(Action a, std::uint64_t tensor, std::uint64_t bytes, const std::string& reason, double expected_s,
-                        const std::string& note) {
+                        const std::string& note, double actual_s) {
   DecisionRecord r;
   r.t = steady_s() - t0_;
   r.pid = getpid();
@@ -75,6 +82,7 @@ void DecisionLog::write(Action a, std::uint64_t tensor, std::uint64_t bytes, con
   r.bytes = bytes;
   r.reason = reason;
   if (expected_s >= 0) r.expected_s = expected_s;
+  if (actual_s >= 0) r.actual_s = actual_s;
   r.note = note;
   std::string line = to_json_line(r);
   line.push_back('\n');

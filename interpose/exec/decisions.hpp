@@ -33,6 +33,9 @@ class DecisionLog {
   void set_iteration(std::uint64_t it) { iteration_ = it; }
   void record(Action a, std::uint64_t tensor, std::uint64_t bytes, const char* reason, double expected_s = -1,
               const char* note = nullptr);
+  // A stall and how long it was (measured): written as `actual_s`; never folded into a repeat
+  // (each one's time counts, e.g. in the report's stall time).
+  void record_stall(std::uint64_t tensor, std::uint64_t bytes, const char* reason, double actual_s);
   // The iteration ended: pending repeats written, the file flushed, lines for the daemon handed over.
   void end_iteration();
   void finish();             // at exit
@@ -41,7 +44,7 @@ class DecisionLog {
 
  private:
   void write(Action a, std::uint64_t tensor, std::uint64_t bytes, const std::string& reason, double expected_s,
-             const std::string& note);
+             const std::string& note, double actual_s = -1);
   void flush_repeats();
 
   std::FILE* file_ = nullptr;

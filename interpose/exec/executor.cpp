@@ -384,7 +384,7 @@ void Executor::poll_lateness() {
   planning.poll_probes(late);
   for (const auto& [id, s] : late) {
     const Block* b = blocks.by_id(id);
-    decisions.record(Action::Stall, id, b != nullptr ? b->span : 0, "prefetch-late", -1);
+    decisions.record_stall(id, b != nullptr ? b->span : 0, "prefetch-late", s);
   }
 }
 

@@ -52,6 +52,10 @@ if device == "budget":
 lines = open(f"{out}/decisions.jsonl").read().splitlines()
 if len(lines) > max_lines: errors.append(f"{len(lines)} decision lines (at most {max_lines})")
 actions = [json.loads(l)["action"] for l in lines]
+# a stall carries its measured length (the report's stall time adds them up)
+for l in lines:
+    r = json.loads(l)
+    if r["action"] == "stall" and not r.get("actual_s", 0) > 0: errors.append(f"a stall without its measured length: {l[:200]}")
 if no_fallback and "fallback" in actions: errors.append("fallback decisions: " + "; ".join(l for l in lines if '"fallback"' in l)[:300])
 if expect and not re.search(expect, err): errors.append(f"stderr does not match {expect!r}")
 if expect_plan:

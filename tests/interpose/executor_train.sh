@@ -56,6 +56,8 @@ for n, line in enumerate(open(f"{out}/decisions.jsonl"), 1):
     actions[r["action"]] += 1
     last = max(last, r["iteration"])
     if r["action"] == "swapin_on_demand": per_iter[r["iteration"]] += 1
+    if r["action"] == "stall" and not r.get("actual_s", 0) > 0:
+        errors.append(f"decisions.jsonl:{n}: a stall without its measured length (actual_s)")
 if actions["evict"] == 0: errors.append("no eviction in the decision log")
 if actions["prefetch"] + actions["swapin_on_demand"] + actions["recompute"] == 0: errors.append("nothing brought back")
 if want_recompute and actions["recompute"] == 0: errors.append("no recompute in the decision log")
