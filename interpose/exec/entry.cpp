@@ -192,6 +192,7 @@ bool free(CUdeviceptr p, CUstream s, bool per_thread, bool stream_ordered, CUres
   Executor* ex = running();
   if (ex == nullptr) return false;
   Executor& e = *ex;
+  const bool other_device = stream_ordered && other_device_current(e);  // asked of the driver before the lock
   Held held(e);
   Block* b = e.blocks.by_base(p);
   if (b == nullptr) return false;
@@ -209,7 +210,6 @@ bool free(CUdeviceptr p, CUstream s, bool per_thread, bool stream_ordered, CUres
   const CUstream ds = driver_stream(s, per_thread);
   e.blocks.remove_live(b);
   if (stream_ordered) {
-    const bool other_device = other_device_current(e);
     Ev fe = e.record_use(ds, other_device);
     if (!fe) e.await_stream(ds);  // no event to order the reuse by: the work before the free is done now
     add_free_event(e.events, *b, fe);
@@ -346,6 +346,8 @@ CUresult before_launch(Launch& l, const std::uint64_t* words, unsigned nwords, s
   // safe when the graph is launched (before_unknown_work).
   if (capture_sequence(reinterpret_cast<std::uint64_t>(l.stream), l.per_thread) != 0) return CUDA_SUCCESS;
   Executor& e = *ex;
+  // The thread's device, asked of the driver before the lock (set-up state only is read).
+  l.other_device = other_device_current(e);
   Held held(e);
   std::vector<Block*>& cur = touched;
   auto take = [&](std::uint64_t word) {
@@ -362,7 +364,6 @@ CUresult before_launch(Launch& l, const std::uint64_t* words, unsigned nwords, s
     for_each_candidate(l.layout, l.params, l.extra, take);
   else
     for (unsigned i = 0; i < nwords; ++i) take(words[i]);
-  l.other_device = other_device_current(e);
   if (cur.empty() && l.complete_scan && l.other_device) return CUDA_SUCCESS;  // another device's launch
   std::uint64_t total = 0, total_managed = 0;
   std::uint64_t sig = op_signature(Op::Kernel, reinterpret_cast<std::uint64_t>(l.func));
@@ -474,11 +475,11 @@ CUresult before_copy(std::uint64_t dst, std::uint64_t src, std::size_t bytes, CU
   if (ex == nullptr) return CUDA_SUCCESS;
   if (capture_sequence(reinterpret_cast<std::uint64_t>(s), per_thread) != 0) return CUDA_SUCCESS;  // see before_launch
   Executor& e = *ex;
+  const bool other_device = other_device_current(e);  // asked of the driver before the lock
   Held held(e);
   Block* d = dst != 0 ? e.blocks.by_addr(dst) : nullptr;
   Block* sb = !memset && src != 0 ? e.blocks.by_addr(src) : nullptr;
   if (!memset && d == nullptr && sb == nullptr) return CUDA_SUCCESS;  // not ours
-  const bool other_device = other_device_current(e);
   if (memset && d == nullptr && other_device) return CUDA_SUCCESS;  // another device's memset
   const CUstream ds = driver_stream(s, per_thread);
   policy::Event ev;
