@@ -44,7 +44,7 @@ std::vector<std::uint8_t> make_stream(std::size_t total, std::size_t& events_out
   std::vector<std::uint8_t> out;
   proto::HelloInfo h;
   h.pid = static_cast<std::uint32_t>(getpid());
-  h.budget_fraction = 0.6;
+  h.budget_of_peak = 0.6;
   h.cmdline = "bench_daemon_ingest";
   proto::encode_hello(out, h);
   std::vector<std::string> names;

@@ -18,10 +18,12 @@
 #include <vector>
 
 #include "alloc_conf.hpp"
+#include "capuchin/budget.hpp"
 #include "capuchin/units.hpp"
 #include "client.hpp"
 #include "commands.hpp"
 #include "job.hpp"
+#include "run_summary.hpp"
 
 namespace capuchin::cli {
 namespace {
@@ -209,6 +211,7 @@ struct RunOptions {
   std::string budget, backend, record;
   std::vector<std::string> cmd;
   int idle_exit_s = 60;
+  bool quiet = false;
 };
 
 // PyTorch reads PYTORCH_ALLOC_CONF (2.9 on) or PYTORCH_CUDA_ALLOC_CONF, which first varies by
@@ -234,7 +237,7 @@ int run_command(const RunOptions& o) {
     return 2;
   }
   if (!o.budget.empty())
-    if (auto b = parse_size_or_fraction(o.budget); !b) {
+    if (auto b = parse_budget(o.budget); !b) {
       fmt::print(stderr, "capuchin run: --budget: {}\n", b.error().message);
       return 2;
     }
@@ -270,6 +273,8 @@ int run_command(const RunOptions& o) {
   if (!o.budget.empty()) ::setenv("CAPUCHIN_BUDGET", o.budget.c_str(), 1);
   if (!o.backend.empty()) ::setenv("CAPUCHIN_BACKEND", o.backend.c_str(), 1);
   if (!o.record.empty()) ::setenv("CAPUCHIN_RECORD", o.record.c_str(), 1);
+  const std::string tag = make_run_tag();
+  ::setenv("CAPUCHIN_RUN_TAG", tag.c_str(), 1);  // the summary finds the job's sessions by it
   // Per-tensor allocations must reach CUDA's allocator to be seen (no framework caching).
   set_pytorch_alloc_conf();
   ::setenv("TF_GPU_ALLOCATOR", "cuda_malloc_async", 0);
@@ -278,7 +283,13 @@ int run_command(const RunOptions& o) {
   std::vector<char*> argv;
   for (const auto& a : o.cmd) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
-  return run_job(argv);
+  const int status = run_job(argv);
+  if (!o.quiet) {
+    const char* dlog = std::getenv("CAPUCHIN_DECISION_LOG");
+    print_run_summary(RunFacts{socket, tag, o.budget, o.record, dlog != nullptr ? dlog : "", status},
+                      std::chrono::seconds(3));
+  }
+  return status;
 }
 }  // namespace
 
@@ -325,7 +336,7 @@ void add_daemon_commands(CLI::App& app, int& exit_code) {
   sb->add_option("--socket", g_socket, "the daemon's socket");
   auto sb_id = std::make_shared<std::string>(), sb_budget = std::make_shared<std::string>();
   sb->add_option("ID", *sb_id, "session id")->required();
-  sb->add_option("BUDGET", *sb_budget, "bytes (40GiB) or a fraction of the natural peak (0.5)")->required();
+  sb->add_option("BUDGET", *sb_budget, kBudgetHelp)->required();
   sb->callback([&exit_code, sb_id, sb_budget] {
     exit_code = show("set-budget", json{{"session", *sb_id}, {"budget", *sb_budget}}, false, human_session);
   });
@@ -333,10 +344,12 @@ void add_daemon_commands(CLI::App& app, int& exit_code) {
   auto ro = std::make_shared<RunOptions>();
   CLI::App* run = app.add_subcommand("run", "run a command under capuchin (starts capuchind if none answers)");
   run->add_option("--socket", g_socket, "the daemon's socket");
-  run->add_option("--budget", ro->budget, "device-memory budget: bytes (40GiB) or a fraction of the natural peak (0.5)");
+  run->add_option("--budget", ro->budget,
+                 std::string("device-memory budget: ") + kBudgetHelp + "; a multiple applies once the job's first iteration has been learned");
   run->add_option("--backend", ro->backend, "where evicted tensors go: uvm or pinned");
   run->add_option("--record", ro->record, "also record the job's trace to this file (.gz: compressed)");
   run->add_option("--daemon-idle-exit", ro->idle_exit_s, "an auto-started daemon exits after this many idle seconds");
+  run->add_flag("--quiet", ro->quiet, "print no summary when the job ends");
   run->add_option("cmd", ro->cmd, "the command and its arguments (after --)")->required();
   run->positionals_at_end();
   run->callback([&exit_code, ro] { exit_code = run_command(*ro); });

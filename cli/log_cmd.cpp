@@ -16,6 +16,7 @@
 #include <sstream>
 #include <thread>
 
+#include "capuchin/budget.hpp"
 #include "capuchin/units.hpp"
 #include "commands.hpp"
 #include "report_data.hpp"
@@ -301,7 +302,7 @@ void add_log_commands(CLI::App& app, int& exit_code) {
   pf->add_option("FILE", eo->files, "recorded trace and/or decision log(s)")->required();
   pf->add_option("-o,--output", eo->out, "output JSON file")->required();
   pf->add_option("--gpu", eo->gpu, "GPU profile for a trace's simulated timing");
-  pf->add_option("--budget", eo->budget, "simulate the capuchin policy at this budget (bytes or fraction of the peak)");
+  pf->add_option("--budget", eo->budget, std::string("simulate the capuchin policy at this budget: ") + kBudgetHelp);
   pf->callback([&exit_code, eo] { exit_code = run_export(eo->files, eo->out, eo->gpu, eo->budget); });
 
   auto ro = std::make_shared<ExportOpts>();
@@ -309,7 +310,7 @@ void add_log_commands(CLI::App& app, int& exit_code) {
   rep->add_option("FILE", ro->files, "recorded trace and/or decision log(s)")->required();
   rep->add_option("-o,--output", ro->out, "output HTML file")->required();
   rep->add_option("--gpu", ro->gpu, "GPU profile for a trace's simulated timing");
-  rep->add_option("--budget", ro->budget, "simulate the capuchin policy at this budget (bytes or fraction of the peak)");
+  rep->add_option("--budget", ro->budget, std::string("simulate the capuchin policy at this budget: ") + kBudgetHelp);
   rep->callback([&exit_code, ro] { exit_code = run_report(ro->files, ro->out, ro->gpu, ro->budget); });
 }
 

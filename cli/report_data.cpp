@@ -92,7 +92,7 @@ Expected<SimulatedView> simulate_view(const trace::Trace& t, const std::string& 
   for (std::size_t i = 0; i < t.events.size(); ++i) v.natural_mem.push_back({nat_t[i], prep->liveness.live_after[i]});
 
   if (budget.empty()) return v;
-  auto b = sim::resolve_budget(budget, v.natural_peak_bytes);
+  auto b = sim::resolve_budget(budget, v.natural_peak_bytes, *gpu);
   if (!b) return Unexpected{b.error()};
   v.budget_text = budget;
   v.budget_bytes = *b;

@@ -23,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "capuchin/budget.hpp"
 #include "capuchin/sim.hpp"
 #include "capuchin/trace_repeat.hpp"
 #include "capuchin/units.hpp"
@@ -151,7 +152,7 @@ void list_gpus() {
 constexpr int kExitInfeasible = 3;
 
 struct SimOpts {
-  std::string trace, gpu = "h200", budget = "1.0", policy = "none", timeline;
+  std::string trace, gpu = "h200", budget = "1x", policy = "none", timeline;
   unsigned iters = 0;  // 0: the trace as it is
   bool json = false, list = false;
 };
@@ -171,7 +172,7 @@ int run_single(const SimOpts& o) {
   if (!policy) return fmt::print(stderr, "capuchin sim: {}\n", policy.error().message), 1;
   auto l = load(o.trace, *gpu, o.iters);
   if (!l) return fmt::print(stderr, "{}\n", l.error().message), 1;
-  auto budget = sim::resolve_budget(o.budget, (*l)->prep.liveness.peak_bytes);
+  auto budget = sim::resolve_budget(o.budget, (*l)->prep.liveness.peak_bytes, *gpu);
   if (!budget) return fmt::print(stderr, "capuchin sim: {}\n", budget.error().message), 1;
   std::vector<sim::TimelineEntry> timeline;
   sim::SimOptions opt;
@@ -190,7 +191,7 @@ int run_single(const SimOpts& o) {
 
 struct SweepOpts {
   std::vector<std::string> traces;
-  std::string gpu = "h200", budgets = "1.0,0.8,0.6,0.5,0.4,0.3,0.2", policies, out = "sim-sweep";
+  std::string gpu = "h200", budgets = "1x,0.8x,0.6x,0.5x,0.4x,0.3x,0.2x", policies, out = "sim-sweep";
   unsigned iters = 0;
 };
 
@@ -212,7 +213,7 @@ int run_sweep(const SweepOpts& o) {
     const std::string stem = trace_stem(path);
     stems.push_back(stem);
     for (const auto& b : budgets) {
-      auto bytes = sim::resolve_budget(b, prep.liveness.peak_bytes);
+      auto bytes = sim::resolve_budget(b, prep.liveness.peak_bytes, *gpu);
       if (!bytes) return fmt::print(stderr, "capuchin sim sweep: {}\n", bytes.error().message), 1;
       for (const auto& pname : policies) {
         auto policy = sim::make_policy(pname);
@@ -244,7 +245,7 @@ void add_sim_command(CLI::App& app, int& exit_code) {
                "says where); 1 bad input. `sim sweep`: 0 once its tables are written.");
   simc->add_option("--trace", so->trace, "trace file (.jsonl or .jsonl.gz)");
   simc->add_option("--gpu", so->gpu, "GPU profile (see --list-gpus)")->capture_default_str();
-  simc->add_option("--budget", so->budget, "device memory budget: a fraction of the natural peak (0 < x <= 1) or a size (12GiB)")
+  simc->add_option("--budget", so->budget, std::string("device-memory budget: ") + kBudgetHelp + "; N% is of the GPU profile's memory")
       ->capture_default_str();
   std::string names;
   for (const auto& n : sim::policy_names()) names += (names.empty() ? "" : ", ") + n;
@@ -261,7 +262,7 @@ void add_sim_command(CLI::App& app, int& exit_code) {
   auto* sweep = simc->add_subcommand("sweep", "Every policy at every budget, side by side: markdown, CSV and SVG plots");
   sweep->add_option("--trace", wo->traces, "trace files")->required();
   sweep->add_option("--gpu", wo->gpu, "GPU profile")->capture_default_str();
-  sweep->add_option("--budgets", wo->budgets, "comma-separated fractions or sizes")->capture_default_str();
+  sweep->add_option("--budgets", wo->budgets, std::string("comma-separated budgets, each ") + kBudgetHelp)->capture_default_str();
   sweep->add_option("--policies", wo->policies, "comma-separated policies (default: all)");
   sweep->add_option("--out", wo->out, "output directory")->capture_default_str();
   sweep->add_option("--iters", wo->iters, "simulate the set-up then each trace's last iteration N times")

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include "capuchin/budget.hpp"
 #include "capuchin/version.hpp"
 
 namespace capuchin::daemon {
@@ -234,9 +235,14 @@ std::string Registry::handle_request_unchecked(std::string_view line) {
   } else if (method == "sessions") {
     const auto a = params.find("all");
     const bool all = a != params.end() && a->is_boolean() && a->get<bool>();
+    // run: only the sessions of one `capuchin run` (its CAPUCHIN_RUN_TAG), closed ones too.
+    const auto run = params.find("run");
+    const std::string tag = run != params.end() && run->is_string() ? run->get<std::string>() : std::string();
     result = json::array();
-    for (const auto& [sid, s] : sessions_)
-      if (all || !s->closed()) result.push_back(s->summary());
+    for (const auto& [sid, s] : sessions_) {
+      if (!tag.empty() && s->run_tag() != tag) continue;
+      if (all || !tag.empty() || !s->closed()) result.push_back(s->summary());
+    }
   } else if (method == "session" || method == "tensors" || method == "plan" || method == "decisions" ||
              method == "set-budget") {
     Session* s = session_param(*this, params, err);
@@ -258,10 +264,10 @@ std::string Registry::handle_request_unchecked(std::string_view line) {
         if (s->closed()) {
           err = {"session-closed", fmt::format("session {} is closed", s->id())};
         } else if (b == params.end() || !b->is_string()) {
-          err = {"bad-params", "params.budget must be a string such as \"40GiB\" or \"0.5\""};
+          err = {"bad-params", "params.budget must be a string such as \"40GiB\", \"60%\" or \"0.5x\""};
         } else {
           const std::string text = b->get<std::string>();
-          auto parsed = parse_size_or_fraction(text);
+          auto parsed = parse_budget(text);
           if (!parsed) {
             err = {"bad-params", parsed.error().message};
           } else {

@@ -80,25 +80,18 @@ Session::Session(std::uint64_t id, proto::HelloInfo hello, const DaemonOptions& 
   trace_.name = fmt::format("session-{}", id_);
   trace_.header.source = "capuchind";
   trace_.header.device = fmt::format("cuda:{}", hello_.device);
-  // CAPUCHIN_BUDGET's fraction is of the device's memory (as the executor resolves it);
-  // only when the job could not say how much that is does it stay a fraction of the peak.
-  if (hello_.budget_fraction > 0 && hello_.device_memory_bytes > 0) {
-    budget_.bytes = static_cast<std::uint64_t>(hello_.budget_fraction * static_cast<double>(hello_.device_memory_bytes));
-    has_budget_ = budget_.bytes > 0;
-  } else if (hello_.budget_fraction > 0) {
-    budget_.is_fraction = true;
-    budget_.fraction = hello_.budget_fraction;
-    has_budget_ = true;
-  } else if (hello_.budget_bytes > 0) {
-    budget_.bytes = hello_.budget_bytes;
-    has_budget_ = true;
-  }
+  // CAPUCHIN_BUDGET as the job gave it (budget.hpp): resolved against what is known when asked.
+  if (hello_.budget_bytes > 0) budget_ = Budget{Budget::Kind::Bytes, hello_.budget_bytes, 0};
+  else if (hello_.budget_of_device > 0) budget_ = Budget{Budget::Kind::OfDevice, 0, hello_.budget_of_device};
+  else if (hello_.budget_of_peak > 0) budget_ = Budget{Budget::Kind::OfPeak, 0, hello_.budget_of_peak};
+  has_budget_ = hello_.budget_bytes > 0 || hello_.budget_of_device > 0 || hello_.budget_of_peak > 0;
   executor_ = has_budget_;  // CAPUCHIN_BUDGET starts the executor in the job
-  job_budget_ = has_budget_ && !budget_.is_fraction ? budget_.bytes : 0;
+  job_budget_ = has_budget_ ? budget_.resolve(hello_.device_memory_bytes, 0) : 0;
   if (!opt_.log_dir.empty()) {
     std::error_code ec;
     std::filesystem::create_directories(opt_.log_dir, ec);
     const std::string path = fmt::format("{}/session-{}-pid{}.jsonl", opt_.log_dir, id_, hello_.pid);
+    decision_log_path_ = path;
     try {  // spdlog reports failures by exception; they stop at this boundary
       auto sink = std::make_shared<spdlog::sinks::rotating_file_sink_mt>(path, opt_.log_max_bytes, opt_.log_files);
       log_ = std::make_shared<spdlog::logger>(fmt::format("session-{}", id_), std::move(sink));
@@ -157,10 +150,15 @@ void Session::close(std::string_view why) {
   ids_.clear();
 }
 
+std::uint64_t Session::known_natural_peak() const {
+  // The executor's own measure first: what the job really held before anything moved.
+  if (exec_.natural_peak_bytes) return exec_.natural_peak_bytes;
+  return natural_peak_ ? natural_peak_ : segment_natural_peak_;
+}
+
 std::uint64_t Session::resolved_budget() const {
   if (!has_budget_) return 0;
-  if (!budget_.is_fraction) return budget_.bytes;
-  return natural_peak_ ? budget_.resolve(natural_peak_) : 0;
+  return budget_.resolve(hello_.device_memory_bytes, known_natural_peak());
 }
 
 proto::ProtoExpected<void> Session::on_names(const proto::NamesView& names) {
@@ -506,14 +504,16 @@ std::uint64_t largest_launch_bytes(const plan::SegmentJob& job) {
 }
 }  // namespace
 
-Status Session::set_budget(const SizeOrFraction& b, std::string_view as_text, std::string* code) {
+Status Session::set_budget(const Budget& b, std::string_view as_text, std::string* code) {
   std::uint64_t for_job = 0;
   if (executor_) {
-    const std::uint64_t peak = natural_peak_ ? natural_peak_ : segment_natural_peak_;
-    for_job = b.is_fraction ? b.resolve(peak) : b.bytes;
+    for_job = b.resolve(hello_.device_memory_bytes, known_natural_peak());
     if (for_job == 0) {
       *code = "not-ready";
-      return make_error(fmt::format("{} of the natural peak: no iteration learned yet; give a size (e.g. 2GiB)", as_text));
+      return make_error(b.needs_peak()
+                            ? fmt::format("{} ({}): no iteration learned yet; give a size (e.g. 2GiB)", as_text, b.describe())
+                            : fmt::format("{} ({}): the job did not say how much memory its device has; give a size",
+                                          as_text, b.describe()));
     }
     if (for_job < job_minimum_) {
       *code = "below-minimum";
@@ -528,8 +528,9 @@ Status Session::set_budget(const SizeOrFraction& b, std::string_view as_text, st
   r.action = "set-budget";
   r.bytes = executor_ ? for_job : resolved_budget();
   r.reason = "query";
-  r.note = executor_ ? fmt::format("budget set to {} ({}); sent to the job's executor", as_text, format_bytes(for_job))
-                     : fmt::format("budget set to {}", as_text);
+  r.note = executor_ ? fmt::format("budget set to {} ({}: {}); sent to the job's executor", as_text, b.describe(),
+                                    format_bytes(for_job))
+                     : fmt::format("budget set to {} ({})", as_text, b.describe());
   record(std::move(r));
   if (executor_) {
     budget_for_job_ = for_job;
@@ -717,6 +718,7 @@ nlohmann::ordered_json Session::summary() const {
   j["id"] = id_;
   j["pid"] = hello_.pid;
   j["cmdline"] = hello_.cmdline;
+  j["run_tag"] = hello_.run_tag;
   j["device"] = hello_.device;
   j["state"] = closed_ ? "closed" : "attached";
   j["mode"] = plan_active_ ? "active" : "passive";
@@ -733,8 +735,14 @@ nlohmann::ordered_json Session::summary() const {
 
 nlohmann::ordered_json Session::detail() const {
   nlohmann::ordered_json j = summary();
-  j["budget"] = has_budget_ ? (budget_.is_fraction ? fmt::format("{}", budget_.fraction) : format_bytes(budget_.bytes))
-                            : std::string("none");
+  j["budget"] = has_budget_ ? budget_.describe() : std::string("none");
+  j["executor_budget_bytes"] = exec_.budget_bytes;
+  j["peak_resident_bytes"] = exec_.peak_resident_bytes;
+  j["executor_natural_peak_bytes"] = exec_.natural_peak_bytes;
+  j["plans_from_daemon"] = exec_.plans_from_daemon;
+  j["plans_embedded"] = exec_.plans_embedded;
+  j["executor_iterations"] = exec_.iterations;
+  j["decision_log"] = decision_log_path_;
   j["backend"] = hello_.backend == proto::Backend::Uvm ? "uvm" : "pinned";
   j["device_memory_bytes"] = hello_.device_memory_bytes;
   j["natural_peak_bytes"] = natural_peak_;

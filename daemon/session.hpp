@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "capuchin/budget.hpp"
 #include "capuchin/decision_log.hpp"
 #include "capuchin/learn.hpp"
 #include "capuchin/plan.hpp"
@@ -90,13 +91,14 @@ class Session {
   void on_exec_stats(const proto::ExecStats& s);
   // Executed decision records from the interposer (JSON lines): logged, kept, counted.
   proto::ProtoExpected<void> on_decisions(std::string_view lines);
-  // A live budget change (bytes or a fraction of the natural peak). For a job with an
-  // executor the bytes are sent to it (on_budget_ready; a fraction needs a natural peak
-  // learned first, else an error says so); otherwise the advisory plan is remade. Refused (`*code` set: "not-ready" for a fraction before a peak is
-  // known, "below-minimum" under the most one launch of the job needs at once) with a message
+  // A live budget change (budget.hpp). For a job with an executor the bytes are sent to it
+  // (on_budget_ready; "0.5x" needs a natural peak learned first and "60%" the device's size,
+  // else an error says so); otherwise the advisory plan is remade. Refused (`*code` set:
+  // "not-ready" for a budget that cannot be resolved yet, "below-minimum" under the most one launch of the job needs at once) with a message
   // naming what would be accepted; the job's executor clamps too, so a job is never killed by it.
-  Status set_budget(const SizeOrFraction& b, std::string_view as_text, std::string* code);
+  Status set_budget(const Budget& b, std::string_view as_text, std::string* code);
   std::uint64_t job_minimum() const { return job_minimum_; }
+  const std::string& run_tag() const { return hello_.run_tag; }
   // set-budget's bytes for the job's executor, once (0: nothing to send).
   std::uint64_t take_budget_for_job();
   std::function<void()> on_budget_ready;  // set by the connection
@@ -155,6 +157,7 @@ class Session {
   void install_advisory(AdvisoryPlan a);
   void compact();
   std::uint64_t resolved_budget() const;
+  std::uint64_t known_natural_peak() const;  // 0: not yet
   void record(DecisionRecord r);
   double now_s() const;
 
@@ -190,8 +193,9 @@ class Session {
   std::uint32_t period_kernels_ = 0;
 
   // Budget and plans.
-  SizeOrFraction budget_;
+  Budget budget_;
   bool has_budget_ = false;
+  std::string decision_log_path_;  // "": none (no log directory, or it could not be opened)
   std::uint32_t plan_seq_ = 0;
   std::optional<proto::PlanMessage> pending_plan_;
   nlohmann::ordered_json plan_json_;       // the last plan (plan_to_json), null when none

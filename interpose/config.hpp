@@ -28,7 +28,7 @@ struct Config {
   LogLevel log_level = LogLevel::Warn;    // CAPUCHIN_LOG=off|error|warn|info|debug
   bool daemon = false;                    // CAPUCHIN_SOCKET=path: stream events to capuchind (daemon_sink.hpp)
   char socket_path[108] = {};
-  char budget[64] = {};                   // CAPUCHIN_BUDGET (parse_size_or_fraction), for the daemon's hello
+  char budget[64] = {};                   // CAPUCHIN_BUDGET (budget.hpp), for the daemon's hello
   char backend[16] = {};                  // CAPUCHIN_BACKEND=uvm|pinned
 
   bool capturing() const { return !disabled && (sink != SinkKind::None || daemon || budget[0] != '\0'); }

@@ -16,6 +16,7 @@
 #include <fstream>
 #include <mutex>
 
+#include "capuchin/budget.hpp"
 #include "capuchin/units.hpp"
 #include "real_api.hpp"
 
@@ -92,10 +93,12 @@ class DaemonSink final : public Sink {
   DaemonSink(const Config& c, std::unique_ptr<Sink> inner) : path_(c.socket_path), inner_(std::move(inner)) {
     hello_.pid = static_cast<std::uint32_t>(getpid());
     hello_.cmdline = read_cmdline();
+    if (const char* tag = std::getenv("CAPUCHIN_RUN_TAG")) hello_.run_tag = std::string(tag).substr(0, proto::kMaxRunTagBytes);
     if (c.budget[0] != '\0') {
-      if (auto b = parse_size_or_fraction(c.budget); b) {
-        if (b->is_fraction) hello_.budget_fraction = b->fraction;
-        else hello_.budget_bytes = b->bytes;
+      if (auto b = parse_budget(c.budget); b) {
+        if (b->kind == Budget::Kind::Bytes) hello_.budget_bytes = b->bytes;
+        else if (b->kind == Budget::Kind::OfDevice) hello_.budget_of_device = b->ratio;
+        else hello_.budget_of_peak = b->ratio;
       } else {
         log(LogLevel::Warn, "CAPUCHIN_BUDGET=%s: %s; no budget", c.budget, b.error().message.c_str());
       }
@@ -247,14 +250,8 @@ class DaemonSink final : public Sink {
     ExecTotals c{};
     const ExecTotalsSource source = g_totals_source.load(std::memory_order_acquire);
     if (fd_ < 0 || source == nullptr || !source(c) || (sent_stats_ && c == last_stats_)) return;
-    proto::ExecStats st;
-    st.evicted_bytes = c.evicted_bytes;
-    st.prefetched_bytes = c.prefetched_bytes;
-    st.recomputed_bytes = c.recomputed_bytes;
-    st.stalls = c.stalls;
-    st.resident_bytes = c.resident_bytes;
     out_.clear();
-    proto::encode_exec_stats(out_, st);
+    proto::encode_exec_stats(out_, c);
     if (send_bytes()) last_stats_ = c, sent_stats_ = true;
   }
 

@@ -50,10 +50,7 @@ std::uint64_t daemon_budget(std::uint64_t* generation);
 // The executor's running totals for the daemon's session view, asked for by the drain thread
 // when the link is up; the source must never wait (false: none now). Set once at start by the
 // library (library.cpp), so the link does not depend on the executor.
-struct ExecTotals {
-  std::uint64_t evicted_bytes = 0, prefetched_bytes = 0, recomputed_bytes = 0, stalls = 0, resident_bytes = 0;
-  bool operator==(const ExecTotals&) const = default;
-};
+using ExecTotals = proto::ExecStats;
 using ExecTotalsSource = bool (*)(ExecTotals&);
 void set_exec_totals_source(ExecTotalsSource source);
 

@@ -15,12 +15,6 @@ namespace capuchin::interpose {
 
 namespace {
 
-bool exec_totals(ExecTotals& t) {
-  exec::Counters c{};
-  if (!exec::counters(c)) return false;
-  t = ExecTotals{c.evicted_bytes, c.prefetched_bytes, c.recomputed_bytes, c.stalls, c.resident_bytes};
-  return true;
-}
 
 void at_exit() { stop_library(nullptr, 0); }
 
@@ -31,7 +25,7 @@ void start_library() {
   // Before std::atexit: the planner's statics are then destroyed after the exit handler ran.
   if (config().budget[0] != '\0') exec::warm_up_planning();
   std::atexit(at_exit);
-  if (exec::init()) set_exec_totals_source(exec_totals);
+  if (exec::init()) set_exec_totals_source(exec::counters);
 }
 
 void stop_library(char* summary, std::size_t summary_bytes) {

@@ -86,6 +86,6 @@ if compgen -G "../shared/traces/*.jsonl*" >/dev/null; then
   echo "   each trace's last iteration repeated to 8: capuchin follows a plan from about the 4th)"
   for t in ../shared/traces/*.jsonl*; do
     # exit status 3: infeasible at this budget (a result, printed like the others)
-    { "$B/bin/capuchin" sim --trace "$t" --iters 8 --gpu h200 --budget 0.5 --policy capuchin || [ $? -eq 3 ]; } | head -n 4
+    { "$B/bin/capuchin" sim --trace "$t" --iters 8 --gpu h200 --budget 0.5x --policy capuchin || [ $? -eq 3 ]; } | head -n 4
   done
 fi

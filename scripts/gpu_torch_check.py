@@ -126,7 +126,7 @@ def main():
         if t is None:
             return
         peak = plain["peak_allocated"]
-        budget = int(frac * peak) if not a.dry else frac
+        budget = int(frac * peak) if not a.dry else f"{frac:g}x"
         tag = f"torch-{model}-b{frac}"
         dlog = os.path.join(a.out, tag + ".decisions.jsonl")
         if os.path.exists(dlog):

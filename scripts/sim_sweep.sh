@@ -21,7 +21,7 @@ if [ ! -e "${traces[0]}" ]; then
   exit 1
 fi
 out=${OUT:-build/sim-sweep}
-budgets=${BUDGETS:-1.0,0.8,0.6,0.5,0.4,0.3,0.2}
+budgets=${BUDGETS:-1x,0.8x,0.6x,0.5x,0.4x,0.3x,0.2x}
 policies=${POLICIES:-ideal,none,lru-uvm,vdnn,dtr,checkpoint-sqrt,capuchin,capuchin-swap}
 iters=${ITERS:-8}
 gpus=("$@")

@@ -34,7 +34,7 @@ namespace capuchin::proto {
 static_assert(std::endian::native == std::endian::little, "the wire format is little-endian");
 
 inline constexpr std::uint32_t kMagic = 0x4e435043u;  // "CPCN" in memory order
-inline constexpr std::uint16_t kProtocolVersion = 2;  // 2: plan requests carry late arrivals
+inline constexpr std::uint16_t kProtocolVersion = 3;  // 2: plan requests carry late arrivals; 3: budget kinds, run tag, executor peaks
 inline constexpr std::uint32_t kMaxFrameBytes = 8u << 20;  // payload limit
 inline constexpr std::uint32_t kMaxEventsPerBatch = 65536;
 inline constexpr std::uint32_t kMaxIdsPerBatch = 1u << 20;
@@ -98,12 +98,16 @@ struct HelloInfo {
   std::uint32_t pid = 0;
   std::int32_t device = 0;
   std::uint64_t device_memory_bytes = 0;  // 0: unknown
-  std::uint64_t budget_bytes = 0;         // 0: no budget (passive) unless a fraction is given
-  double budget_fraction = 0;             // of the learned natural peak (0: none)
+  // CAPUCHIN_BUDGET (budget.hpp), at most one of the three non-zero; all zero: no budget.
+  std::uint64_t budget_bytes = 0;         // a size
+  double budget_of_device = 0;            // "60%": 0.6 of device_memory_bytes
+  double budget_of_peak = 0;              // "0.5x": of the job's natural peak, once known
   Backend backend = Backend::Uvm;
   std::uint16_t client_version = kProtocolVersion;
   std::string cmdline;                    // arguments separated by ' '
+  std::string run_tag;                    // CAPUCHIN_RUN_TAG: the `capuchin run` that started it ("": none)
 };
+inline constexpr std::size_t kMaxRunTagBytes = 64;
 
 struct Welcome {
   std::uint64_t session_id = 0;
@@ -206,13 +210,20 @@ struct PlanMessage {
 
 // ---- Executor reports (defined now, sent by the executor when it lands) --------------------
 
+// The executor's totals (interpose/exec fills them; the daemon link sends them when changed).
 struct ExecStats {
   std::uint64_t evicted_bytes = 0, prefetched_bytes = 0, recomputed_bytes = 0;
   std::uint64_t stalls = 0;
   double stall_s = 0;
   std::uint64_t resident_bytes = 0;
+  std::uint64_t budget_bytes = 0;          // in force now (0: none yet, a "0.5x" still unresolved)
+  std::uint64_t peak_resident_bytes = 0;   // the most the executor ever held on the device
+  std::uint64_t natural_peak_bytes = 0;    // the job's peak without capuchin, once known (0: not yet)
+  std::uint64_t plans_from_daemon = 0, plans_embedded = 0;  // plans adopted, by who made them
+  std::uint64_t iterations = 0;            // learned iterations run
+  bool operator==(const ExecStats&) const = default;
 };
-static_assert(sizeof(ExecStats) == 48);
+static_assert(sizeof(ExecStats) == 96 && std::is_trivially_copyable_v<ExecStats>);
 
 // ---- Encoding --------------------------------------------------------------------------------
 

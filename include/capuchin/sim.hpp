@@ -225,8 +225,9 @@ Comparison simulate_against_ideal(const PreparedTrace& p, Policy& policy, const 
                                   double ideal_time_s);
 double ideal_time_s(const PreparedTrace& p);
 
-// Resolves a --budget text: a fraction of the natural peak (0 < x <= 1) or a size.
-Expected<std::uint64_t> resolve_budget(std::string_view text, std::uint64_t natural_peak_bytes);
+// Resolves a --budget text (budget.hpp): a size, a share of the profile's memory ("60%") or
+// a multiple of the trace's natural peak ("0.5x").
+Expected<std::uint64_t> resolve_budget(std::string_view text, std::uint64_t natural_peak_bytes, const GpuProfile& gpu);
 
 // ---- Sweep report -------------------------------------------------------------------------
 

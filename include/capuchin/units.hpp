@@ -14,17 +14,6 @@ namespace capuchin {
 // GB, TB (powers of 1000); case-insensitive, optional space. The result must be > 0.
 Expected<std::uint64_t> parse_size(std::string_view text);
 
-// Either a fraction (0 < x <= 1, written with a '.') of some reference, or a size.
-struct SizeOrFraction {
-  bool is_fraction = false;
-  double fraction = 0;
-  std::uint64_t bytes = 0;
-  std::uint64_t resolve(std::uint64_t reference) const {
-    return is_fraction ? static_cast<std::uint64_t>(fraction * static_cast<double>(reference)) : bytes;
-  }
-};
-Expected<SizeOrFraction> parse_size_or_fraction(std::string_view text);
-
 std::string format_bytes(std::uint64_t bytes);  // binary units, one decimal
 
 }  // namespace capuchin

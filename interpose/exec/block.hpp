@@ -107,6 +107,8 @@ class Ledger {
   std::uint64_t budget = 0;
   std::uint64_t resident() const { return resident_; }
   std::uint64_t peak() const { return peak_; }
+  // From now on the peak counts anew (a budget that applies only now: CAPUCHIN_BUDGET=Nx).
+  void restart_peak() { peak_ = resident_; }
   bool fits(std::uint64_t more) const { return resident_ + more <= budget; }
   void move(Block& b, Where to) {
     if (charged(b.where) && !charged(to)) resident_ -= b.span;

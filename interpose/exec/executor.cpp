@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "capture.hpp"
+#include "capuchin/budget.hpp"
 #include "capuchin/units.hpp"
 #include "daemon_sink.hpp"
 #include "executor.hpp"
@@ -133,12 +134,20 @@ CUresult start(Executor& e) {
   }
   size_t free_b = 0, total_b = 0;
   if (CUresult r = e.api.mem_get_info(&free_b, &total_b); r != CUDA_SUCCESS) return r;
-  auto parsed = parse_size_or_fraction(e.opt.budget_text);
+  auto parsed = parse_budget(e.opt.budget_text);
   if (!parsed) {
     log(LogLevel::Error, "CAPUCHIN_BUDGET=%s: %s; the executor is off", e.opt.budget_text.c_str(), parsed.error().message.c_str());
     return CUDA_ERROR_INVALID_VALUE;
   }
-  e.ledger.budget = parsed->resolve(total_b);
+  if (parsed->needs_peak()) {
+    // Nothing to resolve it against yet: the device's memory bounds the job meanwhile.
+    e.pending_peak_multiple = parsed->ratio;
+    e.ledger.budget = total_b;
+    log(LogLevel::Info, "CAPUCHIN_BUDGET=%s: the job's natural peak is not known yet; no budget applies until its first "
+                        "iteration has been learned", e.opt.budget_text.c_str());
+  } else {
+    e.ledger.budget = parsed->resolve(total_b, 0);
+  }
   if (e.ledger.budget == 0) {
     log(LogLevel::Error, "CAPUCHIN_BUDGET=%s resolves to 0 bytes; the executor is off", e.opt.budget_text.c_str());
     return CUDA_ERROR_INVALID_VALUE;
@@ -330,6 +339,9 @@ policy::Step Executor::feed(const policy::Event& ev, std::span<const std::uint64
     std::snprintf(note, sizeof note, "%zu decisions: %u swaps, %u recomputes%s", p.decisions.size(), p.swaps, p.recomputes,
                   p.fits ? "" : "; does not fit the budget alone");
     decisions.record(Action::Plan, kNoBlockId, 0, p.from_daemon ? "capuchind" : "embedded", p.expected_overhead_s, note);
+    ++(p.from_daemon ? plans_from_daemon : plans_embedded);
+    if (decisions.tally().of(Action::Evict) + decisions.tally().of(Action::Drop) > 0)
+      natural_peak = std::max(natural_peak, p.natural_peak);  // the ledger's peak is no longer the natural one
   }
   for (const policy::Command& c : cmds) apply(c);
   cmds.clear();
@@ -349,6 +361,7 @@ void Executor::end_iteration() {
   poll_lateness();
   planning.drop_unstamped_probes();
   report_need();
+  resolve_peak_budget();
   adopt_daemon_budget();
   decisions.end_iteration();
   trim_cache();
@@ -455,6 +468,29 @@ void Executor::adopt_daemon_budget() {
   planning.invalidate();  // the next plan is made for it
 }
 
+// CAPUCHIN_BUDGET=Nx: at the end of the first learned iteration, while nothing has been moved
+// out, the most the executor has held is the job's natural peak; the budget is N times it
+// (never below what one launch needs) and applies from the next iteration.
+void Executor::resolve_peak_budget() {
+  const Tally& t = decisions.tally();
+  if (t.of(Action::Evict) + t.of(Action::Drop) == 0) natural_peak = std::max(natural_peak, ledger.peak());
+  if (pending_peak_multiple == 0 || !planning.controller().locked() || natural_peak == 0) return;
+  const auto wanted = static_cast<std::uint64_t>(pending_peak_multiple * static_cast<double>(natural_peak));
+  const std::uint64_t adopted = std::max(wanted, need.min_needed);
+  char note[200];
+  std::snprintf(note, sizeof note, "CAPUCHIN_BUDGET=%s: %g x the natural peak %" PRIu64 " bytes = %" PRIu64 " bytes%s",
+                opt.budget_text.c_str(), pending_peak_multiple, natural_peak, wanted,
+                adopted != wanted ? ", raised to the job's minimum" : "");
+  log(LogLevel::Info, "capuchin: %s", note);
+  decisions.record(Action::Budget, kNoBlockId, adopted, "natural-peak", -1, note);
+  pending_peak_multiple = 0;
+  ledger.budget = adopted;
+  ledger.restart_peak();  // the resident peak the summary reports is the budget's
+  budget_source = std::string("CAPUCHIN_BUDGET=") + opt.budget_text + " of the natural peak " + format_bytes(natural_peak);
+  need.warned = false;
+  planning.invalidate();
+}
+
 // ---- start, counters, exit ---------------------------------------------------------------
 
 bool init() {
@@ -489,14 +525,24 @@ bool init() {
   return true;
 }
 
-bool counters(Counters& out) {
+bool counters(proto::ExecStats& out) {
   if (!on() || g_ex == nullptr || !is_started()) return false;
   Executor& e = *g_ex;
   std::unique_lock<std::mutex> lock(e.mu, std::try_to_lock);
   if (!lock.owns_lock()) return false;  // busy: the next pass
   const Tally& t = e.decisions.tally();
-  out = Counters{t.evicted_bytes, t.prefetched_bytes, t.recomputed_bytes, t.of(Action::Stall) + t.of(Action::SwapinOnDemand),
-                 e.ledger.resident()};
+  out = proto::ExecStats{};
+  out.evicted_bytes = t.evicted_bytes;
+  out.prefetched_bytes = t.prefetched_bytes;
+  out.recomputed_bytes = t.recomputed_bytes;
+  out.stalls = t.of(Action::Stall) + t.of(Action::SwapinOnDemand);
+  out.resident_bytes = e.ledger.resident();
+  out.budget_bytes = e.pending_peak_multiple > 0 ? 0 : e.ledger.budget;
+  out.peak_resident_bytes = e.ledger.peak();
+  out.natural_peak_bytes = e.natural_peak;
+  out.plans_from_daemon = e.plans_from_daemon;
+  out.plans_embedded = e.plans_embedded;
+  out.iterations = e.planning.controller().stats().iterations;
   return true;
 }
 

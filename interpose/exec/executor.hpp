@@ -22,6 +22,8 @@
 #include <memory>
 #include <vector>
 
+#include "capuchin/protocol.hpp"
+
 namespace capuchin::interpose {
 struct FuncLayout;
 }
@@ -46,11 +48,7 @@ void warm_up_planning();
 // The executor's running totals, for the daemon's session view (taken under the executor's
 // lock if it is free: call from the drain thread, never from a hook). false when the
 // executor is off or busy: the drain never waits for it.
-struct Counters {
-  std::uint64_t evicted_bytes, prefetched_bytes, recomputed_bytes, stalls, resident_bytes;
-  bool operator==(const Counters&) const = default;
-};
-bool counters(Counters& out);
+bool counters(proto::ExecStats& out);
 
 // Allocation hooks. true: the executor handled the call and *r is its result; false: the hook
 // forwards to the real call (not ours, or a fallback).

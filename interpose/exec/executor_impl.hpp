@@ -95,6 +95,11 @@ class Executor {
   KernelTable kernels;
   NeedTracker need;
   std::string budget_source;            // where the budget came from, for messages
+  // CAPUCHIN_BUDGET=Nx: N while the job's natural peak is not known yet (no budget applies
+  // until the first learned iteration ends; resolve_peak_budget), then 0.
+  double pending_peak_multiple = 0;
+  std::uint64_t natural_peak = 0;       // the job's peak without capuchin, once seen (0: not yet)
+  std::uint64_t plans_from_daemon = 0, plans_embedded = 0;  // plans adopted, by who made them
   std::uint64_t daemon_budget_gen = 0;  // daemon_budget() generation last applied
   bool simcuda = false;
   bool pool_full_warned = false;
@@ -133,6 +138,7 @@ class Executor {
   void note_launch_need(std::uint64_t total, std::uint64_t total_managed, std::string_view kernel);
   void report_need();
   void adopt_daemon_budget();
+  void resolve_peak_budget();
   void trim_cache();
   std::string budget_desc() const;
   void warn_pool_full();

@@ -77,10 +77,12 @@ void encode_hello(std::vector<std::uint8_t>& out, const HelloInfo& h) {
   w.put(h.device);
   w.put(h.device_memory_bytes);
   w.put(h.budget_bytes);
-  w.put(h.budget_fraction);
+  w.put(h.budget_of_device);
+  w.put(h.budget_of_peak);
   w.put(static_cast<std::uint16_t>(h.backend));
   w.put(h.client_version);
   w.str(std::string_view(h.cmdline).substr(0, kMaxCmdlineBytes));
+  w.str(std::string_view(h.run_tag).substr(0, kMaxRunTagBytes));
   end_frame(out, at);
 }
 
@@ -159,16 +161,18 @@ ProtoExpected<HelloInfo> decode_hello(std::span<const std::uint8_t> payload) {
   h.device = r.get<std::int32_t>();
   h.device_memory_bytes = r.get<std::uint64_t>();
   h.budget_bytes = r.get<std::uint64_t>();
-  h.budget_fraction = r.get<double>();
+  h.budget_of_device = r.get<double>();
+  h.budget_of_peak = r.get<double>();
   const auto backend = r.get<std::uint16_t>();
   h.client_version = r.get<std::uint16_t>();
   h.cmdline = std::string(r.str(kMaxCmdlineBytes));
+  h.run_tag = std::string(r.str(kMaxRunTagBytes));
   if (!r.ok) return fail(ProtoErrc::Truncated, "hello payload truncated or its command line too long");
   if (r.left() != 0) return fail(ProtoErrc::BadPayload, "hello payload has trailing bytes");
   if (backend > 1) return fail(ProtoErrc::BadPayload, fmt::format("hello: unknown backend {}", backend));
   h.backend = static_cast<Backend>(backend);
-  if (!(h.budget_fraction >= 0 && h.budget_fraction <= 1))
-    return fail(ProtoErrc::BadPayload, "hello: budget fraction outside [0, 1]");
+  if (!(h.budget_of_device >= 0 && h.budget_of_device <= 1) || !(h.budget_of_peak >= 0 && h.budget_of_peak <= 1))
+    return fail(ProtoErrc::BadPayload, "hello: budget share outside [0, 1]");
   if (h.client_version != kProtocolVersion)
     return fail(ProtoErrc::BadVersion, fmt::format("hello: client speaks protocol {}, daemon {}", h.client_version,
                                                    kProtocolVersion));

@@ -18,6 +18,8 @@
 #include <cmath>
 
 #include "capuchin/sim.hpp"
+
+#include "capuchin/budget.hpp"
 #include "capuchin/units.hpp"
 
 namespace capuchin::sim {
@@ -158,11 +160,11 @@ std::vector<double> event_durations(const trace::Trace& t, const GpuProfile& gpu
   return d;
 }
 
-Expected<std::uint64_t> resolve_budget(std::string_view text, std::uint64_t natural_peak_bytes) {
-  auto b = parse_size_or_fraction(text);
+Expected<std::uint64_t> resolve_budget(std::string_view text, std::uint64_t natural_peak_bytes, const GpuProfile& gpu) {
+  auto b = parse_budget(text);
   if (!b) return make_error("--budget: " + b.error().message);
-  const std::uint64_t bytes = b->resolve(natural_peak_bytes);
-  if (bytes == 0) return make_error("--budget '" + std::string(text) + "' resolves to 0 bytes");
+  const std::uint64_t bytes = b->resolve(gpu.memory_bytes, natural_peak_bytes);
+  if (bytes == 0) return make_error(fmt::format("--budget '{}' ({}) resolves to 0 bytes", text, b->describe()));
   return bytes;
 }
 

@@ -46,23 +46,6 @@ Expected<std::uint64_t> parse_size(std::string_view text) {
   return make_error(fmt::format("unknown unit '{}' in '{}' (use B, KiB, MiB, GiB, TiB, KB, MB, GB, TB)", unit, text));
 }
 
-Expected<SizeOrFraction> parse_size_or_fraction(std::string_view text) {
-  const std::string_view s = trim(text);
-  const bool only_number = !s.empty() && s.find_first_not_of("0123456789.") == std::string_view::npos;
-  if (only_number && s.find('.') != std::string_view::npos) {
-    double x = 0;
-    auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), x);
-    if (ec != std::errc() || end != s.data() + s.size())
-      return make_error(fmt::format("'{}' is not a number", text));
-    if (!(x > 0 && x <= 1))
-      return make_error(fmt::format("fraction '{}' must be in (0, 1]; give a size with a unit for more", text));
-    return SizeOrFraction{true, x, 0};
-  }
-  auto b = parse_size(s);
-  if (!b) return Unexpected{b.error()};
-  return SizeOrFraction{false, 0, *b};
-}
-
 std::string format_bytes(std::uint64_t bytes) {
   static constexpr std::array<const char*, 5> names{"B", "KiB", "MiB", "GiB", "TiB"};
   double v = static_cast<double>(bytes);

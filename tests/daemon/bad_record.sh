@@ -13,7 +13,7 @@ dpid=$!
 trap 'kill $dpid 2>/dev/null; wait $dpid 2>/dev/null' EXIT
 for _ in $(seq 100); do [ -S "$sock" ] && break; sleep 0.05; done
 "$TRAIN" --iters 3 > "$out/ref.txt"
-CAPUCHIN_LOG=info LD_PRELOAD="$PRELOAD_PREFIX" "$CAPUCHIN" run --socket "$sock" --budget 0.5 --record "$out/no/such/dir/t.jsonl" \
+CAPUCHIN_LOG=info LD_PRELOAD="$PRELOAD_PREFIX" "$CAPUCHIN" run --socket "$sock" --budget 50% --record "$out/no/such/dir/t.jsonl" \
   -- "$TRAIN" --iters 3 > "$out/run.txt" 2> "$out/run.err" || { echo "FAIL: the job failed"; cat "$out/run.err"; exit 1; }
 cmp -s "$out/ref.txt" "$out/run.txt" || { echo "FAIL: output differs"; exit 1; }
 grep -q "no trace is written; the job stays attached to capuchind; CAPUCHIN_BUDGET still applies" "$out/run.err" || {

@@ -35,12 +35,12 @@ for s in 1 2 3; do "$TRAIN" $args --iters $iters --seed $s > "$out/plain$s.txt";
 "$TRAIN" $args --iters $((iters * 4)) --seed 4 > "$out/plain4.txt"
 start_daemon
 
-# 1. Three concurrent jobs, different budgets (a fraction of the device, a size with a unit,
-# a fraction). Budgets are enforced by the executor; eviction itself is tested with it
+# 1. Three concurrent jobs, different budgets (a share of the device, a size with a unit,
+# a share). Budgets are enforced by the executor; eviction itself is tested with it
 # (tests/interpose), here every budget leaves room for the job's 64 KiB-granule peak.
-run_job 0.5 1 "$out/run1.txt" & p1=$!
+run_job 50% 1 "$out/run1.txt" & p1=$!
 run_job 1MiB 2 "$out/run2.txt" & p2=$!
-run_job 0.9 3 "$out/run3.txt" & p3=$!
+run_job 90% 3 "$out/run3.txt" & p3=$!
 seen=0
 for i in $(seq 1 400); do
   n=$("$CAPUCHIN" sessions --json --socket "$sock" | grep -o '"pid":' | wc -l || true)
@@ -77,7 +77,7 @@ assert next(s for s in samples if s.get("name") == "capuchin_up")["value"] == 1
 # 2. SIGKILL the daemon in the middle of a (longer) run; restart it while the job runs: the
 # job re-attaches as a new session of the new daemon, and its output stays identical.
 iters_saved=$iters; iters=$((iters * 4))
-run_job 0.5 4 "$out/run4.txt" & p4=$!
+run_job 50% 4 "$out/run4.txt" & p4=$!
 iters=$iters_saved
 for i in $(seq 1 400); do
   "$CAPUCHIN" sessions --json --socket "$sock" | grep -q '"pid":' && break
@@ -95,7 +95,7 @@ wait $p4 || { echo "FAIL: the job failed after the daemon was killed"; exit 1; }
 cmp -s "$out/plain4.txt" "$out/run4.txt" || { echo "FAIL: output differs after SIGKILL of the daemon"; exit 1; }
 echo "daemon SIGKILLed mid-run: job output identical; re-attached to the restarted daemon: $reattached"
 [ $reattached -eq 1 ] || { echo "FAIL: the job did not re-attach to the restarted daemon"; exit 1; }
-run_job 1.0 1 "$out/run5.txt"
+run_job 100% 1 "$out/run5.txt"
 cmp -s "$out/plain1.txt" "$out/run5.txt" || { echo "FAIL: output differs with the restarted daemon"; exit 1; }
 "$CAPUCHIN" --socket "$sock" sessions --all --json | grep -q '"pid":' || { echo "FAIL: the restarted daemon took no session"; exit 1; }
 echo "restarted daemon accepted a new session"

@@ -61,8 +61,9 @@ TEST(Protocol, HelloAndEventsRoundTrip) {
   std::vector<std::uint8_t> out;
   proto::HelloInfo h;
   h.pid = 77;
-  h.budget_fraction = 0.5;
+  h.budget_of_peak = 0.5;
   h.cmdline = "train --x";
+  h.run_tag = "123-456";
   proto::encode_hello(out, h);
   Gen g;
   g.setup();
@@ -80,7 +81,9 @@ TEST(Protocol, HelloAndEventsRoundTrip) {
   ASSERT_TRUE(hh.has_value());
   EXPECT_EQ(hh->pid, 77u);
   EXPECT_EQ(hh->cmdline, "train --x");
-  EXPECT_DOUBLE_EQ(hh->budget_fraction, 0.5);
+  EXPECT_DOUBLE_EQ(hh->budget_of_peak, 0.5);
+  EXPECT_EQ(hh->budget_of_device, 0.0);
+  EXPECT_EQ(hh->run_tag, "123-456");
   ASSERT_TRUE(*fr.next(f));
   proto::EventBatch b;
   ASSERT_TRUE(proto::decode_events(f.payload, b).has_value());
@@ -292,23 +295,28 @@ TEST(Session, PlansTheJobsSegmentsAndSendsSetBudgetToItsExecutor) {
   std::string code;
   int sent = 0;
   s.on_budget_ready = [&] { ++sent; };
-  ASSERT_TRUE(s.set_budget(*parse_size_or_fraction("12MiB"), "12MiB", &code).has_value());
+  ASSERT_TRUE(s.set_budget(*parse_budget("12MiB"), "12MiB", &code).has_value());
   EXPECT_EQ(sent, 1);
   EXPECT_EQ(s.take_budget_for_job(), 12u << 20);
   EXPECT_EQ(s.take_budget_for_job(), 0u);
-  ASSERT_TRUE(s.set_budget(*parse_size_or_fraction("0.95"), "0.95", &code).has_value());
+  ASSERT_TRUE(s.set_budget(*parse_budget("0.95x"), "0.95x", &code).has_value());
   EXPECT_EQ(s.take_budget_for_job(), static_cast<std::uint64_t>(0.95 * static_cast<double>(rep.plan.natural_peak)));
-  // A job without a learned peak cannot take a fraction.
+  // A job without a learned peak cannot take a multiple of it, nor a share of a device of unknown size.
   daemon::Session fresh(2, h, opt);
-  auto st = fresh.set_budget(*parse_size_or_fraction("0.5"), "0.5", &code);
+  auto st = fresh.set_budget(*parse_budget("0.5x"), "0.5x", &code);
   ASSERT_FALSE(st.has_value());
   EXPECT_NE(st.error().message.find("give a size"), std::string::npos);
+  EXPECT_EQ(code, "not-ready");
+  code.clear();
+  auto dev = fresh.set_budget(*parse_budget("50%"), "50%", &code);
+  ASSERT_FALSE(dev.has_value());
+  EXPECT_NE(dev.error().message.find("did not say how much memory"), std::string::npos) << dev.error().message;
   EXPECT_EQ(code, "not-ready");
   // Below what one of the job's launches touches at once (4 + 4 + 1 MiB): refused, naming the
   // minimum; nothing is sent to the job.
   EXPECT_EQ(s.job_minimum(), 9u << 20);
   code.clear();
-  auto low = s.set_budget(*parse_size_or_fraction("1KiB"), "1KiB", &code);
+  auto low = s.set_budget(*parse_budget("1KiB"), "1KiB", &code);
   ASSERT_FALSE(low.has_value());
   EXPECT_EQ(code, "below-minimum");
   EXPECT_NE(low.error().message.find(std::to_string(s.job_minimum()) + " bytes"), std::string::npos) << low.error().message;
@@ -320,7 +328,7 @@ TEST(Session, LearnsIterationsAndPlansUnderABudget) {
   opt.learn_min_events = 16;
   proto::HelloInfo h;
   h.pid = 1;
-  h.budget_fraction = 0.6;
+  h.budget_of_peak = 0.6;
   daemon::Session s(1, h, opt);
   ASSERT_TRUE(s.on_names(names()).has_value());
   Gen g;
@@ -340,7 +348,7 @@ TEST(Session, LearnsIterationsAndPlansUnderABudget) {
   EXPECT_EQ(s.tensors(100).size(), 6u);  // 3 local + 3 carried weights
   // A budget change replans.
   std::string code;
-  ASSERT_TRUE(s.set_budget(*parse_size_or_fraction("1GiB"), "1GiB", &code).has_value());
+  ASSERT_TRUE(s.set_budget(*parse_budget("1GiB"), "1GiB", &code).has_value());
   auto p2 = s.take_plan();
   ASSERT_TRUE(p2.has_value());
   EXPECT_EQ(p2->plan_seq, 2u);

@@ -16,9 +16,9 @@ cat > "$out/decisions.jsonl" <<'J'
 J
 "$CAPUCHIN" log "$out/decisions.jsonl" --filter evict,stall | tee "$out/log.txt"
 [ "$(wc -l < "$out/log.txt")" -eq 2 ] || { echo "FAIL: log --filter"; exit 1; }
-"$CAPUCHIN" report "$trace" --budget 0.6 -o "$out/report.html"
+"$CAPUCHIN" report "$trace" --budget 0.6x -o "$out/report.html"
 "$CAPUCHIN" report "$out/decisions.jsonl" -o "$out/report_log.html"
-"$CAPUCHIN" export perfetto "$trace" "$out/decisions.jsonl" --budget 0.6 -o "$out/perfetto.json"
+"$CAPUCHIN" export perfetto "$trace" "$out/decisions.jsonl" --budget 0.6x -o "$out/perfetto.json"
 grep -q '"traceEvents"' "$out/perfetto.json" && grep -q '"H2D copy engine"' "$out/perfetto.json" && grep -q '"ph":"C"' "$out/perfetto.json" \
   || { echo "FAIL: perfetto export lacks tracks"; exit 1; }
 grep -q 'id="memory-plot"' "$out/report.html" || { echo "FAIL: no memory plot in the report"; exit 1; }

@@ -26,7 +26,7 @@ check "two iterations" grep -q '"iterations":2' <<<"$stats"
 check "convolutions have flops" bash -c "zcat '$tmp/cnn.jsonl.gz' | grep -q '\"name\":\"aten::convolution\".*\"flops\"'"
 check "backward kernels captured" bash -c "zcat '$tmp/cnn.jsonl.gz' | grep -q 'convolution_backward'"
 check "frees placed" bash -c "zcat '$tmp/cnn.jsonl.gz' | grep -q '\"op\":\"free\"'"
-out=$("$bin" sim --trace "$tmp/cnn.jsonl.gz" --budget 0.7 --policy lru-uvm --json)
+out=$("$bin" sim --trace "$tmp/cnn.jsonl.gz" --budget 0.7x --policy lru-uvm --json)
 check "simulates" grep -q '"feasible":true' <<<"$out"
 
 "$py" "$script" --model mlp --batch-size 8 --iterations 1 --out "$tmp/mlp.jsonl"

@@ -13,14 +13,14 @@ check() {  # check DESCRIPTION CONDITION...
   if "$@"; then echo "ok   - $what"; else echo "FAIL - $what"; fails=$((fails + 1)); fi
 }
 
-out=$("$bin" sim --trace "$trace" --gpu h200 --budget 1.0 --policy none --json)
+out=$("$bin" sim --trace "$trace" --gpu h200 --budget 1x --policy none --json)
 check "sim exits 0" test $? -eq 0
 for key in policy gpu budget_bytes peak_bytes ideal_time_s time_s ratio stall_s swap_out_bytes swap_in_bytes recompute_s feasible; do
   check "json has $key" grep -q "\"$key\":" <<<"$out"
 done
 check "none at the natural peak is feasible, ratio 1" grep -q '"budget_bytes":479227264,.*"feasible":true.*"ratio":1.0' <<<"$out"
 
-out=$("$bin" sim --trace "$trace" --budget 0.5 --policy none --json); rc=$?
+out=$("$bin" sim --trace "$trace" --budget 0.5x --policy none --json); rc=$?
 check "none below the peak is infeasible" grep -q '"feasible":false' <<<"$out"
 check "an infeasible run exits 3" test "$rc" -eq 3
 "$bin" sim --help | grep -q "3 infeasible" ; check "sim --help documents exit status 3" test $? -eq 0
@@ -33,16 +33,21 @@ check "timeline written" grep -q '^h2d,swap_in,' "$tmp/tl.csv"
 err=$("$bin" sim --trace "$trace" --policy nosuch 2>&1); rc=$?
 check "unknown policy exits 1" test $rc -eq 1
 check "unknown policy is named" grep -q "unknown policy 'nosuch'" <<<"$err"
-err=$("$bin" sim --trace "$trace" --budget 1.5 2>&1); rc=$?
+err=$("$bin" sim --trace "$trace" --budget 1.5x 2>&1); rc=$?
 check "bad budget exits 1" test $rc -eq 1
-check "bad budget is named" grep -q "budget" <<<"$err"
+check "bad budget is named" grep -q "budget '1.5x'" <<<"$err"
+err=$("$bin" sim --trace "$trace" --budget 0.5 2>&1); rc=$?
+check "a bare fraction exits 1" test $rc -eq 1
+check "a bare fraction is ambiguous, naming the three forms" grep -q "budget '0.5' is ambiguous: write a size (0.5GiB, 0.5MB), a share of the device's memory (50%) or a multiple of the job's natural peak (0.5x)" <<<"$err"
+out=$("$bin" sim --trace "$trace" --gpu h200 --budget 1% --policy none --json); rc=$?
+check "1% of the h200 profile's memory is its bytes" grep -q "\"budget_bytes\":$(( 141000000000 / 100 ))," <<<"$out"
 err=$("$bin" sim --trace "$tmp/missing.jsonl" 2>&1); rc=$?
 check "missing trace exits 1" test $rc -eq 1
 "$bin" sim --list-gpus | grep -q "h200" ; check "list-gpus lists h200" test $? -eq 0
 
-out=$("$bin" sim sweep --trace "$trace" --gpu p100 --budgets 1.0,0.6 --policies ideal,none,lru-uvm --out "$tmp/sw")
+out=$("$bin" sim sweep --trace "$trace" --gpu p100 --budgets 1x,0.6x --policies ideal,none,lru-uvm --out "$tmp/sw")
 check "sweep exits 0" test $? -eq 0
-check "sweep prints the table" grep -q '| resnet18-b16 | 0.6 |' <<<"$out"
+check "sweep prints the table" grep -q '| resnet18-b16 | 0.6x |' <<<"$out"
 check "sweep.md" test -s "$tmp/sw/sweep.md"
 check "sweep.csv has 6 runs" test "$(wc -l < "$tmp/sw/sweep.csv")" -eq 7
 check "svg written" test -s "$tmp/sw/resnet18-b16.svg"

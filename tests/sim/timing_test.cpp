@@ -276,14 +276,18 @@ TEST(SimTiming, InvalidActionsAreCountedNotApplied) {
   EXPECT_EQ(r.swap_out_bytes, 0);
 }
 
-TEST(SimBudget, ResolvesFractionsAndSizes) {
-  EXPECT_EQ(*resolve_budget("0.5", 1000), 500u);
-  EXPECT_EQ(*resolve_budget("1.0", 1000), 1000u);
-  EXPECT_EQ(*resolve_budget("12GiB", 1000), 12ull << 30);
-  EXPECT_EQ(*resolve_budget("500MiB", 1), 500ull << 20);
-  EXPECT_FALSE(resolve_budget("1.5", 1000));
-  EXPECT_FALSE(resolve_budget("0", 1000));
-  EXPECT_FALSE(resolve_budget("lots", 1000));
+TEST(SimBudget, ResolvesSizesSharesOfTheProfileAndMultiplesOfThePeak) {
+  GpuProfile gpu;
+  gpu.memory_bytes = 4000;
+  EXPECT_EQ(*resolve_budget("0.5x", 1000, gpu), 500u);
+  EXPECT_EQ(*resolve_budget("1x", 1000, gpu), 1000u);
+  EXPECT_EQ(*resolve_budget("25%", 1000, gpu), 1000u);  // of the profile's memory
+  EXPECT_EQ(*resolve_budget("12GiB", 1000, gpu), 12ull << 30);
+  EXPECT_EQ(*resolve_budget("500MiB", 1, gpu), 500ull << 20);
+  EXPECT_FALSE(resolve_budget("0.5", 1000, gpu));  // ambiguous
+  EXPECT_FALSE(resolve_budget("1.5x", 1000, gpu));
+  EXPECT_FALSE(resolve_budget("0", 1000, gpu));
+  EXPECT_FALSE(resolve_budget("lots", 1000, gpu));
 }
 
 TEST(SimProfiles, TableHasTheIssuesProfilesWithSources) {

@@ -1,6 +1,7 @@
 // Sizes and fractions as users type them (budgets, capacities).
 #include <gtest/gtest.h>
 
+#include "capuchin/budget.hpp"
 #include "capuchin/units.hpp"
 
 namespace capuchin {
@@ -23,18 +24,44 @@ TEST(Units, RejectsNonsenseWithAMessage) {
   }
 }
 
-TEST(Units, FractionOrSize) {
-  auto half = parse_size_or_fraction("0.5");
-  ASSERT_TRUE(half);
-  EXPECT_TRUE(half->is_fraction);
-  EXPECT_EQ(half->resolve(1000), 500u);
-  auto abs = parse_size_or_fraction("40GiB");
-  ASSERT_TRUE(abs);
-  EXPECT_FALSE(abs->is_fraction);
-  EXPECT_EQ(abs->resolve(1), 40ull << 30);
-  EXPECT_FALSE(parse_size_or_fraction("1.5"));
-  EXPECT_FALSE(parse_size_or_fraction("0.0"));
-  EXPECT_EQ(parse_size_or_fraction("1.0")->resolve(77), 77u);
+TEST(Budget, OneSyntaxForEveryKind) {
+  auto bytes = parse_budget("40GiB");
+  ASSERT_TRUE(bytes);
+  EXPECT_EQ(bytes->kind, Budget::Kind::Bytes);
+  EXPECT_EQ(bytes->resolve(1, 1), 40ull << 30);
+  EXPECT_EQ(parse_budget("268435456")->resolve(0, 0), 268435456u);  // a plain integer is bytes
+  auto dev = parse_budget("60%");
+  ASSERT_TRUE(dev);
+  EXPECT_EQ(dev->kind, Budget::Kind::OfDevice);
+  EXPECT_EQ(dev->resolve(1000, 7), 600u);
+  EXPECT_EQ(dev->resolve(0, 7), 0u);  // the device's size unknown: no guess
+  EXPECT_EQ(dev->describe(), "60% of the device");
+  auto peak = parse_budget(" 0.5x ");
+  ASSERT_TRUE(peak);
+  EXPECT_TRUE(peak->needs_peak());
+  EXPECT_EQ(peak->resolve(1000, 800), 400u);
+  EXPECT_EQ(peak->resolve(1000, 0), 0u);  // the natural peak not known yet
+  EXPECT_EQ(peak->describe(), "0.5x the natural peak");
+  EXPECT_EQ(parse_budget("1X")->resolve(0, 77), 77u);
+  for (const char* t : {"40GiB", "60%", "0.5x", "12.5%"}) EXPECT_EQ(parse_budget(parse_budget(t)->text())->resolve(100, 100),
+                                                                     parse_budget(t)->resolve(100, 100)) << t;
+}
+
+TEST(Budget, TheAmbiguousFormIsRejectedNamingTheChoices) {
+  for (const char* t : {"0.5", "1.0", "1", "12"}) {
+    auto r = parse_budget(t);
+    ASSERT_FALSE(r) << t;
+    EXPECT_NE(r.error().message.find("ambiguous"), std::string::npos) << r.error().message;
+    EXPECT_NE(r.error().message.find("x)"), std::string::npos) << r.error().message;
+    EXPECT_NE(r.error().message.find("%)"), std::string::npos) << r.error().message;
+  }
+  EXPECT_NE(parse_budget("0.5").error().message.find("0.5x"), std::string::npos);
+  EXPECT_NE(parse_budget("0.5").error().message.find("50%"), std::string::npos);
+  for (const char* t : {"", "lots", "1.5x", "0x", "0%", "150%", "x", "%", "-3", "12XB", "abc%"}) {
+    auto r = parse_budget(t);
+    ASSERT_FALSE(r) << t;
+    EXPECT_FALSE(r.error().message.empty());
+  }
 }
 
 TEST(Units, FormatsBinaryUnits) {

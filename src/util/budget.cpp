@@ -1,0 +1,90 @@
+// Parsing, resolving and printing budgets. See include/capuchin/budget.hpp.
+#include "capuchin/budget.hpp"
+
+#include <fmt/format.h>
+
+#include <cctype>
+#include <charconv>
+#include <cmath>
+
+#include "capuchin/units.hpp"
+
+namespace capuchin {
+namespace {
+
+std::string_view trim(std::string_view s) {
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
+  return s;
+}
+
+std::string forms(std::string_view text) {
+  return fmt::format("write a size ({0}GiB, {0}MB), a share of the device's memory ({1}%) or a multiple of the "
+                     "job's natural peak ({0}x)", text.empty() ? "40" : text,
+                     text.empty() ? "60" : fmt::format("{:g}", std::strtod(std::string(text).c_str(), nullptr) * 100));
+}
+
+// The number before a '%' or 'x' suffix; nullopt-like failure as an error naming the text.
+Expected<double> number_before_suffix(std::string_view whole, std::string_view digits) {
+  double v = 0;
+  auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), v);
+  if (digits.empty() || ec != std::errc() || end != digits.data() + digits.size() || !std::isfinite(v))
+    return make_error(fmt::format("budget '{}' is not a number followed by '{}'", whole, whole.back()));
+  return v;
+}
+
+}  // namespace
+
+Expected<Budget> parse_budget(std::string_view text) {
+  const std::string_view s = trim(text);
+  if (s.empty()) return make_error("the budget is empty: " + forms(""));
+  const char last = static_cast<char>(std::tolower(static_cast<unsigned char>(s.back())));
+  if (last == '%' || last == 'x') {
+    auto v = number_before_suffix(s, trim(s.substr(0, s.size() - 1)));
+    if (!v) return Unexpected{v.error()};
+    if (last == '%') {
+      if (!(*v > 0 && *v <= 100)) return make_error(fmt::format("budget '{}': a share of the device lies in (0%, 100%]", s));
+      return Budget{Budget::Kind::OfDevice, 0, *v / 100.0};
+    }
+    if (!(*v > 0 && *v <= 1))
+      return make_error(fmt::format("budget '{}': a multiple of the natural peak lies in (0x, 1x] (more saves nothing)", s));
+    return Budget{Budget::Kind::OfPeak, 0, *v};
+  }
+  const bool only_number = s.find_first_not_of("0123456789.") == std::string_view::npos;
+  if (only_number && s.find('.') != std::string_view::npos)
+    return make_error(fmt::format("budget '{}' is ambiguous: {}", s, forms(s)));
+  if (only_number && s.size() < 5 && std::strtoull(std::string(s).c_str(), nullptr, 10) < 1024)
+    return make_error(fmt::format("budget '{}' is ambiguous (bytes?): {}", s, forms(s)));
+  auto b = parse_size(s);
+  if (!b) return make_error(fmt::format("budget: {}; {}", b.error().message, forms("")));
+  return Budget{Budget::Kind::Bytes, *b, 0};
+}
+
+std::uint64_t Budget::resolve(std::uint64_t device_bytes, std::uint64_t natural_peak_bytes) const {
+  switch (kind) {
+    case Kind::Bytes: return bytes;
+    case Kind::OfDevice: return static_cast<std::uint64_t>(ratio * static_cast<double>(device_bytes));
+    case Kind::OfPeak: return static_cast<std::uint64_t>(ratio * static_cast<double>(natural_peak_bytes));
+  }
+  return 0;
+}
+
+std::string Budget::describe() const {
+  switch (kind) {
+    case Kind::Bytes: return format_bytes(bytes);
+    case Kind::OfDevice: return fmt::format("{:g}% of the device", ratio * 100);
+    case Kind::OfPeak: return fmt::format("{:g}x the natural peak", ratio);
+  }
+  return {};
+}
+
+std::string Budget::text() const {
+  switch (kind) {
+    case Kind::Bytes: return std::to_string(bytes);
+    case Kind::OfDevice: return fmt::format("{:g}%", ratio * 100);
+    case Kind::OfPeak: return fmt::format("{:g}x", ratio);
+  }
+  return {};
+}
+
+}  // namespace capuchin
