@@ -100,32 +100,14 @@ Expected<SimulatedView> simulate_view(const trace::Trace& t, const std::string& 
   sim::SimOptions m;
   m.budget_bytes = *b;
   m.timeline = &v.managed_tl;
+  std::vector<sim::MemoryChange> changes;
+  m.memory = &changes;  // the bytes the simulated run held, as it held them (swaps, drops, recomputes)
   v.managed = sim::simulate(*prep, *policy, m);
-  // Resident bytes: live bytes at each event's (managed) time, less what is swapped out.
-  // Swap-outs count from their end, swap-ins from their start; dropped tensors are not
-  // tracked (counted resident: an upper bound).
-  const auto man_t = event_times(t, v.managed_tl);
-  struct Delta {
-    double t;
-    std::int64_t d;
-  };
-  std::vector<Delta> deltas;
-  for (std::size_t i = 0; i < t.events.size(); ++i) {
-    const auto& e = t.events[i];
-    if (e.op == trace::Op::Alloc) deltas.push_back({man_t[i], static_cast<std::int64_t>(t.tensors[e.tensor].bytes)});
-    if (e.op == trace::Op::Free) deltas.push_back({man_t[i], -static_cast<std::int64_t>(t.tensors[e.tensor].bytes)});
-  }
-  for (const auto& e : v.managed_tl) {
-    if (e.tensor == trace::kNone || e.tensor >= t.tensors.size()) continue;
-    const auto bytes = static_cast<std::int64_t>(t.tensors[e.tensor].bytes);
-    if (e.kind == sim::TimelineEntry::Kind::SwapOut) deltas.push_back({e.end_s, -bytes});
-    if (e.kind == sim::TimelineEntry::Kind::SwapIn) deltas.push_back({e.start_s, bytes});
-  }
-  std::stable_sort(deltas.begin(), deltas.end(), [](const Delta& x, const Delta& y) { return x.t < y.t; });
-  std::int64_t live = 0;
-  for (const auto& d : deltas) {
-    live += d.d;
-    v.managed_mem.push_back({d.t, static_cast<std::uint64_t>(std::max<std::int64_t>(0, live))});
+  std::stable_sort(changes.begin(), changes.end(), [](const auto& x, const auto& y) { return x.t_s < y.t_s; });
+  std::int64_t held = 0;
+  for (const auto& c : changes) {
+    held += c.bytes;
+    v.managed_mem.push_back({c.t_s, static_cast<std::uint64_t>(std::max<std::int64_t>(0, held))});
   }
   return v;
 }

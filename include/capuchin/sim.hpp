@@ -169,9 +169,17 @@ struct TimelineEntry {
 std::string_view to_string(TimelineEntry::Lane l);
 std::string_view to_string(TimelineEntry::Kind k);
 
+// A change of the device bytes a run holds (+ taken, - given back), at the simulated time it
+// takes effect; summed in time order they are the resident bytes over time.
+struct MemoryChange {
+  double t_s;
+  std::int64_t bytes;
+};
+
 struct SimOptions {
   std::uint64_t budget_bytes = 0;
   std::vector<TimelineEntry>* timeline = nullptr;  // filled when set
+  std::vector<MemoryChange>* memory = nullptr;     // filled when set
   // Only events [first_event, end_event): tensors live at first_event start resident (a
   // what-if over one iteration, e.g. for a planner comparing candidate plans).
   std::uint32_t first_event = 0;

@@ -92,11 +92,17 @@ class Engine {
     s_.resident.pop_back();
     s_.resident_slot[t] = kNone;
   }
-  void take(std::uint64_t bytes) {
+  // Device bytes held from / given back at time `at` (the memory series, when asked for, is
+  // these changes: what the report charts is what the simulation did).
+  void take(std::uint64_t bytes, double at) {
     s_.used_bytes += bytes;
     r_.peak_bytes = std::max(r_.peak_bytes, s_.used_bytes);
+    if (opt_.memory && bytes) opt_.memory->push_back({at, static_cast<std::int64_t>(bytes)});
   }
-  void give(std::uint64_t bytes) { s_.used_bytes -= bytes; }
+  void give(std::uint64_t bytes, double at) {
+    s_.used_bytes -= bytes;
+    if (opt_.memory && bytes) opt_.memory->push_back({at, -static_cast<std::int64_t>(bytes)});
+  }
 
   bool live(const Release& r) const { return gen_[r.tensor] == r.gen && s_.residence[r.tensor] == Residence::Evicting; }
   void drop_stale_releases() {
@@ -108,7 +114,7 @@ class Engine {
       releases_.pop_front();
       s_.residence[r.tensor] = Residence::Host;
       pending_bytes_ -= s_.bytes(r.tensor);
-      give(s_.bytes(r.tensor));
+      give(s_.bytes(r.tensor), r.time);
     }
   }
   void cancel_eviction(std::uint32_t t) {
@@ -148,7 +154,7 @@ class Engine {
 // it (the policy is asked for room); otherwise (a prefetch) no room is not a failure.
 bool Engine::acquire(std::uint64_t bytes, double& t, std::uint32_t tensor, bool demand) {
   if (unlimited_) {
-    take(bytes);
+    take(bytes, t);
     return true;
   }
   t = std::max(t, mem_clock_);
@@ -175,7 +181,7 @@ bool Engine::acquire(std::uint64_t bytes, double& t, std::uint32_t tensor, bool 
     t = std::max(t, releases_.front().time);
     retire(t);
   }
-  take(bytes);
+  take(bytes, t);
   mem_clock_ = t;
   return true;
 }
@@ -216,7 +222,7 @@ void Engine::apply(const std::vector<Action>& acts, bool from_pressure) {
         } else {
           remove_resident(t);
           s_.residence[t] = Residence::Dropped;
-          give(s_.bytes(t));
+          give(s_.bytes(t), now_);
         }
         break;
       case ActionKind::Prefetch:
@@ -322,7 +328,7 @@ bool Engine::recompute(std::uint32_t t) {
     trace_interval(Lane::Compute, Kind::Recompute, now_, now_ + d, t);
     now_ += d;
     recompute_ += d;
-    give(scratch);
+    give(scratch, now_);
     for (std::uint32_t a = e.access_begin; a < e.access_end; ++a) {
       const std::uint32_t r = t_.accesses[a].tensor;
       if (s_.residence[r] == Residence::Resident) s_.last_use_end_s[r] = std::max(s_.last_use_end_s[r], now_);
@@ -369,7 +375,7 @@ void Engine::run_event(std::uint32_t i) {
       if (s_.residence[t] == Residence::Evicting) cancel_eviction(t);
       if (s_.residence[t] == Residence::Resident) {
         remove_resident(t);
-        give(s_.bytes(t));
+        give(s_.bytes(t), now_);
       }
       s_.residence[t] = Residence::Freed;
       break;
@@ -426,14 +432,14 @@ SimResult Engine::run() {
       continue;
     }
     add_resident(tn);
-    take(ts.bytes);
+    take(ts.bytes, now_);
   }
   std::vector<std::pair<std::uint32_t, std::uint64_t>> held = opt_.held_until;
   std::sort(held.begin(), held.end());
-  for (const auto& h : held) take(h.second);
+  for (const auto& h : held) take(h.second, now_);
   std::size_t next_release = 0;
   for (std::uint32_t i = first; i < n && !failed_; ++i) {
-    for (; next_release < held.size() && held[next_release].first <= i; ++next_release) give(held[next_release].second);
+    for (; next_release < held.size() && held[next_release].first <= i; ++next_release) give(held[next_release].second, now_);
     if (t_.events[i].op == Op::Iter) marks.push_back({now_, stall_, recompute_, swap_out_, swap_in_});
     run_event(i);
   }
