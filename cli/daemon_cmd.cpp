@@ -157,6 +157,9 @@ void human_status(const json& r) {
              r.value("uptime_s", 0.0), str_cell(r, "socket"));
   fmt::print("decision logs: {}; GPU profile: {}; {} session(s) attached\n", str_cell(r, "log_dir"),
              str_cell(r, "gpu_profile"), r.contains("sessions") ? r["sessions"].size() : 0);
+  if (r.contains("state_file"))  // absent from a daemon older than the session store
+    fmt::print("closed sessions: {} kept in {} (capuchin sessions --all)\n", str_cell(r, "closed_sessions_kept"),
+               r["state_file"].is_string() ? r["state_file"].get<std::string>() : std::string("memory only"));
   if (r.contains("sessions") && !r["sessions"].empty()) print_sessions(r["sessions"]);
 }
 
