@@ -67,12 +67,27 @@ void print_sessions(const json& arr) {
     rows.push_back({str_cell(s, "id"), str_cell(s, "pid"), str_cell(s, "device"), str_cell(s, "state"), str_cell(s, "mode"),
                     str_cell(s, "learner"), str_cell(s, "iteration"), s.value("budget_bytes", 0ull) ? bytes_cell(s, "budget_bytes") : "none",
                     bytes_cell(s, "allocated_bytes"), bytes_cell(s, "resident_bytes"), bytes_cell(s, "peak_bytes"),
-                    str_cell(s, "events"), str_cell(s, "cmdline")});
+                    str_cell(s, "events"), str_cell(s, "started_at"), str_cell(s, "ended_at"), str_cell(s, "cmdline")});
   // ALLOCATED: the job's live allocations; RESIDENT: on the device (the executor's count: under a
-  // budget, allocated tensors may be evicted); PEAK: the most allocated at once.
+  // budget, allocated tensors may be evicted); PEAK: the most allocated at once. STARTED and
+  // ENDED are UTC (a closed session may come from an earlier daemon: its store keeps them).
   print_table({"ID", "PID", "DEVICE", "STATE", "MODE", "LEARNER", "ITER", "BUDGET", "ALLOCATED", "RESIDENT", "PEAK", "EVENTS",
-               "COMMAND"},
-              rows, {true, true, true, false, false, false, true, true, true, true, true, true, false});
+               "STARTED", "ENDED", "COMMAND"},
+              rows, {true, true, true, false, false, false, true, true, true, true, true, true, false, false, false});
+}
+
+// `capuchin sessions` without --all: the attached sessions, then how many closed ones the
+// daemon keeps (across its restarts too), so an empty table does not read as "forgotten".
+void print_attached_sessions(const json& all) {
+  json attached = json::array();
+  std::size_t closed = 0;
+  for (const auto& s : all) {
+    if (s.value("state", std::string()) == "closed") ++closed;
+    else attached.push_back(s);
+  }
+  print_sessions(attached);
+  if (closed > 0)
+    fmt::print("{} closed session{} kept (capuchin sessions --all lists them)\n", closed, closed == 1 ? "" : "s");
 }
 
 // The daemon's metrics (Prometheus text exposition: `name{label="v",...} value` lines, `#`
@@ -144,6 +159,9 @@ void human_status(const json& r) {
              r.value("uptime_s", 0.0), str_cell(r, "socket"));
   fmt::print("decision logs: {}; GPU profile: {}; {} session(s) attached\n", str_cell(r, "log_dir"),
              str_cell(r, "gpu_profile"), r.contains("sessions") ? r["sessions"].size() : 0);
+  if (r.contains("state_file"))  // absent from a daemon older than the session store
+    fmt::print("closed sessions: {} kept in {} (capuchin sessions --all)\n", str_cell(r, "closed_sessions_kept"),
+               r["state_file"].is_string() ? r["state_file"].get<std::string>() : std::string("memory only"));
   if (r.contains("sessions") && !r["sessions"].empty()) print_sessions(r["sessions"]);
 }
 
@@ -312,7 +330,8 @@ void add_daemon_commands(CLI::App& app, int& exit_code) {
     }
     if (std::string(method) == "decisions" || std::string(method) == "tensors")
       c->add_option("--limit", *limit, "at most this many rows");
-    if (std::string(method) == "sessions") c->add_flag("--all", *all, "include closed sessions");
+    if (std::string(method) == "sessions")
+      c->add_flag("--all", *all, "include closed sessions (kept across daemon restarts, the last 200 by default)");
     c->callback([&exit_code, method, human, as_json, id, action, since, limit, all] {
       json params = json::object();
       if (!id->empty()) params["session"] = *id;
@@ -320,11 +339,16 @@ void add_daemon_commands(CLI::App& app, int& exit_code) {
       if (*since >= 0) params["since"] = *since;
       if (*limit > 0) params["limit"] = *limit;
       if (*all) params["all"] = true;
+      if (std::string(method) == "sessions" && !*all && !*as_json) {  // the table counts the closed ones
+        params["all"] = true;
+        exit_code = show(method, params, false, print_attached_sessions);
+        return;
+      }
       exit_code = show(method, params, *as_json, human);
     });
   };
   add("status", "the daemon: version, uptime, attached sessions", false, "status", human_status);
-  add("sessions", "attached sessions", false, "sessions", print_sessions);
+  add("sessions", "attached sessions (--all: closed ones too, with their start and end times)", false, "sessions", print_sessions);
   add("session", "one session: mode, iteration, budget, memory, plan summary", true, "session", human_session);
   add("tensors", "the tensors of a session's learned iteration", true, "tensors", human_tensors);
   add("plan", "a session's current plan", true, "plan", human_plan);
@@ -348,7 +372,8 @@ void add_daemon_commands(CLI::App& app, int& exit_code) {
                  std::string("device-memory budget: ") + kBudgetHelp + "; a multiple applies once the job's first iteration has been learned");
   run->add_option("--backend", ro->backend, "where evicted tensors go: uvm or pinned");
   run->add_option("--record", ro->record, "also record the job's trace to this file (.gz: compressed)");
-  run->add_option("--daemon-idle-exit", ro->idle_exit_s, "an auto-started daemon exits after this many idle seconds");
+  run->add_option("--daemon-idle-exit", ro->idle_exit_s, "an auto-started daemon exits after this many idle seconds "
+                                                 "(the next one still lists its closed sessions)");
   run->add_flag("--quiet", ro->quiet, "print no summary when the job ends");
   run->add_option("cmd", ro->cmd, "the command and its arguments (after --)")->required();
   run->positionals_at_end();

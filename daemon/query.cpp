@@ -2,7 +2,12 @@
 #include "query.hpp"
 
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
+#include <sys/stat.h>
 #include <unistd.h>
+
+#include <filesystem>
+#include <optional>
 
 #include "capuchin/budget.hpp"
 #include "capuchin/version.hpp"
@@ -20,12 +25,75 @@ Session* Registry::open_session(const proto::HelloInfo& hello) {
   Session* raw = s.get();
   sessions_.emplace(id, std::move(s));
   ++counters_.sessions_opened;
+  persist();  // the store's next_id: a crash before this session closes still never reuses its id
   return raw;
+}
+
+void Registry::keep(const Session& s) {
+  nlohmann::ordered_json d = s.detail();
+  std::string line = d.dump(-1, ' ', false, json::error_handler_t::replace);
+  kept_.insert_or_assign(s.id(), Kept{std::move(d), std::move(line)});
+  while (kept_.size() > opt_.sessions_kept) kept_.erase(kept_.begin());  // the lowest ids: the oldest
+}
+
+void Registry::persist() {
+  if (!writer_) return;
+  // On the io thread: a concatenation of lines serialized at close (tens of microseconds for
+  // the default 200); the write and its fsync happen on the writer's thread.
+  std::vector<std::string_view> lines;
+  lines.reserve(kept_.size());
+  for (const auto& [id, k] : kept_) lines.emplace_back(k.line);
+  writer_->submit(store_text(next_id_, opt_.socket_path, lines));
+}
+
+void Registry::restore() {
+  namespace fs = std::filesystem;
+  // Decision-log names hold ids too: they bound the next id even when the store is lost, or
+  // when this daemon was killed before it wrote the store.
+  std::uint64_t next = std::max(next_id_, highest_logged_id(opt_.log_dir) + 1);
+  const std::string& path = opt_.state_file;
+  if (!path.empty()) {
+    std::error_code ec;
+    if (const fs::path dir = fs::path(path).parent_path(); !dir.empty() && !fs::exists(dir, ec)) {
+      fs::create_directories(dir, ec);
+      ::chmod(dir.c_str(), 0700);
+    }
+    if (auto locked = lock_store(path); !locked) {
+      spdlog::warn("session store {} not used: {}; closed sessions will not be kept across a restart", path,
+                   locked.error().message);
+    } else {
+      store_lock_ = std::move(*locked);
+      if (auto st = read_store(path); !st) {
+        const std::string aside = path + ".corrupt";
+        fs::rename(path, aside, ec);
+        spdlog::warn("session store {} cannot be used ({}); starting without earlier sessions{}", path, st.error().message,
+                     ec ? std::string() : fmt::format(" (the file is moved to {})", aside));
+      } else {
+        next = std::max(next, st->next_id);
+        for (auto& r : st->sessions) {
+          std::string line = r.dump(-1, ' ', false, json::error_handler_t::replace);
+          const std::uint64_t id = r["id"].get<std::uint64_t>();
+          kept_.insert_or_assign(id, Kept{std::move(r), std::move(line)});
+        }
+        while (kept_.size() > opt_.sessions_kept) kept_.erase(kept_.begin());
+      }
+      writer_ = std::make_unique<StoreWriter>(path);
+    }
+  }
+  next_id_ = next;
+  spdlog::info("{} closed session{} from earlier daemons; new session ids start at {}", kept_.size(),
+               kept_.size() == 1 ? "" : "s", next_id_);
+}
+
+void Registry::flush_store() {
+  if (writer_) writer_->flush();
 }
 
 void Registry::close_session(Session* s, std::string_view why) {
   if (s == nullptr || s->closed()) return;
   s->close(why);
+  keep(*s);
+  persist();
   s->on_plan_ready = nullptr;
   // Forget the oldest closed sessions beyond the number kept for queries.
   std::size_t closed = 0;
@@ -52,7 +120,15 @@ std::size_t Registry::attached() const {
 }
 
 void Registry::close_all(std::string_view why) {
-  for (auto& [id, s] : sessions_) close_session(s.get(), why);
+  std::vector<Session*> open;
+  for (auto& [id, s] : sessions_)
+    if (!s->closed()) open.push_back(s.get());
+  for (Session* s : open) {  // as close_session, with one store write for all of them
+    s->close(why);
+    keep(*s);
+    s->on_plan_ready = nullptr;
+  }
+  persist();
 }
 
 namespace {
@@ -70,31 +146,26 @@ std::string error_response(const json& id, std::string_view code, std::string_vi
   return j.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
-// The session named by params.session (a number or a numeric string).
-Session* session_param(Registry& reg, const json& params, QueryError& err) {
-  std::uint64_t id = 0;
+// The session id in params.session (a number or a numeric string).
+std::optional<std::uint64_t> session_id_param(const json& params, QueryError& err) {
   const auto it = params.find("session");
   if (it == params.end()) {
     err = {"bad-params", "params.session is required"};
-    return nullptr;
+    return std::nullopt;
   }
-  if (it->is_number_unsigned()) {
-    id = it->get<std::uint64_t>();
-  } else if (it->is_string()) {
+  if (it->is_number_unsigned()) return it->get<std::uint64_t>();
+  if (it->is_string()) {
     const std::string s = it->get<std::string>();
     char* end = nullptr;
-    id = std::strtoull(s.c_str(), &end, 10);
+    const std::uint64_t id = std::strtoull(s.c_str(), &end, 10);
     if (s.empty() || *end != '\0') {
       err = {"bad-params", fmt::format("session '{}' is not a session id", s)};
-      return nullptr;
+      return std::nullopt;
     }
-  } else {
-    err = {"bad-params", "params.session must be a session id"};
-    return nullptr;
+    return id;
   }
-  Session* s = reg.find(id);
-  if (s == nullptr) err = {"no-such-session", fmt::format("no session {}", id)};
-  return s;
+  err = {"bad-params", "params.session must be a session id"};
+  return std::nullopt;
 }
 
 std::size_t limit_param(const json& params, std::size_t fallback) {
@@ -151,6 +222,51 @@ std::string Registry::metrics_text() const {
       if (!s->closed()) m += fmt::format("{}{{session=\"{}\",pid=\"{}\"}} {}\n", p.name, id, s->hello().pid, p.get(*s));
   }
   return m;
+}
+
+json Registry::answer_kept(const std::string& method, std::uint64_t id, const Kept& k, const json& params, std::string& code,
+                           std::string& message) const {
+  const json& d = k.detail;
+  if (method == "session") return d;
+  if (method == "plan") {
+    json j;
+    j["session"] = id;
+    j["plans"] = d.value("plans", 0ull);
+    j["summary"] = d.value("plan_summary", std::string("no plan"));
+    j["plan"] = nullptr;
+    j["note"] = "the plan itself is not kept once its session leaves the daemon's memory; its decisions are in the decision "
+                "log (capuchin decisions ID)";
+    return j;
+  }
+  if (method == "tensors") {
+    code = "not-kept";
+    message = fmt::format("session {} (closed {}) is known from the session store only: its tensors are not kept "
+                          "there; `capuchin decisions {}` reads its decision log", id, d.value("ended_at", std::string("earlier")), id);
+    return nullptr;
+  }
+  if (method == "decisions") {
+    const auto log = d.find("decision_log");
+    if (log == d.end() || !log->is_string()) {
+      code = "no-decision-log";
+      message = fmt::format("session {} wrote no decision log", id);
+      return nullptr;
+    }
+    DecisionFilter f;
+    f.limit = limit_param(params, 100);
+    if (auto a = params.find("action"); a != params.end() && a->is_string()) f.action = a->get<std::string>();
+    if (auto t = params.find("since"); t != params.end() && t->is_number()) f.since_t = t->get<double>();
+    // Read on the io thread: a query a user asks for, bounded by the log's rotation size.
+    auto r = decisions_from_log(log->get<std::string>(), f);
+    if (!r) {
+      code = "no-decision-log";
+      message = fmt::format("session {} is closed and {}", id, r.error().message);
+      return nullptr;
+    }
+    return std::move(*r);
+  }
+  code = "session-closed";  // set-budget
+  message = fmt::format("session {} is closed", id);
+  return nullptr;
 }
 
 std::string Registry::handle_request(std::string_view line) {
@@ -228,6 +344,8 @@ std::string Registry::handle_request_unchecked(std::string_view line) {
     result["uptime_s"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
     result["socket"] = opt_.socket_path;
     result["log_dir"] = opt_.log_dir;
+    result["state_file"] = writer_ ? json(writer_->path()) : json(nullptr);
+    result["closed_sessions_kept"] = kept_.size();
     result["gpu_profile"] = opt_.gpu;
     result["sessions"] = json::array();
     for (const auto& [sid, s] : sessions_)
@@ -238,14 +356,23 @@ std::string Registry::handle_request_unchecked(std::string_view line) {
     // run: only the sessions of one `capuchin run` (its CAPUCHIN_RUN_TAG), closed ones too.
     const auto run = params.find("run");
     const std::string tag = run != params.end() && run->is_string() ? run->get<std::string>() : std::string();
+    const auto wanted = [&](const json& j) { return tag.empty() || j.value("run_tag", std::string()) == tag; };
+    // In id order: sessions in memory answer for themselves, the store for the others.
+    std::map<std::uint64_t, json> listed;
+    if (all || !tag.empty())
+      for (const auto& [sid, k] : kept_)
+        if (wanted(k.detail)) listed.emplace(sid, k.detail);
+    for (const auto& [sid, s] : sessions_)
+      if ((all || !tag.empty() || !s->closed()) && (tag.empty() || s->run_tag() == tag)) listed.insert_or_assign(sid, s->summary());
     result = json::array();
-    for (const auto& [sid, s] : sessions_) {
-      if (!tag.empty() && s->run_tag() != tag) continue;
-      if (all || !tag.empty() || !s->closed()) result.push_back(s->summary());
-    }
+    for (auto& [sid, j] : listed) result.push_back(std::move(j));
   } else if (method == "session" || method == "tensors" || method == "plan" || method == "decisions" ||
              method == "set-budget") {
-    Session* s = session_param(*this, params, err);
+    const auto sid = session_id_param(params, err);
+    Session* s = sid ? find(*sid) : nullptr;
+    const auto kept = sid && s == nullptr ? kept_.find(*sid) : kept_.end();
+    if (sid && s == nullptr && kept == kept_.end()) err = {"no-such-session", fmt::format("no session {}", *sid)};
+    if (kept != kept_.end()) result = answer_kept(method, *sid, kept->second, params, err.code, err.message);
     if (s != nullptr) {
       if (method == "session") {
         result = s->detail();

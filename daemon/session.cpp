@@ -9,6 +9,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <ctime>
 #include <filesystem>
 #include <unordered_map>
 
@@ -76,7 +77,11 @@ void IdMap::erase(std::uint64_t id) {
 // ---- Session -----------------------------------------------------------------------------
 
 Session::Session(std::uint64_t id, proto::HelloInfo hello, const DaemonOptions& opt)
-    : id_(id), hello_(std::move(hello)), opt_(opt), start_(std::chrono::steady_clock::now()) {
+    : id_(id),
+      hello_(std::move(hello)),
+      opt_(opt),
+      start_(std::chrono::steady_clock::now()),
+      started_wall_(std::chrono::system_clock::now()) {
   trace_.name = fmt::format("session-{}", id_);
   trace_.header.source = "capuchind";
   trace_.header.device = fmt::format("cuda:{}", hello_.device);
@@ -91,12 +96,12 @@ Session::Session(std::uint64_t id, proto::HelloInfo hello, const DaemonOptions& 
     std::error_code ec;
     std::filesystem::create_directories(opt_.log_dir, ec);
     const std::string path = fmt::format("{}/session-{}-pid{}.jsonl", opt_.log_dir, id_, hello_.pid);
-    decision_log_path_ = path;
     try {  // spdlog reports failures by exception; they stop at this boundary
       auto sink = std::make_shared<spdlog::sinks::rotating_file_sink_mt>(path, opt_.log_max_bytes, opt_.log_files);
       log_ = std::make_shared<spdlog::logger>(fmt::format("session-{}", id_), std::move(sink));
       log_->set_pattern("%v");
       log_->flush_on(spdlog::level::info);
+      log_path_ = path;
     } catch (const std::exception& e) {
       spdlog::warn("session {}: cannot open the decision log {}: {}", id_, path, e.what());
     }
@@ -115,15 +120,18 @@ Session::~Session() {
   if (!closed_) close("daemon shutting down");
 }
 
+// A closed session's clock stops at its close: uptime_s is then how long it lasted.
 double Session::now_s() const {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  return std::chrono::duration<double>((closed_ ? end_ : std::chrono::steady_clock::now()) - start_).count();
 }
 double Session::uptime_s() const { return now_s(); }
 
-void Session::record(DecisionRecord r) {
-  r.t = now_s();
+void Session::record(DecisionRecord r, bool own_clock) {
+  if (!own_clock) {
+    r.t = now_s();
+    if (r.iteration == 0) r.iteration = iteration_;
+  }
   r.pid = hello_.pid;
-  if (r.iteration == 0) r.iteration = iteration_;
   if (log_) log_->info(to_json_line(r));
   decisions_.push_back(std::move(r));
   ++decisions_total_;
@@ -133,13 +141,15 @@ void Session::record(DecisionRecord r) {
 void Session::close(std::string_view why) {
   if (closed_) return;
   closed_tensors_ = tensors(kClosedTensorRows);  // still queryable after the window is freed
-  closed_ = true;
-  close_reason_ = std::string(why);
-  DecisionRecord r;
+  DecisionRecord r;  // stamped before the clock stops
   r.action = "detach";
   r.reason = std::string(why);
   r.note = fmt::format("{} events, {} iterations learned, {} plans", events_total_, iteration_, plan_seq_);
   record(std::move(r));
+  end_ = std::chrono::steady_clock::now();
+  ended_wall_ = std::chrono::system_clock::now();
+  closed_ = true;
+  close_reason_ = std::string(why);
   if (log_) log_->flush();
   // The window is no longer needed: keep the summary, free the memory.
   matcher_.reset();
@@ -605,11 +615,7 @@ proto::ProtoExpected<void> Session::on_decisions(std::string_view lines) {
     if (!d)
       return Unexpected{proto::ProtoError{proto::ProtoErrc::BadPayload,
                                           "decision record: " + d.error().message + ": '" + std::string(line.substr(0, 80)) + "'"}};
-    const double t = d->t;
-    const auto it = d->iteration;
-    record(std::move(*d));
-    decisions_.back().t = t;  // the executor's own clock and numbering win
-    decisions_.back().iteration = it;
+    record(std::move(*d), /*own_clock=*/true);  // the executor's own clock and numbering win, in the log too
   }
   return {};
 }
@@ -713,6 +719,17 @@ void Session::compact() {
 
 // ---- queries --------------------------------------------------------------------------------
 
+namespace {
+// UTC, to the second ("2025-01-31T12:00:00Z"): unambiguous in a store read back elsewhere.
+std::string iso_utc(std::chrono::system_clock::time_point t) {
+  const std::time_t tt = std::chrono::system_clock::to_time_t(t);
+  std::tm tm{};
+  gmtime_r(&tt, &tm);
+  char buf[32];
+  return std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm) > 0 ? std::string(buf) : std::string();
+}
+}  // namespace
+
 nlohmann::ordered_json Session::summary() const {
   nlohmann::ordered_json j;
   j["id"] = id_;
@@ -730,6 +747,8 @@ nlohmann::ordered_json Session::summary() const {
   j["peak_bytes"] = peak_bytes_;
   j["events"] = events_total_;
   j["uptime_s"] = now_s();
+  j["started_at"] = iso_utc(started_wall_);
+  if (closed_) j["ended_at"] = iso_utc(ended_wall_);
   return j;
 }
 
@@ -742,7 +761,6 @@ nlohmann::ordered_json Session::detail() const {
   j["plans_from_daemon"] = exec_.plans_from_daemon;
   j["plans_embedded"] = exec_.plans_embedded;
   j["executor_iterations"] = exec_.iterations;
-  j["decision_log"] = decision_log_path_;
   j["backend"] = hello_.backend == proto::Backend::Uvm ? "uvm" : "pinned";
   j["device_memory_bytes"] = hello_.device_memory_bytes;
   j["natural_peak_bytes"] = natural_peak_;
@@ -762,6 +780,7 @@ nlohmann::ordered_json Session::detail() const {
   j["reused_ids"] = reused_ids_;
   j["decisions"] = decisions_total_;
   j["iteration_peak_bytes"] = iteration_peaks_;
+  j["decision_log"] = log_path_.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(log_path_);
   if (closed_) j["close_reason"] = close_reason_;
   return j;
 }

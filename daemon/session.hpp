@@ -45,7 +45,11 @@ struct DaemonOptions {
   std::uint64_t log_max_bytes = 16u << 20;
   std::uint32_t log_files = 3;
   std::uint32_t max_sessions = 256;
-  std::uint32_t closed_sessions_kept = 64;
+  std::uint32_t closed_sessions_kept = 64;  // in memory, with their tensors and plan
+  // The closed-session store (session_store.hpp): its file ("": none, ids still continue after
+  // the decision logs' names) and how many closed sessions it keeps (the highest ids).
+  std::string state_file;
+  std::uint32_t sessions_kept = 200;
 };
 
 // Open-addressing map from allocation id to dense tensor index (ids live now only).
@@ -158,14 +162,18 @@ class Session {
   void compact();
   std::uint64_t resolved_budget() const;
   std::uint64_t known_natural_peak() const;  // 0: not yet
-  void record(DecisionRecord r);
+  // Logs and keeps a decision, stamped with the session's clock and iteration unless
+  // `own_clock` (the executor's records keep theirs, in memory and in the log alike).
+  void record(DecisionRecord r, bool own_clock = false);
   double now_s() const;
 
   std::uint64_t id_;
   proto::HelloInfo hello_;
   const DaemonOptions& opt_;
-  std::chrono::steady_clock::time_point start_;
+  std::chrono::steady_clock::time_point start_, end_;  // end_: when it closed
+  std::chrono::system_clock::time_point started_wall_, ended_wall_;  // shown as started_at / ended_at
   std::shared_ptr<spdlog::logger> log_;
+  std::string log_path_;  // the decision log, "" when none could be opened
   bool closed_ = false;
   std::string close_reason_;
 
@@ -195,7 +203,6 @@ class Session {
   // Budget and plans.
   Budget budget_;
   bool has_budget_ = false;
-  std::string decision_log_path_;  // "": none (no log directory, or it could not be opened)
   std::uint32_t plan_seq_ = 0;
   std::optional<proto::PlanMessage> pending_plan_;
   nlohmann::ordered_json plan_json_;       // the last plan (plan_to_json), null when none

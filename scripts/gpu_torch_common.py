@@ -143,7 +143,9 @@ def sessions(capuchin, env=None):
 
 
 def daemon_session(capuchin, pid, env=None):
-    return next((s for s in sessions(capuchin, env) if int(s.get("pid", -1)) == pid), None)
+    # The newest with that pid: the daemon also lists sessions of earlier runs (kept across its
+    # restarts), whose pid may have been reused.
+    return next((s for s in reversed(sessions(capuchin, env)) if int(s.get("pid", -1)) == pid), None)
 
 
 def mib(b):

@@ -75,7 +75,12 @@ assert next(s for s in samples if s.get("name") == "capuchin_up")["value"] == 1
 ' || { echo "FAIL: metrics --json"; exit 1; }
 
 # 2. SIGKILL the daemon in the middle of a (longer) run; restart it while the job runs: the
-# job re-attaches as a new session of the new daemon, and its output stays identical.
+# job re-attaches as a new session of the new daemon (an id after every earlier one: the
+# restarted daemon also lists the earlier, closed sessions), and its output stays identical.
+newer() {  # prints the ids above $1 among all sessions the daemon lists
+  "$CAPUCHIN" sessions --all --json --socket "$sock" 2>/dev/null |
+    python3 -c 'import json,sys; print(" ".join(str(s["id"]) for s in json.load(sys.stdin) if s["id"] > int(sys.argv[1])))' "$1" || true
+}
 iters_saved=$iters; iters=$((iters * 4))
 run_job 50% 4 "$out/run4.txt" & p4=$!
 iters=$iters_saved
@@ -83,11 +88,12 @@ for i in $(seq 1 400); do
   "$CAPUCHIN" sessions --json --socket "$sock" | grep -q '"pid":' && break
   sleep 0.02
 done
+maxid=$("$CAPUCHIN" sessions --all --json --socket "$sock" | python3 -c 'import json,sys; print(max(s["id"] for s in json.load(sys.stdin)))')
 kill -9 "$dpid"; wait "$dpid" 2>/dev/null || true; dpid=""
 start_daemon
 reattached=0
 for i in $(seq 1 400); do
-  "$CAPUCHIN" sessions --all --json --socket "$sock" | grep -q '"pid":' && { reattached=1; break; }
+  [ -n "$(newer "$maxid")" ] && { reattached=1; break; }
   kill -0 $p4 2>/dev/null || break
   sleep 0.02
 done
@@ -97,8 +103,8 @@ echo "daemon SIGKILLed mid-run: job output identical; re-attached to the restart
 [ $reattached -eq 1 ] || { echo "FAIL: the job did not re-attach to the restarted daemon"; exit 1; }
 run_job 100% 1 "$out/run5.txt"
 cmp -s "$out/plain1.txt" "$out/run5.txt" || { echo "FAIL: output differs with the restarted daemon"; exit 1; }
-"$CAPUCHIN" --socket "$sock" sessions --all --json | grep -q '"pid":' || { echo "FAIL: the restarted daemon took no session"; exit 1; }
-echo "restarted daemon accepted a new session"
+[ -n "$(newer "$maxid")" ] || { echo "FAIL: the restarted daemon took no session"; exit 1; }
+echo "restarted daemon accepted a new session (ids after $maxid: $(newer "$maxid"))"
 
 # 3. Bad input.
 "$BADCLIENT" "$sock"
