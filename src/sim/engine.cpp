@@ -11,6 +11,7 @@
 // is swapped in (on demand) or recomputed (its writers re-run, inputs made resident first).
 #include <algorithm>
 #include <deque>
+#include <limits>
 
 #include <fmt/format.h>
 
@@ -31,6 +32,7 @@ struct Release {
   double time;
   std::uint32_t tensor;
   std::uint32_t gen;
+  std::uint32_t event;  // where the eviction was decided
 };
 
 class Engine {
@@ -58,6 +60,9 @@ class Engine {
   }
   void trace_interval(Lane lane, Kind kind, double a, double b, std::uint32_t tensor) {
     if (opt_.timeline && b > a) opt_.timeline->push_back({a, b, s_.event, tensor, lane, kind});
+  }
+  void note(MemoryChange::Kind kind, double t, std::uint32_t tensor, std::uint32_t event, bool on_demand = false) {
+    if (opt_.memory) opt_.memory->push_back({t, event, tensor, kind, on_demand});
   }
   void stall_until(double t) {
     if (t > now_) {
@@ -107,6 +112,7 @@ class Engine {
       const Release r = releases_.front();
       releases_.pop_front();
       s_.residence[r.tensor] = Residence::Host;
+      note(MemoryChange::Kind::SwapOut, r.time, r.tensor, r.event);
       pending_bytes_ -= s_.bytes(r.tensor);
       give(s_.bytes(r.tensor));
     }
@@ -190,7 +196,7 @@ void Engine::evict(std::uint32_t t) {
   trace_interval(Lane::D2H, Kind::SwapOut, start, end, t);
   remove_resident(t);
   s_.residence[t] = Residence::Evicting;
-  releases_.push_back({end, t, gen_[t]});
+  releases_.push_back({end, t, gen_[t], s_.event});
   pending_bytes_ += s_.bytes(t);
   host_ready_s_[t] = end;
   swap_out_ += static_cast<double>(s_.bytes(t));
@@ -217,6 +223,7 @@ void Engine::apply(const std::vector<Action>& acts, bool from_pressure) {
           remove_resident(t);
           s_.residence[t] = Residence::Dropped;
           give(s_.bytes(t));
+          note(MemoryChange::Kind::Drop, now_, t, s_.event);
         }
         break;
       case ActionKind::Prefetch:
@@ -234,6 +241,7 @@ void Engine::apply(const std::vector<Action>& acts, bool from_pressure) {
           const double end = start + copy_time(s_.bytes(t));
           h2d_free_ = end;
           trace_interval(Lane::H2D, Kind::SwapIn, start, end, t);
+          note(MemoryChange::Kind::SwapIn, at, t, s_.event);
           add_resident(t);
           s_.last_use_end_s[t] = end;
           swap_in_ += static_cast<double>(s_.bytes(t));
@@ -265,6 +273,7 @@ bool Engine::materialize(std::uint32_t t) {
           start + copy_time(s_.bytes(t)) + (pol_.demand_paging() ? p_.eff.uvm_fault_latency_s : 0.0);
       h2d_free_ = end;
       trace_interval(Lane::H2D, Kind::SwapIn, start, end, t);
+      note(MemoryChange::Kind::SwapIn, at, t, s_.event, true);
       add_resident(t);
       s_.last_use_end_s[t] = end;
       swap_in_ += static_cast<double>(s_.bytes(t));
@@ -293,6 +302,7 @@ bool Engine::recompute(std::uint32_t t) {
   s_.pin_epoch[t] = s_.epoch;
   double at = now_;
   if (!acquire(s_.bytes(t), at, t, true)) return false;
+  note(MemoryChange::Kind::Recompute, at, t, s_.event);
   stall_until(at);
   s_.residence[t] = Residence::Resident;  // its memory is held from here on
   const std::uint32_t last = s_.last_access(t);
@@ -359,6 +369,7 @@ void Engine::run_event(std::uint32_t i) {
     case Op::Alloc: {
       double at = now_;
       if (!acquire(s_.bytes(e.tensor), at, e.tensor, true)) return;
+      note(MemoryChange::Kind::Alloc, at, e.tensor, i);
       stall_until(at);
       add_resident(e.tensor);
       s_.last_use_end_s[e.tensor] = now_;
@@ -370,6 +381,7 @@ void Engine::run_event(std::uint32_t i) {
       if (s_.residence[t] == Residence::Resident) {
         remove_resident(t);
         give(s_.bytes(t));
+        note(MemoryChange::Kind::Free, now_, t, i);
       }
       s_.residence[t] = Residence::Freed;
       break;
@@ -438,6 +450,7 @@ SimResult Engine::run() {
     run_event(i);
   }
   if (failed_) return r_;
+  if (opt_.memory) retire(std::numeric_limits<double>::infinity());  // copies in flight land
   const Mark end{now_, stall_, recompute_, swap_out_, swap_in_};
   r_.total_time_s = now_;
   marks.push_back(end);
