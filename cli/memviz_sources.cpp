@@ -172,6 +172,7 @@ struct LogTensor {
   Held held = Held::Unknown;
   std::uint64_t bytes = 0;
   std::uint64_t last_iteration = 0;
+  double last_t = 0;
   std::uint64_t last_line = 0;
   std::string last_file;
   Frame identity;
@@ -220,7 +221,7 @@ class LogDevice {
     for (const auto* r : recs_) record(*r);
     for (auto& [id, ts] : tensors_)
       if (ts.held == Held::On)
-        push(Step::Kind::Free, iters_.end(ts.last_iteration), id, ts,
+        push(Step::Kind::Free, std::max(iters_.end(ts.last_iteration), ts.last_t), id, ts,
              {ts.last_file, ts.last_line,
               fmt::format("capuchin: no later decision; the job's free is not in the decision log (shown released at the "
                           "end of iteration {})",
@@ -266,6 +267,7 @@ class LogDevice {
     }
     ts.held = take ? Held::On : Held::Off;
     ts.last_iteration = r.iteration;
+    ts.last_t = r.t;
     ts.last_line = lr.line;
     ts.last_file = base_name(lr.file);
   }

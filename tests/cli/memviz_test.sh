@@ -77,6 +77,34 @@ if [ "$mode" = trace ]; then
   grep -q "warning: the capuchin policy cannot run" "$out/oom.err" || fail "no warning for an infeasible budget: $(cat "$out/oom.err")"
   check "$out/oom.pickle" --expect "oom=capuchin: out of memory at budget"
 
+  # A hand-written log with the awkward cases: a folded repeat, a stall, a drop and its
+  # recompute, two processes, an iteration number going back, an oom, no trailing newline.
+  printf '%s\n' \
+    '{"t":0.1,"pid":7,"iteration":1,"action":"evict","tensor":1,"bytes":1000,"reason":"pressure"}' \
+    '{"t":0.2,"pid":7,"iteration":1,"action":"prefetch","tensor":1,"bytes":1000}' \
+    '{"t":0.25,"pid":7,"iteration":1,"action":"prefetch","tensor":1,"bytes":1000,"note":"repeated 3 more times"}' \
+    '' \
+    '{"t":0.3,"pid":7,"iteration":2,"action":"drop","tensor":2,"bytes":4096}' \
+    '{"t":0.35,"pid":7,"iteration":2,"action":"stall","tensor":2,"bytes":4096,"actual_s":0.01}' \
+    '{"t":0.4,"pid":7,"iteration":2,"action":"recompute","tensor":2,"bytes":4096}' \
+    '{"t":0.5,"pid":8,"iteration":1,"action":"evict","tensor":1,"bytes":2048}' \
+    '{"t":0.6,"pid":7,"iteration":1,"action":"evict","tensor":3,"bytes":512}' > "$out/hand.jsonl"
+  printf '%s' '{"t":0.7,"pid":7,"iteration":3,"action":"oom","bytes":99999,"note":"cuMemAlloc failed"}' >> "$out/hand.jsonl"
+  "$cap" export memory-viz "$out/hand.jsonl" -o "$out/hand.pickle"
+  check "$out/hand.pickle" --devices 2 --tensor-frames --expect "alloc=capuchin: prefetched" \
+    --expect "free_completed=capuchin: dropped" --expect "alloc=capuchin: recomputed" --expect "oom=capuchin: out of memory"
+  python3 - "$out/hand.pickle" <<'PY'
+import pickle, sys
+d = pickle.load(open(sys.argv[1], "rb"))
+acts = [(e["action"], e["size"], e["time_us"]) for e in d["device_traces"][0] if e["action"] in ("alloc", "free_completed", "oom")]
+want = [("alloc", 1000, 100000), ("free_completed", 1000, 100000), ("alloc", 1000, 200000), ("alloc", 4096, 300000),
+        ("free_completed", 4096, 300000), ("free_completed", 1000, 300000), ("alloc", 4096, 400000),
+        ("alloc", 512, 100000), ("free_completed", 512, 600000), ("free_completed", 4096, 600000), ("oom", 99999, 700000)]
+want.sort(key=lambda a: a[2])  # in time order, ties as logged
+if sorted(acts, key=lambda a: a[2]) != acts or sorted(acts) != sorted(want):
+    print(f"FAIL: hand-written log: {acts}\n  expected (any order of ties) {want}"); sys.exit(1)
+print("  hand-written log: as expected")
+PY
   ob="$out/bad.pickle"
   bad "nosuch.jsonl: cannot open" "$ob" "$out/nosuch.jsonl"
   echo "not a trace" > "$out/text.txt"
