@@ -7,7 +7,8 @@
 // Snapshot / Segment / Block / TraceEntry types documented in torch/cuda/memory.py
 // (_snapshot), the readers torch/cuda/_memory_viz.py (segsum, trace, trace_plot,
 // segment_plot) and torch/utils/viz/MemoryViz.js (commit c4b5ac720f83), and the record_trace
-// calls of c10/cuda/CUDACachingAllocator.cpp (trace sizes are requested sizes).
+// calls of c10/cuda/CUDACachingAllocator.cpp (trace sizes are requested sizes). Output checked
+// against torch 2.5.1's torch/cuda/_memory_viz.py (segsum, trace, trace_plot, segment_plot).
 //
 // Two stages: the sources (memviz_cmd.cpp) turn a trace or a decision log into Steps, one
 // device each; snapshot_pickle lays the blocks out in an address space and writes the pickle.

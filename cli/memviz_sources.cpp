@@ -236,7 +236,8 @@ class LogDevice {
   }
 
   std::string summary() const {
-    return fmt::format("decisions of pid {}: {} swap-outs, {} drops, {} swap-ins, {} recomputes, {} tensors; {} records change no device memory (e.g. a drop of a tensor already swapped out)",
+    return fmt::format("decisions of pid {}: {} swap-outs, {} drops, {} swap-ins, {} recomputes, {} tensors; "
+                       "{} records change no device memory (e.g. a drop of a tensor already swapped out)",
                        pid_, n_.swap_outs, n_.drops, n_.prefetches + n_.on_demand, n_.recomputes, tensors_.size(), skipped_);
   }
 
