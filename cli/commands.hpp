@@ -13,5 +13,7 @@ void add_sim_command(CLI::App& app, int& exit_code);
 void add_daemon_commands(CLI::App& app, int& exit_code);
 // log_cmd.cpp: log, export perfetto, report
 void add_log_commands(CLI::App& app, int& exit_code);
+// memviz_cmd.cpp: `export memory-viz`, added to the `export` subcommand
+void add_memviz_command(CLI::App& exp, int& exit_code);
 
 }  // namespace capuchin::cli

@@ -2,6 +2,7 @@
 // log; `capuchin export perfetto FILE... -o out.json`: Chrome/Perfetto trace-event JSON with
 // the job's kernels (simulated timing from a recorded trace), swaps on copy-engine tracks, a
 // resident-memory counter track, and the decision log's records on their own tracks.
+// (`export memory-viz` is memviz_cmd.cpp.)
 #include <fmt/format.h>
 #include <sys/stat.h>
 #include <zlib.h>
@@ -304,6 +305,7 @@ void add_log_commands(CLI::App& app, int& exit_code) {
   pf->add_option("--gpu", eo->gpu, "GPU profile for a trace's simulated timing");
   pf->add_option("--budget", eo->budget, std::string("simulate the capuchin policy at this budget: ") + kBudgetHelp);
   pf->callback([&exit_code, eo] { exit_code = run_export(eo->files, eo->out, eo->gpu, eo->budget); });
+  add_memviz_command(*exp, exit_code);
 
   auto ro = std::make_shared<ExportOpts>();
   CLI::App* rep = app.add_subcommand("report", "one self-contained HTML page: memory over time, swaps, stalls, top tensors");

@@ -106,7 +106,9 @@ Expected<SimulatedView> simulate_view(const trace::Trace& t, const std::string& 
   std::stable_sort(changes.begin(), changes.end(), [](const auto& x, const auto& y) { return x.t_s < y.t_s; });
   std::int64_t held = 0;
   for (const auto& c : changes) {
-    held += c.bytes;
+    using K = sim::MemoryChange::Kind;
+    const auto bytes = static_cast<std::int64_t>(t.tensors[c.tensor].bytes);
+    held += c.kind == K::Alloc || c.kind == K::SwapIn || c.kind == K::Recompute ? bytes : -bytes;
     v.managed_mem.push_back({c.t_s, static_cast<std::uint64_t>(std::max<std::int64_t>(0, held))});
   }
   return v;

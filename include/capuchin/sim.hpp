@@ -169,17 +169,24 @@ struct TimelineEntry {
 std::string_view to_string(TimelineEntry::Lane l);
 std::string_view to_string(TimelineEntry::Kind k);
 
-// A change of the device bytes a run holds (+ taken, - given back), at the simulated time it
-// takes effect; summed in time order they are the resident bytes over time.
+// One change of the device memory a tensor holds in a run: it takes memory (its allocation, a
+// swap-in, a recomputation) or releases it (its free, the end of a swap-out's copy, a drop).
+// An eviction cancelled before its copy ended (the data stayed) changes nothing.
 struct MemoryChange {
-  double t_s;
-  std::int64_t bytes;
+  enum class Kind : std::uint8_t { Alloc, Free, SwapOut, SwapIn, Drop, Recompute };
+  double t_s;            // when the memory is taken or given back
+  std::uint32_t event;   // the event being run when it was decided
+  std::uint32_t tensor;
+  Kind kind;
+  bool on_demand;        // SwapIn: the compute stream needed it (not a prefetch)
 };
 
 struct SimOptions {
   std::uint64_t budget_bytes = 0;
   std::vector<TimelineEntry>* timeline = nullptr;  // filled when set
-  std::vector<MemoryChange>* memory = nullptr;     // filled when set
+  // Filled when set: every MemoryChange of the run (swap-outs still in flight at its end
+  // included), not in time order (a swap-out's release is found late): sort by t_s, stably.
+  std::vector<MemoryChange>* memory = nullptr;
   // Only events [first_event, end_event): tensors live at first_event start resident (a
   // what-if over one iteration, e.g. for a planner comparing candidate plans).
   std::uint32_t first_event = 0;

@@ -11,6 +11,7 @@
 // is swapped in (on demand) or recomputed (its writers re-run, inputs made resident first).
 #include <algorithm>
 #include <deque>
+#include <limits>
 
 #include <fmt/format.h>
 
@@ -31,6 +32,7 @@ struct Release {
   double time;
   std::uint32_t tensor;
   std::uint32_t gen;
+  std::uint32_t event;  // where the eviction was decided
 };
 
 class Engine {
@@ -58,6 +60,9 @@ class Engine {
   }
   void trace_interval(Lane lane, Kind kind, double a, double b, std::uint32_t tensor) {
     if (opt_.timeline && b > a) opt_.timeline->push_back({a, b, s_.event, tensor, lane, kind});
+  }
+  void note(MemoryChange::Kind kind, double t, std::uint32_t tensor, std::uint32_t event, bool on_demand = false) {
+    if (opt_.memory) opt_.memory->push_back({t, event, tensor, kind, on_demand});
   }
   void stall_until(double t) {
     if (t > now_) {
@@ -92,17 +97,11 @@ class Engine {
     s_.resident.pop_back();
     s_.resident_slot[t] = kNone;
   }
-  // Device bytes held from / given back at time `at` (the memory series, when asked for, is
-  // these changes: what the report charts is what the simulation did).
-  void take(std::uint64_t bytes, double at) {
+  void take(std::uint64_t bytes) {
     s_.used_bytes += bytes;
     r_.peak_bytes = std::max(r_.peak_bytes, s_.used_bytes);
-    if (opt_.memory && bytes) opt_.memory->push_back({at, static_cast<std::int64_t>(bytes)});
   }
-  void give(std::uint64_t bytes, double at) {
-    s_.used_bytes -= bytes;
-    if (opt_.memory && bytes) opt_.memory->push_back({at, -static_cast<std::int64_t>(bytes)});
-  }
+  void give(std::uint64_t bytes) { s_.used_bytes -= bytes; }
 
   bool live(const Release& r) const { return gen_[r.tensor] == r.gen && s_.residence[r.tensor] == Residence::Evicting; }
   void drop_stale_releases() {
@@ -113,8 +112,9 @@ class Engine {
       const Release r = releases_.front();
       releases_.pop_front();
       s_.residence[r.tensor] = Residence::Host;
+      note(MemoryChange::Kind::SwapOut, r.time, r.tensor, r.event);
       pending_bytes_ -= s_.bytes(r.tensor);
-      give(s_.bytes(r.tensor), r.time);
+      give(s_.bytes(r.tensor));
     }
   }
   void cancel_eviction(std::uint32_t t) {
@@ -154,7 +154,7 @@ class Engine {
 // it (the policy is asked for room); otherwise (a prefetch) no room is not a failure.
 bool Engine::acquire(std::uint64_t bytes, double& t, std::uint32_t tensor, bool demand) {
   if (unlimited_) {
-    take(bytes, t);
+    take(bytes);
     return true;
   }
   t = std::max(t, mem_clock_);
@@ -181,7 +181,7 @@ bool Engine::acquire(std::uint64_t bytes, double& t, std::uint32_t tensor, bool 
     t = std::max(t, releases_.front().time);
     retire(t);
   }
-  take(bytes, t);
+  take(bytes);
   mem_clock_ = t;
   return true;
 }
@@ -196,7 +196,7 @@ void Engine::evict(std::uint32_t t) {
   trace_interval(Lane::D2H, Kind::SwapOut, start, end, t);
   remove_resident(t);
   s_.residence[t] = Residence::Evicting;
-  releases_.push_back({end, t, gen_[t]});
+  releases_.push_back({end, t, gen_[t], s_.event});
   pending_bytes_ += s_.bytes(t);
   host_ready_s_[t] = end;
   swap_out_ += static_cast<double>(s_.bytes(t));
@@ -222,7 +222,8 @@ void Engine::apply(const std::vector<Action>& acts, bool from_pressure) {
         } else {
           remove_resident(t);
           s_.residence[t] = Residence::Dropped;
-          give(s_.bytes(t), now_);
+          give(s_.bytes(t));
+          note(MemoryChange::Kind::Drop, now_, t, s_.event);
         }
         break;
       case ActionKind::Prefetch:
@@ -240,6 +241,7 @@ void Engine::apply(const std::vector<Action>& acts, bool from_pressure) {
           const double end = start + copy_time(s_.bytes(t));
           h2d_free_ = end;
           trace_interval(Lane::H2D, Kind::SwapIn, start, end, t);
+          note(MemoryChange::Kind::SwapIn, at, t, s_.event);
           add_resident(t);
           s_.last_use_end_s[t] = end;
           swap_in_ += static_cast<double>(s_.bytes(t));
@@ -271,6 +273,7 @@ bool Engine::materialize(std::uint32_t t) {
           start + copy_time(s_.bytes(t)) + (pol_.demand_paging() ? p_.eff.uvm_fault_latency_s : 0.0);
       h2d_free_ = end;
       trace_interval(Lane::H2D, Kind::SwapIn, start, end, t);
+      note(MemoryChange::Kind::SwapIn, at, t, s_.event, true);
       add_resident(t);
       s_.last_use_end_s[t] = end;
       swap_in_ += static_cast<double>(s_.bytes(t));
@@ -299,6 +302,7 @@ bool Engine::recompute(std::uint32_t t) {
   s_.pin_epoch[t] = s_.epoch;
   double at = now_;
   if (!acquire(s_.bytes(t), at, t, true)) return false;
+  note(MemoryChange::Kind::Recompute, at, t, s_.event);
   stall_until(at);
   s_.residence[t] = Residence::Resident;  // its memory is held from here on
   const std::uint32_t last = s_.last_access(t);
@@ -328,7 +332,7 @@ bool Engine::recompute(std::uint32_t t) {
     trace_interval(Lane::Compute, Kind::Recompute, now_, now_ + d, t);
     now_ += d;
     recompute_ += d;
-    give(scratch, now_);
+    give(scratch);
     for (std::uint32_t a = e.access_begin; a < e.access_end; ++a) {
       const std::uint32_t r = t_.accesses[a].tensor;
       if (s_.residence[r] == Residence::Resident) s_.last_use_end_s[r] = std::max(s_.last_use_end_s[r], now_);
@@ -365,6 +369,7 @@ void Engine::run_event(std::uint32_t i) {
     case Op::Alloc: {
       double at = now_;
       if (!acquire(s_.bytes(e.tensor), at, e.tensor, true)) return;
+      note(MemoryChange::Kind::Alloc, at, e.tensor, i);
       stall_until(at);
       add_resident(e.tensor);
       s_.last_use_end_s[e.tensor] = now_;
@@ -375,7 +380,8 @@ void Engine::run_event(std::uint32_t i) {
       if (s_.residence[t] == Residence::Evicting) cancel_eviction(t);
       if (s_.residence[t] == Residence::Resident) {
         remove_resident(t);
-        give(s_.bytes(t), now_);
+        give(s_.bytes(t));
+        note(MemoryChange::Kind::Free, now_, t, i);
       }
       s_.residence[t] = Residence::Freed;
       break;
@@ -432,18 +438,19 @@ SimResult Engine::run() {
       continue;
     }
     add_resident(tn);
-    take(ts.bytes, now_);
+    take(ts.bytes);
   }
   std::vector<std::pair<std::uint32_t, std::uint64_t>> held = opt_.held_until;
   std::sort(held.begin(), held.end());
-  for (const auto& h : held) take(h.second, now_);
+  for (const auto& h : held) take(h.second);
   std::size_t next_release = 0;
   for (std::uint32_t i = first; i < n && !failed_; ++i) {
-    for (; next_release < held.size() && held[next_release].first <= i; ++next_release) give(held[next_release].second, now_);
+    for (; next_release < held.size() && held[next_release].first <= i; ++next_release) give(held[next_release].second);
     if (t_.events[i].op == Op::Iter) marks.push_back({now_, stall_, recompute_, swap_out_, swap_in_});
     run_event(i);
   }
   if (failed_) return r_;
+  if (opt_.memory) retire(std::numeric_limits<double>::infinity());  // copies in flight land
   const Mark end{now_, stall_, recompute_, swap_out_, swap_in_};
   r_.total_time_s = now_;
   marks.push_back(end);
