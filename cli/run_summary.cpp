@@ -48,12 +48,16 @@ std::string budget_line(const json& d, const RunFacts& f) {
 }
 
 void print_session(const json& d, const RunFacts& f) {
-  const std::uint64_t natural = u64(d, "executor_natural_peak_bytes") ? u64(d, "executor_natural_peak_bytes")
-                                                                      : u64(d, "natural_peak_bytes");
+  // The job's own allocations at their most (capuchin never changes them); the executor counts
+  // in whole pages, which is what a "0.5x" budget is a multiple of.
+  const std::uint64_t allocated = u64(d, "peak_bytes"), counted = u64(d, "executor_natural_peak_bytes");
+  std::string natural = allocated ? format_bytes(allocated) + " allocated" : std::string("not seen");
+  if (counted && format_bytes(counted) != format_bytes(allocated))
+    natural += fmt::format(" ({} as the executor counts it, in whole pages)", format_bytes(counted));
   fmt::print(stderr, "  session {} (pid {}, {}{})\n", u64(d, "id"), u64(d, "pid"), str(d, "state"),
              str(d, "close_reason").empty() ? "" : ": " + str(d, "close_reason"));
   fmt::print(stderr, "    budget         {}\n", budget_line(d, f));
-  fmt::print(stderr, "    natural peak   {}\n", natural ? format_bytes(natural) : std::string("not learned"));
+  fmt::print(stderr, "    natural peak   {}\n", natural);
   const std::uint64_t resident = u64(d, "peak_resident_bytes");
   fmt::print(stderr, "    resident peak  {}\n",
              resident ? format_bytes(resident) + " (on the device while the budget applied; the executor's count)"
@@ -97,7 +101,8 @@ void print_run_summary(const RunFacts& f, std::chrono::milliseconds wait) {
       if (d && !str(*d, "decision_log").empty()) logs.push_back(str(*d, "decision_log"));
     }
   }
-  if (!f.decision_log_env.empty()) logs.push_back(f.decision_log_env);
+  // The executor's own log holds what the daemon's session logs hold: named only without them.
+  if (logs.empty() && !f.decision_log_env.empty()) logs.push_back(f.decision_log_env);
   if (!f.record_path.empty()) fmt::print(stderr, "  trace            {}\n", f.record_path);
   if (!logs.empty() || !f.record_path.empty()) {
     std::string files;
