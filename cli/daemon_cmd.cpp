@@ -21,6 +21,7 @@
 #include "capuchin/units.hpp"
 #include "client.hpp"
 #include "commands.hpp"
+#include "install_paths.hpp"
 #include "job.hpp"
 
 namespace capuchin::cli {
@@ -242,11 +243,12 @@ int run_command(const RunOptions& o) {
     fmt::print(stderr, "capuchin run: --backend must be uvm or pinned, not '{}'\n", o.backend);
     return 2;
   }
-  const std::string lib = (std::filesystem::path(self_dir()).parent_path() / "lib" / "libcapuchin.so").string();
-  if (::access(lib.c_str(), R_OK) != 0) {
-    fmt::print(stderr, "capuchin run: cannot find the interposer {}\n", lib);
+  const auto found = find_interposer();  // CAPUCHIN_INTERPOSER, else beside this executable's prefix
+  if (!found) {
+    fmt::print(stderr, "capuchin run: {}\n", found.error().message);
     return 2;
   }
+  const std::string& lib = *found;
   const std::string socket = resolve_socket(g_socket);
   // The job starts within a few seconds whatever the daemon does; it attaches later if a
   // daemon comes to answer. A socket that does not answer is not replaced (its daemon may

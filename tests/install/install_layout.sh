@@ -68,7 +68,9 @@ peak=$("${train[@]}" --print-peak)
 half=$((peak / 2))
 "${train[@]}" > "$out/reference.txt" || { echo "FAIL - the reference run failed"; exit 1; }
 SIMCUDA_DEVICE_BYTES=$half "${train[@]}" > "$out/plain-half.txt" 2>&1
-check "without capuchin the job does not fit in $half bytes (so the run below needs it)" test $? -ne 0
+rc=$?
+check "without capuchin the job runs out of memory in $half bytes (so the run below needs it)" \
+  test $rc -ne 0 -a -n "$(grep 'out of memory' "$out/plain-half.txt")"
 
 sock=$tmp/a.sock
 # From another directory, with nothing pointing at the build tree: the installed capuchin must
