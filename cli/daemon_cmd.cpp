@@ -341,6 +341,8 @@ void add_daemon_commands(CLI::App& app, int& exit_code) {
   run->add_option("--daemon-idle-exit", ro->idle_exit_s, "an auto-started daemon exits after this many idle seconds");
   run->add_option("cmd", ro->cmd, "the command and its arguments (after --)")->required();
   run->positionals_at_end();
+  run->footer("libcapuchin.so: $CAPUCHIN_INTERPOSER, else PREFIX/lib/capuchin/ (an install) or lib/ (a build tree) "
+              "beside this capuchin's bin/; capuchind: $CAPUCHIN_DAEMON, else beside this capuchin");
   run->callback([&exit_code, ro] { exit_code = run_command(*ro); });
 }
 

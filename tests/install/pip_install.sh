@@ -101,4 +101,5 @@ if [ $fails -ne 0 ]; then
   echo "pip-install: $fails check(s) failed"
   exit 1
 fi
+rm -rf "$out/wheel-build"  # a quarter of a GiB of objects; kept only when a check failed
 echo "pip-install-ok"
