@@ -17,6 +17,7 @@
 #include <thread>
 
 #include "capuchin/protocol.hpp"
+#include "install_paths.hpp"
 
 namespace capuchin::cli {
 
@@ -133,8 +134,9 @@ DaemonProbe probe_daemon(const std::string& socket, std::chrono::milliseconds ti
 bool daemon_answers(const std::string& socket) { return probe_daemon(socket, std::chrono::seconds(10)) == DaemonProbe::Answers; }
 
 Status start_daemon(const std::string& socket, int idle_exit_s, std::chrono::milliseconds wait) {
-  const std::string exe = self_dir() + "/capuchind";
-  if (::access(exe.c_str(), X_OK) != 0) return make_error(fmt::format("no capuchind beside capuchin ({})", exe));
+  auto found = find_daemon();
+  if (!found) return make_error(found.error().message);
+  const std::string exe = *found;
   const std::string log_path = (std::filesystem::path(socket).parent_path() / "capuchind.log").string();
   std::error_code ec;
   const auto dir = std::filesystem::path(socket).parent_path();

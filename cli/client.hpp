@@ -28,7 +28,7 @@ enum class DaemonProbe { Answers, Absent, Unresponsive };
 DaemonProbe probe_daemon(const std::string& socket, std::chrono::milliseconds timeout);
 bool daemon_answers(const std::string& socket);
 
-// Starts capuchind (beside this executable) detached on `socket` and waits, at most `wait`
+// Starts capuchind ($CAPUCHIN_DAEMON, else beside this executable: install_paths.hpp) detached on `socket` and waits, at most `wait`
 // in all, until it answers.
 Status start_daemon(const std::string& socket, int idle_exit_s, std::chrono::milliseconds wait);
 

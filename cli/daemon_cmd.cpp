@@ -22,6 +22,7 @@
 #include "capuchin/units.hpp"
 #include "client.hpp"
 #include "commands.hpp"
+#include "install_paths.hpp"
 #include "job.hpp"
 #include "run_summary.hpp"
 
@@ -263,11 +264,12 @@ int run_command(const RunOptions& o) {
     fmt::print(stderr, "capuchin run: --backend must be uvm or pinned, not '{}'\n", o.backend);
     return 2;
   }
-  const std::string lib = (std::filesystem::path(self_dir()).parent_path() / "lib" / "libcapuchin.so").string();
-  if (::access(lib.c_str(), R_OK) != 0) {
-    fmt::print(stderr, "capuchin run: cannot find the interposer {}\n", lib);
+  const auto found = find_interposer();  // CAPUCHIN_INTERPOSER, else beside this executable's prefix
+  if (!found) {
+    fmt::print(stderr, "capuchin run: {}\n", found.error().message);
     return 2;
   }
+  const std::string& lib = *found;
   const std::string socket = resolve_socket(g_socket);
   // The job starts within a few seconds whatever the daemon does; it attaches later if a
   // daemon comes to answer. A socket that does not answer is not replaced (its daemon may
@@ -377,6 +379,8 @@ void add_daemon_commands(CLI::App& app, int& exit_code) {
   run->add_flag("--quiet", ro->quiet, "print no summary when the job ends");
   run->add_option("cmd", ro->cmd, "the command and its arguments (after --)")->required();
   run->positionals_at_end();
+  run->footer("libcapuchin.so: $CAPUCHIN_INTERPOSER, else PREFIX/lib/capuchin/ (an install) or lib/ (a build tree) "
+              "beside this capuchin's bin/; capuchind: $CAPUCHIN_DAEMON, else beside this capuchin");
   run->callback([&exit_code, ro] { exit_code = run_command(*ro); });
 }
 

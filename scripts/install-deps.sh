@@ -13,6 +13,8 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   clang libclang-rt-14-dev  # libFuzzer for the fuzz targets
   chromium               # headless browser for the HTML report test
+  file                   # cpack -G DEB computes Depends with dpkg-shlibdeps, which CPack runs through `file`
+  python3-venv           # the pip-install test builds the wheel in a fresh venv
 )
 
 missing=()
