@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <fstream>
+#include <map>
 
 #include "capuchin/learn.hpp"
 #include "capuchin/plan.hpp"
@@ -100,7 +101,7 @@ Expected<SimulatedView> simulate_view(const trace::Trace& t, const std::string& 
   sim::SimOptions m;
   m.budget_bytes = *b;
   m.timeline = &v.managed_tl;
-  std::vector<sim::MemoryChange> changes;
+  std::vector<sim::MemoryChange>& changes = v.managed_changes;
   m.memory = &changes;  // the bytes the simulated run held, as it held them (swaps, drops, recomputes)
   v.managed = sim::simulate(*prep, *policy, m);
   std::stable_sort(changes.begin(), changes.end(), [](const auto& x, const auto& y) { return x.t_s < y.t_s; });
@@ -112,6 +113,33 @@ Expected<SimulatedView> simulate_view(const trace::Trace& t, const std::string& 
     v.managed_mem.push_back({c.t_s, static_cast<std::uint64_t>(std::max<std::int64_t>(0, held))});
   }
   return v;
+}
+
+std::vector<OffDeviceSeries> off_device_bytes(const std::vector<DecisionRecord>& records) {
+  std::vector<const DecisionRecord*> sorted;
+  for (const auto& r : records) sorted.push_back(&r);
+  std::stable_sort(sorted.begin(), sorted.end(), [](const auto* a, const auto* b) { return a->t < b->t; });
+  std::map<std::int64_t, std::size_t> index;  // pid -> its series
+  std::map<std::pair<std::int64_t, std::uint64_t>, std::uint64_t> off;  // (pid, tensor) -> bytes held off
+  std::vector<OffDeviceSeries> out;
+  std::vector<std::uint64_t> total;
+  for (const auto* r : sorted) {
+    const bool release = r->action == "evict" || r->action == "drop";
+    const bool take = r->action == "prefetch" || r->action == "swapin_on_demand" || r->action == "recompute";
+    if ((!release && !take) || !r->tensor) continue;
+    const auto key = std::make_pair(r->pid, *r->tensor);
+    const auto it = off.find(key);
+    if (release == (it != off.end())) continue;  // already off, or never seen leaving
+    auto [at, fresh] = index.try_emplace(r->pid, out.size());
+    if (fresh) out.push_back({r->pid, {}, 0}), total.push_back(0);
+    std::uint64_t& sum = total[at->second];
+    if (release) off.emplace(key, r->bytes), sum += r->bytes;
+    else sum -= std::min(sum, it->second), off.erase(it);
+    OffDeviceSeries& s = out[at->second];
+    s.pts.push_back({r->t, sum});
+    s.max_bytes = std::max(s.max_bytes, sum);
+  }
+  return out;
 }
 
 }  // namespace capuchin::cli
