@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """report_check.py: reads what `capuchin report` and `capuchin export perfetto` wrote, as a user
-(or a script) would, for report_test.sh. Subcommands print one line or exit 1 with a reason.
+(or a script) would, for report_test.sh. Subcommands print their answer or exit 1 with a reason on stderr.
 
   series HTML PLOT            the plot's embedded JSON (<script type="application/json" id="PLOT-data">)
                               as one line per series: id max n_points (and 'meta' first: JSON)
@@ -19,8 +19,8 @@ import re
 import sys
 
 
-def fail(msg):
-    print("FAIL: " + msg)
+def fail(msg):  # on stderr: a caller may keep stdout in a file
+    print("FAIL: " + msg, file=sys.stderr)
     sys.exit(1)
 
 
