@@ -57,6 +57,33 @@ std::string change_words(const sim::MemoryChange& c) {
   }
 }
 
+// The capuchin run's per-iteration swaps and stalls, and each tensor's actions in time order.
+void add_simulated_actions(const trace::Trace& t, const SimulatedView& v, Facts& f) {
+  for (const auto& e : v.managed_tl) {
+    const std::uint64_t it = e.event < v.event_iteration.size() ? v.event_iteration[e.event] : 0;
+    using K = sim::TimelineEntry::Kind;
+    if (e.kind == K::Stall) f.stall_s[it] += e.end_s - e.start_s, f.stall_n[it] += 1;
+    if (e.tensor >= t.tensors.size()) continue;  // a stall waits for a tensor; the rest is per tensor
+    const trace::Tensor& ts = t.tensors[e.tensor];
+    if (e.kind == K::SwapOut) f.swap_out[it] += static_cast<double>(ts.bytes), f.moved[ts.id] += ts.bytes;
+    if (e.kind == K::SwapIn) f.swap_in[it] += static_cast<double>(ts.bytes), f.moved[ts.id] += ts.bytes;
+    if (e.kind == K::Stall) {
+      f.actions[ts.id].push_back({e.start_s, fmt::format("{:.3f} ms (simulated)", e.start_s * 1e3), it, "stall",
+                                  fmt::format("the compute stream waited {:.3f} ms for it", (e.end_s - e.start_s) * 1e3), ts.bytes});
+    }
+  }
+  for (const auto& c : v.managed_changes) {
+    const std::string what = change_words(c);
+    if (what.empty()) continue;
+    const std::uint64_t it = c.event < v.event_iteration.size() ? v.event_iteration[c.event] : 0;
+    f.actions[t.tensors[c.tensor].id].push_back({c.t_s, fmt::format("{:.3f} ms (simulated)", c.t_s * 1e3), it, what,
+                                                 fmt::format("decided at trace line {} ({})", c.event + 2ull, trace::event_name(t, c.event)),
+                                                 t.tensors[c.tensor].bytes});
+  }
+  for (auto& [id, acts] : f.actions)  // stalls were added first: the list in time order
+    std::stable_sort(acts.begin(), acts.end(), [](const auto& a, const auto& b) { return a.t_s < b.t_s; });
+}
+
 // The trace's simulated runs: the memory series and, with a budget, capuchin's actions.
 Status add_trace(const trace::Trace& t, const std::string& gpu, const std::string& budget, Facts& f) {
   auto v = simulate_view(t, gpu, budget);
@@ -81,29 +108,7 @@ Status add_trace(const trace::Trace& t, const std::string& gpu, const std::strin
   f.meta["budget_bytes"] = v->budget_bytes;
   f.meta["feasible"] = v->managed.feasible;
   f.meta["peak_bytes"] = v->managed.peak_bytes;
-  for (const auto& e : v->managed_tl) {
-    const std::uint64_t it = e.event < v->event_iteration.size() ? v->event_iteration[e.event] : 0;
-    using K = sim::TimelineEntry::Kind;
-    if (e.kind == K::Stall) f.stall_s[it] += e.end_s - e.start_s, f.stall_n[it] += 1;
-    if (e.tensor >= t.tensors.size()) continue;  // a stall waits for a tensor; the rest is per tensor
-    const trace::Tensor& ts = t.tensors[e.tensor];
-    if (e.kind == K::SwapOut) f.swap_out[it] += static_cast<double>(ts.bytes), f.moved[ts.id] += ts.bytes;
-    if (e.kind == K::SwapIn) f.swap_in[it] += static_cast<double>(ts.bytes), f.moved[ts.id] += ts.bytes;
-    if (e.kind == K::Stall) {
-      f.actions[ts.id].push_back({e.start_s, fmt::format("{:.3f} ms (simulated)", e.start_s * 1e3), it, "stall",
-                                  fmt::format("the compute stream waited {:.3f} ms for it", (e.end_s - e.start_s) * 1e3), ts.bytes});
-    }
-  }
-  for (const auto& c : v->managed_changes) {
-    const std::string what = change_words(c);
-    if (what.empty()) continue;
-    const std::uint64_t it = c.event < v->event_iteration.size() ? v->event_iteration[c.event] : 0;
-    f.actions[t.tensors[c.tensor].id].push_back({c.t_s, fmt::format("{:.3f} ms (simulated)", c.t_s * 1e3), it, what,
-                                                 fmt::format("decided at trace line {} ({})", c.event + 2ull, trace::event_name(t, c.event)),
-                                                 t.tensors[c.tensor].bytes});
-  }
-  for (auto& [id, acts] : f.actions)  // stalls were added first: the list in time order
-    std::stable_sort(acts.begin(), acts.end(), [](const auto& a, const auto& b) { return a.t_s < b.t_s; });
+  add_simulated_actions(t, *v, f);
   f.mem_note = fmt::format("Simulated on GPU profile {}: capuchin at budget {} ({}), {} feasible, peak {}; steady iteration {:.3f} ms "
                            "vs {:.3f} ms unmanaged. The green line is what the simulated run held on the device at each moment.",
                            v->gpu, format_bytes(v->budget_bytes), html_escape(budget), v->managed.feasible ? "run" : "run NOT",
