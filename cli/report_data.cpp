@@ -3,9 +3,9 @@
 #include "report_data.hpp"
 
 #include <fmt/format.h>
+#include <zlib.h>
 
 #include <algorithm>
-#include <fstream>
 #include <map>
 
 #include "capuchin/learn.hpp"
@@ -13,6 +13,30 @@
 #include "trace_load.hpp"
 
 namespace capuchin::cli {
+
+namespace {
+
+// A file's lines, read through zlib: plain files as they are, gzip ones (a rotated decision
+// log, decisions.jsonl.1.gz) inflated.
+Expected<std::vector<std::string>> read_lines(const std::string& path) {
+  gzFile g = gzopen(path.c_str(), "rb");
+  if (g == nullptr) return make_error(fmt::format("{}: cannot open", path));
+  std::vector<std::string> lines(1);
+  char buf[1 << 16];
+  int n = 0;
+  while ((n = gzread(g, buf, sizeof buf)) > 0)
+    for (int i = 0; i < n; ++i) {
+      if (buf[i] == '\n') lines.emplace_back();
+      else lines.back().push_back(buf[i]);
+    }
+  int code = 0;
+  const std::string err = n < 0 ? gzerror(g, &code) : "";
+  gzclose(g);
+  if (n < 0) return make_error(fmt::format("{}: {}", path, err));
+  return lines;
+}
+
+}  // namespace
 
 Expected<ReportInputs> load_report_inputs(const std::vector<std::string>& files) {
   ReportInputs in;
@@ -31,15 +55,12 @@ Expected<ReportInputs> load_report_inputs(const std::vector<std::string>& files)
     } else if (r.error().code == trace::TraceErrc::Io) {
       return make_error(r.error().message());
     }
-    std::ifstream is(f);
-    if (!is) return make_error(fmt::format("{}: cannot open", f));
-    std::string line;
-    std::uint64_t n = 0;
-    while (std::getline(is, line)) {
-      ++n;
-      if (line.empty()) continue;
-      auto d = parse_decision_line(line);
-      if (!d) return make_error(fmt::format("{}:{}: not a decision record or trace: {}", f, n, d.error().message));
+    auto lines = read_lines(f);
+    if (!lines) return Unexpected{lines.error()};
+    for (std::size_t n = 0; n < lines->size(); ++n) {
+      if ((*lines)[n].empty()) continue;
+      auto d = parse_decision_line((*lines)[n]);
+      if (!d) return make_error(fmt::format("{}:{}: not a decision record or trace: {}", f, n + 1, d.error().message));
       in.decisions.push_back(std::move(*d));
     }
     in.decision_files.push_back(f);

@@ -1,7 +1,7 @@
 // report_data.hpp: what `capuchin log`, `capuchin export perfetto` and `capuchin report`
 // read and derive. Inputs are files of two kinds, told apart by content: decision logs
-// (JSON lines, include/capuchin/decision_log.hpp) and recorded traces (docs/TRACE_FORMAT.md,
-// plain or gzip). From a trace they derive a timeline simulated on a GPU profile (never
+// (JSON lines, include/capuchin/decision_log.hpp) and recorded traces (docs/TRACE_FORMAT.md),
+// each plain or gzip. From a trace they derive a timeline simulated on a GPU profile (never
 // presented as measured): kernels, the natural live bytes, and, with a budget, the swaps,
 // stalls and resident bytes of the capuchin policy.
 #pragma once

@@ -7,8 +7,9 @@
 #     within the budget when the headline says the run is feasible, and peak where `capuchin
 #     sim --json` says the run peaks (the chart plots what the simulation did).
 #   MODE log: a report from a decision log alone plots the bytes capuchin held off the device,
-#     per process, with the exact peaks of a hand-written log (never an all-zero series); a
-#     log without swaps plots nothing and says so; the Perfetto counter agrees.
+#     per process, with the exact peaks of a hand-written log (never an all-zero series), the
+#     same from the log gzipped; a log without swaps plots nothing and says so; the Perfetto
+#     counter agrees.
 #   MODE labels: every tick label, legend and title of every plot fits inside its SVG (reports
 #     of a trace, of a long decision log, of many iterations).
 #   MODE names: the top-tensors rows name each tensor as the trace file itself does (producing
@@ -82,6 +83,10 @@ log)
   grep -q '^off-device-pid-43 524288 ' "$out/log.series" || fail "pid 43's series does not peak at 512 KiB"
   if awk '$1 != "meta" && $2 <= 0' "$out/log.series" | grep -q .; then fail "an all-zero series is plotted"; fi
   grep -q 'bytes capuchin held off the device' "$out/log.html" || fail "the chart's note does not say what it shows"
+  gzip -c "$out/d.jsonl" > "$out/d.jsonl.1.gz"  # a rotated log reads the same
+  "$cap" report "$out/d.jsonl.1.gz" -o "$out/gz.html" > /dev/null
+  [ "$(chk series "$out/gz.html" memory-plot | grep -v '^meta')" = "$(grep -v '^meta' "$out/log.series")" ] \
+    || fail "the report of the gzipped log plots other series"
   "$cap" export perfetto "$out/d.jsonl" -o "$out/log.json" > /dev/null
   [ "$(chk counter "$out/log.json" 'bytes held off the device by capuchin' | cut -d' ' -f1)" -eq 4194304 ] \
     || fail "the Perfetto off-device counter does not peak at 4 MiB"
