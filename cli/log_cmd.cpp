@@ -1,7 +1,10 @@
 // `capuchin log FILE [--follow] [--filter evict,prefetch,...]`: a readable view of a decision
 // log; `capuchin export perfetto FILE... -o out.json`: Chrome/Perfetto trace-event JSON with
 // the job's kernels (simulated timing from a recorded trace), swaps on copy-engine tracks, a
-// resident-memory counter track, and the decision log's records on their own tracks.
+// memory counter track (the simulator's own device bytes: live bytes, or with --budget the
+// capuchin run's resident bytes), and the decision log's records on their own tracks with a
+// counter of the bytes capuchin held off the device. `log --tensor ID` shows one tensor's
+// records, `log --trace TRACE` names each tensor (capuchin/tensor_names.hpp).
 // (`export memory-viz` is memviz_cmd.cpp.)
 #include <fmt/format.h>
 #include <sys/stat.h>
@@ -13,6 +16,7 @@
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <thread>
@@ -20,12 +24,16 @@
 #include "capuchin/budget.hpp"
 #include "capuchin/units.hpp"
 #include "commands.hpp"
+#include "capuchin/tensor_names.hpp"
 #include "report_data.hpp"
+#include "trace_load.hpp"
 
 namespace capuchin::cli {
 namespace {
 
-std::string format_record(const DecisionRecord& r) {
+// One record per line; with a trace (the run's own, `capuchin run --record`: the same allocation
+// ids), a tensor is also named as the report names it (capuchin/tensor_names.hpp).
+std::string format_record(const DecisionRecord& r, const trace::TensorNames* names) {
   std::string s = fmt::format("{:>10.3f}s  pid {:<7} iter {:<5} {:<16}", r.t, r.pid, r.iteration, r.action);
   s += r.tensor ? fmt::format(" tensor {:<8}", *r.tensor) : std::string(16, ' ');
   s += fmt::format(" {:>10}", r.bytes ? format_bytes(r.bytes) : "-");
@@ -33,6 +41,10 @@ std::string format_record(const DecisionRecord& r) {
   if (r.expected_s) s += fmt::format("  expected {:.6f}s", *r.expected_s);
   if (r.actual_s) s += fmt::format("  actual {:.6f}s", *r.actual_s);
   if (!r.note.empty()) s += "  (" + r.note + ")";
+  if (names && r.tensor) {
+    const auto i = names->find(*r.tensor);
+    s += i ? "  [" + names->describe(*i) + "]" : std::string("  [not in the trace]");
+  }
   return s;
 }
 
@@ -112,8 +124,26 @@ class LogReader {
   std::string pending_;
 };
 
-int run_log(const std::string& file, bool follow, const std::string& filter) {
-  const auto want = split_filter(filter);
+struct LogOptions {
+  std::string file, filter, trace;
+  std::optional<std::uint64_t> tensor;  // only this tensor's records
+  bool follow = false;
+};
+
+int run_log(const LogOptions& o) {
+  const std::string& file = o.file;
+  const bool follow = o.follow;
+  const auto want = split_filter(o.filter);
+  std::optional<trace::Trace> t;
+  std::optional<trace::TensorNames> names;
+  if (!o.trace.empty()) {
+    auto loaded = load_trace_with_iterations(o.trace);
+    if (!loaded) {
+      fmt::print(stderr, "capuchin log: --trace: {}\n", loaded.error().message());
+      return 1;
+    }
+    names.emplace(t.emplace(std::move(*loaded)));
+  }
   LogReader in(file);
   bool waited = false;
   while (!in.open()) {
@@ -142,7 +172,8 @@ int run_log(const std::string& file, bool follow, const std::string& filter) {
     }
     ++good;
     if (!want.empty() && !want.count(r->action)) return;
-    fmt::print("{}\n", format_record(*r));
+    if (o.tensor && r->tensor != o.tensor) return;
+    fmt::print("{}\n", format_record(*r, names ? &*names : nullptr));
   };
   for (;;) {
     if (!in.drain(on_line, !follow)) return 1;
@@ -172,6 +203,7 @@ int run_export(const std::vector<std::string>& files, const std::string& out, co
     return 1;
   }
   ojson events = ojson::array();
+  ojson simulated = nullptr;  // what the simulation of a trace was, for readers of the file
   const int kSim = 1, kLog = 2;
   if (in->trace) {
     auto v = simulate_view(*in->trace, gpu, budget);
@@ -203,6 +235,9 @@ int run_export(const std::vector<std::string>& files, const std::string& out, co
       x["args"] = std::move(args);
       events.push_back(std::move(x));
     }
+    simulated = {{"gpu", v->gpu}, {"natural_peak_bytes", v->natural_peak_bytes}};
+    if (managed)
+      simulated.update({{"budget_bytes", v->budget_bytes}, {"feasible", v->managed.feasible}, {"peak_bytes", v->managed.peak_bytes}});
     const auto& mem = managed ? v->managed_mem : v->natural_mem;
     std::uint64_t last = ~0ull;
     for (const auto& p : mem) {
@@ -214,11 +249,9 @@ int run_export(const std::vector<std::string>& files, const std::string& out, co
   }
   // Decisions: one Perfetto process per job process (a record's pid), so the logs of several
   // processes (ranks, separate runs) are never merged into one; each has its own tracks and its
-  // own resident-change counter.
+  // own counter of the bytes held off the device.
   struct Proc {
     int export_pid;
-    std::int64_t resident = 0;
-    bool have_resident = false;
   };
   std::map<std::int64_t, Proc> procs;
   std::string log_files;
@@ -228,8 +261,7 @@ int run_export(const std::vector<std::string>& files, const std::string& out, co
   }
   for (const auto& r : in->decisions) {
     auto [it, fresh] = procs.try_emplace(r.pid, Proc{kLog + static_cast<int>(procs.size())});
-    Proc& p = it->second;
-    const int pid = p.export_pid;
+    const int pid = it->second.export_pid;
     if (fresh) {
       events.push_back({{"ph", "M"}, {"pid", pid}, {"name", "process_name"},
                         {"args", {{"name", fmt::format("decisions of pid {} ({})", r.pid, log_files)}}}});
@@ -254,16 +286,16 @@ int run_export(const std::vector<std::string>& files, const std::string& out, co
     else
       events.push_back({{"ph", "X"}, {"pid", pid}, {"tid", tid}, {"name", r.action}, {"ts", r.t * 1e6},
                         {"dur", dur * 1e6}, {"args", args}});
-    // Device bytes moved by executed decisions, as a counter (relative to the start).
-    if (r.action == "evict" || r.action == "drop") p.resident -= static_cast<std::int64_t>(r.bytes), p.have_resident = true;
-    if (r.action == "prefetch" || r.action == "swapin_on_demand" || r.action == "recompute")
-      p.resident += static_cast<std::int64_t>(r.bytes), p.have_resident = true;
-    if (p.have_resident)
-      events.push_back({{"ph", "C"}, {"pid", pid}, {"name", "resident change from decisions (bytes)"},
-                        {"ts", r.t * 1e6}, {"args", {{"bytes", p.resident}}}});
   }
-  ojson doc = {{"traceEvents", std::move(events)}, {"displayTimeUnit", "ms"},
-               {"otherData", {{"generator", "capuchin export perfetto"}, {"timing", "simulated for traces; decision-log times as recorded"}}}};
+  // What the decisions did to memory, per process: the bytes capuchin held off the device (the
+  // report's chart of a decision log: report_data.hpp off_device_bytes).
+  for (const auto& series : off_device_bytes(in->decisions))
+    for (const auto& p : series.pts)
+      events.push_back({{"ph", "C"}, {"pid", procs.at(series.pid).export_pid}, {"name", "bytes held off the device by capuchin"},
+                        {"ts", p.t_s * 1e6}, {"args", {{"bytes", p.bytes}}}});
+  ojson other = {{"generator", "capuchin export perfetto"}, {"timing", "simulated for traces; decision-log times as recorded"}};
+  if (!simulated.is_null()) other["simulated"] = std::move(simulated);
+  ojson doc = {{"traceEvents", std::move(events)}, {"displayTimeUnit", "ms"}, {"otherData", std::move(other)}};
   std::ofstream os(out);
   if (!os) {
     fmt::print(stderr, "capuchin export: cannot write {}\n", out);
@@ -284,13 +316,19 @@ int run_report(const std::vector<std::string>& files, const std::string& out, co
                const std::string& budget);
 
 void add_log_commands(CLI::App& app, int& exit_code) {
-  auto file = std::make_shared<std::string>(), filter = std::make_shared<std::string>();
-  auto follow = std::make_shared<bool>(false);
+  auto lo = std::make_shared<LogOptions>();
+  auto tensor = std::make_shared<std::uint64_t>(0);
   CLI::App* log = app.add_subcommand("log", "a readable view of a decision log");
-  log->add_option("FILE", *file, "decision log (JSON lines)")->required();
-  log->add_flag("--follow,-f", *follow, "keep reading as the log grows (and after rotation)");
-  log->add_option("--filter", *filter, "only these actions, comma-separated (evict,prefetch,recompute,stall,plan,...)");
-  log->callback([&exit_code, file, follow, filter] { exit_code = run_log(*file, *follow, *filter); });
+  log->add_option("FILE", lo->file, "decision log (JSON lines)")->required();
+  log->add_flag("--follow,-f", lo->follow, "keep reading as the log grows (and after rotation)");
+  log->add_option("--filter", lo->filter, "only these actions, comma-separated (evict,prefetch,recompute,stall,plan,...)");
+  CLI::Option* tensor_opt = log->add_option("--tensor", *tensor, "only the records of this tensor (its allocation id)");
+  log->add_option("--trace", lo->trace,
+                  "the run's recorded trace (capuchin run --record): name each tensor (producing kernel, size, position)");
+  log->callback([&exit_code, lo, tensor, tensor_opt] {
+    if (tensor_opt->count() > 0) lo->tensor = *tensor;
+    exit_code = run_log(*lo);
+  });
 
   struct ExportOpts {
     std::vector<std::string> files;

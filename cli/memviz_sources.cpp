@@ -9,6 +9,7 @@
 
 #include "capuchin/plan.hpp"
 #include "capuchin/sim.hpp"
+#include "capuchin/tensor_names.hpp"
 #include "capuchin/units.hpp"
 #include "memviz.hpp"
 
@@ -21,53 +22,21 @@ std::string base_name(const std::string& path) { return std::filesystem::path(pa
 
 // ---- trace ---------------------------------------------------------------------------------
 
-std::string event_name(const trace::Trace& t, std::uint32_t ev) {
-  const trace::Event& e = t.events[ev];
-  if (e.op == trace::Op::Kernel && e.name != trace::kNone) return t.names[e.name];
-  if (e.op == trace::Op::Copy) return fmt::format("copy {}", trace::to_string(e.dir));
-  return std::string(trace::to_string(e.op));
-}
-
-// Per tensor, the first event that writes it (a kernel's write or touch, a copy's dst).
-std::vector<std::uint32_t> producers(const trace::Trace& t) {
-  std::vector<std::uint32_t> p(t.tensors.size(), trace::kNone);
-  for (const auto& a : t.accesses)
-    if (a.mode != trace::AccessMode::Read && p[a.tensor] == trace::kNone) p[a.tensor] = a.event;
-  return p;
-}
-
-// The frame that names where a tensor comes from: its producing kernel; for one read before
-// it is written (a parameter, an input: its data predates the trace) the first kernel using it.
-std::optional<Frame> origin_frame(const trace::Trace& t, const std::string& file, std::uint32_t i, std::uint32_t producer) {
-  const std::uint32_t first = t.tensors[i].first_access;
-  if (producer != trace::kNone && (first == trace::kNone || producer <= first)) return Frame{file, producer + 2ull, event_name(t, producer)};
-  if (first == trace::kNone) return std::nullopt;
-  return Frame{file, first + 2ull, "first used by " + event_name(t, first)};
-}
-
-std::uint64_t iteration_of(const trace::Trace& t, std::uint32_t event) {
-  for (const auto& it : t.iterations)
-    if (event >= it.begin && event < it.end) return it.n;
-  return 0;
-}
-
-// What the frames of a trace's blocks say, built once per tensor.
+// What the frames of a trace's blocks say, built once per tensor from the shared names
+// (capuchin/tensor_names.hpp: the same words as the report and `capuchin log --trace`).
 class TraceFrames {
  public:
-  TraceFrames(const trace::Trace& t, const std::string& file) : t_(t), file_(base_name(file)), producer_(producers(t)) {
+  TraceFrames(const trace::Trace& t, const std::string& file) : t_(t), file_(base_name(file)), names_(t) {
     tensor_.resize(t.tensors.size());
   }
-  // [producing kernel, the tensor]
+  // [producing kernel (or first user), the tensor]
   const std::vector<Frame>& tensor(std::uint32_t i) {
     auto& f = tensor_[i];
     if (!f.empty()) return f;
     const trace::Tensor& ts = t_.tensors[i];
-    if (auto o = origin_frame(t_, file_, i, producer_[i])) f.push_back(std::move(*o));
-    const std::string_view role = trace::to_string(ts.role);
-    const std::uint64_t iter = iteration_of(t_, ts.alloc_event);
-    f.push_back({file_, ts.alloc_event + 2ull,
-                 fmt::format("tensor {}: {}{}{}, {}", ts.id, format_bytes(ts.bytes), role.empty() ? "" : " ", role,
-                             iter ? fmt::format("allocated in iteration {}", iter) : std::string("allocated in set-up"))});
+    if (const trace::TensorOrigin o = names_.origin(i); o.event != trace::kNone)
+      f.push_back({file_, o.event + 2ull, names_.origin_text(i)});
+    f.push_back({file_, ts.alloc_event + 2ull, fmt::format("tensor {}: {}", ts.id, names_.describe(i))});
     return f;
   }
   // [capuchin's action at the event where it was decided, producing kernel, the tensor]
@@ -78,14 +47,15 @@ class TraceFrames {
     return f;
   }
   std::string producer_name(std::uint32_t i) const {
-    return producer_[i] == trace::kNone ? "its writers" : event_name(t_, producer_[i]);
+    const std::uint32_t p = names_.producer(i);
+    return p == trace::kNone ? "its writers" : trace::event_name(t_, p);
   }
   const std::string& file() const { return file_; }
 
  private:
   const trace::Trace& t_;
   std::string file_;
-  std::vector<std::uint32_t> producer_;
+  trace::TensorNames names_;
   std::vector<std::vector<Frame>> tensor_;
 };
 

@@ -3,15 +3,40 @@
 #include "report_data.hpp"
 
 #include <fmt/format.h>
+#include <zlib.h>
 
 #include <algorithm>
-#include <fstream>
+#include <map>
 
 #include "capuchin/learn.hpp"
 #include "capuchin/plan.hpp"
 #include "trace_load.hpp"
 
 namespace capuchin::cli {
+
+namespace {
+
+// A file's lines, read through zlib: plain files as they are, gzip ones (a rotated decision
+// log, decisions.jsonl.1.gz) inflated.
+Expected<std::vector<std::string>> read_lines(const std::string& path) {
+  gzFile g = gzopen(path.c_str(), "rb");
+  if (g == nullptr) return make_error(fmt::format("{}: cannot open", path));
+  std::vector<std::string> lines(1);
+  char buf[1 << 16];
+  int n = 0;
+  while ((n = gzread(g, buf, sizeof buf)) > 0)
+    for (int i = 0; i < n; ++i) {
+      if (buf[i] == '\n') lines.emplace_back();
+      else lines.back().push_back(buf[i]);
+    }
+  int code = 0;
+  const std::string err = n < 0 ? gzerror(g, &code) : "";
+  gzclose(g);
+  if (n < 0) return make_error(fmt::format("{}: {}", path, err));
+  return lines;
+}
+
+}  // namespace
 
 Expected<ReportInputs> load_report_inputs(const std::vector<std::string>& files) {
   ReportInputs in;
@@ -30,15 +55,12 @@ Expected<ReportInputs> load_report_inputs(const std::vector<std::string>& files)
     } else if (r.error().code == trace::TraceErrc::Io) {
       return make_error(r.error().message());
     }
-    std::ifstream is(f);
-    if (!is) return make_error(fmt::format("{}: cannot open", f));
-    std::string line;
-    std::uint64_t n = 0;
-    while (std::getline(is, line)) {
-      ++n;
-      if (line.empty()) continue;
-      auto d = parse_decision_line(line);
-      if (!d) return make_error(fmt::format("{}:{}: not a decision record or trace: {}", f, n, d.error().message));
+    auto lines = read_lines(f);
+    if (!lines) return Unexpected{lines.error()};
+    for (std::size_t n = 0; n < lines->size(); ++n) {
+      if ((*lines)[n].empty()) continue;
+      auto d = parse_decision_line((*lines)[n]);
+      if (!d) return make_error(fmt::format("{}:{}: not a decision record or trace: {}", f, n + 1, d.error().message));
       in.decisions.push_back(std::move(*d));
     }
     in.decision_files.push_back(f);
@@ -100,7 +122,7 @@ Expected<SimulatedView> simulate_view(const trace::Trace& t, const std::string& 
   sim::SimOptions m;
   m.budget_bytes = *b;
   m.timeline = &v.managed_tl;
-  std::vector<sim::MemoryChange> changes;
+  std::vector<sim::MemoryChange>& changes = v.managed_changes;
   m.memory = &changes;  // the bytes the simulated run held, as it held them (swaps, drops, recomputes)
   v.managed = sim::simulate(*prep, *policy, m);
   std::stable_sort(changes.begin(), changes.end(), [](const auto& x, const auto& y) { return x.t_s < y.t_s; });
@@ -112,6 +134,33 @@ Expected<SimulatedView> simulate_view(const trace::Trace& t, const std::string& 
     v.managed_mem.push_back({c.t_s, static_cast<std::uint64_t>(std::max<std::int64_t>(0, held))});
   }
   return v;
+}
+
+std::vector<OffDeviceSeries> off_device_bytes(const std::vector<DecisionRecord>& records) {
+  std::vector<const DecisionRecord*> sorted;
+  for (const auto& r : records) sorted.push_back(&r);
+  std::stable_sort(sorted.begin(), sorted.end(), [](const auto* a, const auto* b) { return a->t < b->t; });
+  std::map<std::int64_t, std::size_t> index;  // pid -> its series
+  std::map<std::pair<std::int64_t, std::uint64_t>, std::uint64_t> off;  // (pid, tensor) -> bytes held off
+  std::vector<OffDeviceSeries> out;
+  std::vector<std::uint64_t> total;
+  for (const auto* r : sorted) {
+    const bool release = r->action == "evict" || r->action == "drop";
+    const bool take = r->action == "prefetch" || r->action == "swapin_on_demand" || r->action == "recompute";
+    if ((!release && !take) || !r->tensor) continue;
+    const auto key = std::make_pair(r->pid, *r->tensor);
+    const auto it = off.find(key);
+    if (release == (it != off.end())) continue;  // already off, or never seen leaving
+    auto [at, fresh] = index.try_emplace(r->pid, out.size());
+    if (fresh) out.push_back({r->pid, {}, 0}), total.push_back(0);
+    std::uint64_t& sum = total[at->second];
+    if (release) off.emplace(key, r->bytes), sum += r->bytes;
+    else sum -= std::min(sum, it->second), off.erase(it);
+    OffDeviceSeries& s = out[at->second];
+    s.pts.push_back({r->t, sum});
+    s.max_bytes = std::max(s.max_bytes, sum);
+  }
+  return out;
 }
 
 }  // namespace capuchin::cli
