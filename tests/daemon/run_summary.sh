@@ -18,7 +18,7 @@ sock=$out/s.sock
 dpid=$!
 trap 'kill $dpid 2>/dev/null; wait $dpid 2>/dev/null' EXIT
 for _ in $(seq 100); do [ -S "$sock" ] && break; sleep 0.05; done
-args="--depth 8 --width 64 --batch 8192 --seed 7"
+args="--depth 8 --width 64 --batch 2048 --seed 7"
 P=$("$TRAIN" $args --print-peak)
 B=$((P / 2))
 "$TRAIN" $args --iters 8 > "$out/ref.txt"

@@ -8,7 +8,7 @@
 set -u
 out=$1
 rm -rf "$out"; mkdir -p "$out"
-args="--depth 8 --width 64 --batch 8192 --iters 8 --seed 7"
+args="--depth 8 --width 64 --batch 2048 --iters 6 --seed 7"
 "$TRAIN" $args > "$out/ref.txt"
 CAPUCHIN_SINK=null CAPUCHIN_LOG=info CAPUCHIN_BUDGET=0.5x CAPUCHIN_DECISION_LOG="$out/d.jsonl" LD_PRELOAD="$PRELOAD" \
   "$TRAIN" $args > "$out/run.txt" 2> "$out/run.err" || { echo "FAIL: the job failed"; tail "$out/run.err"; exit 1; }
