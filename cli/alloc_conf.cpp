@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <array>
 
+#include "capuchin/units.hpp"
+
 namespace capuchin::cli {
 
 namespace {
@@ -19,12 +21,6 @@ constexpr std::array<std::string_view, 8> kNativeOnly = {
     "max_split_size_mb",          "max_non_split_rounding_mb",  "garbage_collection_threshold",
     "roundup_power2_divisions",   "expandable_segments",        "release_lock_on_cudamalloc",
     "release_lock_on_hipmalloc",  "graph_capture_record_stream_reuse"};
-
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
-  return s;
-}
 
 // The options of `value`, split at commas outside brackets; nullopt when brackets do not balance.
 std::optional<std::vector<std::string_view>> split_options(std::string_view value) {
@@ -47,16 +43,16 @@ std::optional<std::vector<std::string_view>> split_options(std::string_view valu
 // "key:value" with spaces dropped around both; an option without ':' is its key alone.
 std::string normalise(std::string_view option, std::string_view& key) {
   const std::size_t colon = option.find(':');
-  key = trim(option.substr(0, colon));
+  key = trim_spaces(option.substr(0, colon));
   if (colon == std::string_view::npos) return std::string(key);
-  return fmt::format("{}:{}", key, trim(option.substr(colon + 1)));
+  return fmt::format("{}:{}", key, trim_spaces(option.substr(colon + 1)));
 }
 
 }  // namespace
 
 MergedAllocConf merge_pytorch_alloc_conf(std::optional<std::string_view> user) {
   MergedAllocConf out;
-  if (!user || trim(*user).empty()) {
+  if (!user || trim_spaces(*user).empty()) {
     out.value = kBackend;
     return out;
   }

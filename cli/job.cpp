@@ -11,6 +11,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <iterator>
 
 namespace capuchin::cli {
 
@@ -71,7 +72,8 @@ int run_job(std::vector<char*>& argv) {
   sa.sa_handler = forward_signal;
   sa.sa_flags = SA_RESTART;
   sigemptyset(&sa.sa_mask);
-  for (int sig : kForwarded) ::sigaction(sig, &sa, nullptr);
+  struct sigaction saved[std::size(kForwarded)]{};
+  for (std::size_t i = 0; i < std::size(kForwarded); ++i) ::sigaction(kForwarded[i], &sa, &saved[i]);
   ::sigprocmask(SIG_SETMASK, &old, nullptr);
   int status = 1;
   for (;;) {
@@ -101,6 +103,9 @@ int run_job(std::vector<char*>& argv) {
     break;
   }
   give_terminal(tty, ::getpgrp());
+  // The job is gone: what comes now (the summary) is capuchin's own, and a Ctrl-C or a
+  // scheduler's SIGTERM must act on it as they did before the job started.
+  for (std::size_t i = 0; i < std::size(kForwarded); ++i) ::sigaction(kForwarded[i], &saved[i], nullptr);
   return status;
 }
 

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
 #include <thread>
 #include <vector>
@@ -29,10 +30,14 @@ std::string str(const json& j, const char* key) {
 Expected<json> closed_sessions(const RunFacts& f, std::chrono::milliseconds wait) {
   const auto until = std::chrono::steady_clock::now() + wait;
   for (;;) {
-    auto list = query_daemon(f.socket, "sessions", json{{"run", f.tag}}, std::chrono::seconds(2));
-    if (!list) return list;
+    auto all = query_daemon(f.socket, "sessions", json{{"run", f.tag}}, std::chrono::seconds(2));
+    if (!all) return all;
+    // Filtered here too: a daemon of an older protocol ignores "run" and lists every job's.
+    json list = json::array();
+    for (const json& s : *all)
+      if (str(s, "run_tag") == f.tag) list.push_back(s);
     bool open = false;
-    for (const json& s : *list) open = open || str(s, "state") != "closed";
+    for (const json& s : list) open = open || str(s, "state") != "closed";
     if (!open || std::chrono::steady_clock::now() >= until) return list;
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
@@ -41,8 +46,9 @@ Expected<json> closed_sessions(const RunFacts& f, std::chrono::milliseconds wait
 std::string budget_line(const json& d, const RunFacts& f) {
   const std::string given = str(d, "budget");
   if (given.empty() || given == "none") return "none (capture only: nothing was moved)";
-  const std::uint64_t applied = u64(d, "executor_budget_bytes") ? u64(d, "executor_budget_bytes") : u64(d, "budget_bytes");
-  if (applied == 0) return fmt::format("{} ({}): never applied (no iteration was learned)", f.budget_text, given);
+  // budget_bytes is the budget in force as the executor last reported it (0: never applied).
+  const std::uint64_t applied = u64(d, "budget_bytes");
+  if (applied == 0) return fmt::format("{} ({}): never applied (no iteration of the job was learned)", f.budget_text, given);
   if (given == format_bytes(applied)) return fmt::format("{} ({} bytes)", given, applied);
   return fmt::format("{} = {} ({} bytes)", given, format_bytes(applied), applied);
 }
@@ -62,7 +68,8 @@ void print_session(const json& d, const RunFacts& f) {
   fmt::print(stderr, "    resident peak  {}\n",
              resident ? format_bytes(resident) + " (on the device while the budget applied; the executor's count)"
                       : fmt::format("{} allocated (no executor: nothing was moved)", format_bytes(u64(d, "peak_bytes"))));
-  const double stall_s = d.value("stall_s", 0.0);
+  const auto st = d.find("stall_s");
+  const double stall_s = st != d.end() && st->is_number() ? st->get<double>() : 0.0;
   fmt::print(stderr, "    moved          evicted {}, prefetched {}, recomputed {}; {} stalls{}\n",
              format_bytes(u64(d, "evicted_bytes")), format_bytes(u64(d, "prefetched_bytes")),
              format_bytes(u64(d, "recomputed_bytes")), u64(d, "stalls"),
@@ -71,6 +78,16 @@ void print_session(const json& d, const RunFacts& f) {
              u64(d, "plans_from_daemon") + u64(d, "plans_embedded"), u64(d, "plans_from_daemon"), u64(d, "plans_embedded"));
   const std::string log = str(d, "decision_log");
   fmt::print(stderr, "    decision log   {}\n", log.empty() ? std::string("none (the daemon keeps no log directory)") : log);
+}
+
+// As a POSIX shell reads it back: bare when only safe characters, else in single quotes.
+std::string shell_quoted(const std::string& s) {
+  if (!s.empty() && s.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789/._-+=%:,@") ==
+                        std::string::npos)
+    return s;
+  std::string q = "'";
+  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
 }
 
 }  // namespace
@@ -94,11 +111,18 @@ void print_run_summary(const RunFacts& f, std::chrono::milliseconds wait) {
   } else if (sessions->empty()) {
     fmt::print(stderr, "  no process of the job attached to capuchind (no CUDA use seen, or the daemon was unreachable)\n");
   }
+  std::vector<std::uint64_t> applied;  // each session's budget in force, for the report command
   if (sessions) {
     for (const json& s : *sessions) {
       auto d = query_daemon(f.socket, "session", json{{"session", s.value("id", 0ull)}}, std::chrono::seconds(2));
-      print_session(d ? *d : s, f);
-      if (d && !str(*d, "decision_log").empty()) logs.push_back(str(*d, "decision_log"));
+      if (!d) {
+        fmt::print(stderr, "  session {} (pid {}): its details could not be had ({})\n", u64(s, "id"), u64(s, "pid"),
+                   d.error().message);
+        continue;
+      }
+      print_session(*d, f);
+      applied.push_back(u64(*d, "budget_bytes"));
+      if (!str(*d, "decision_log").empty()) logs.push_back(str(*d, "decision_log"));
     }
   }
   // The executor's own log holds what the daemon's session logs hold: named only without them.
@@ -106,9 +130,14 @@ void print_run_summary(const RunFacts& f, std::chrono::milliseconds wait) {
   if (!f.record_path.empty()) fmt::print(stderr, "  trace            {}\n", f.record_path);
   if (!logs.empty() || !f.record_path.empty()) {
     std::string files;
-    for (const auto& l : logs) files += " " + l;
-    if (!f.record_path.empty()) files += " " + f.record_path;
-    const std::string budget = f.budget_text.empty() || f.record_path.empty() ? "" : " --budget " + f.budget_text;
+    for (const auto& l : logs) files += " " + shell_quoted(l);
+    if (!f.record_path.empty()) files += " " + shell_quoted(f.record_path);
+    // The bytes the executor applied (a "60%" or "0.5x" resolved against this job, not against
+    // report's GPU profile or the trace); the text as given when they differ or are unknown.
+    const bool one = !applied.empty() && applied.front() > 0 &&
+                     std::all_of(applied.begin(), applied.end(), [&](std::uint64_t b) { return b == applied.front(); });
+    const std::string as_run = one ? std::to_string(applied.front()) : f.budget_text;
+    const std::string budget = as_run.empty() || f.record_path.empty() ? "" : " --budget " + shell_quoted(as_run);
     fmt::print(stderr, "  report:          capuchin report{}{} -o report.html\n", files, budget);
   }
   fmt::print(stderr, "  (--quiet leaves this summary out)\n");

@@ -355,8 +355,12 @@ std::string Registry::handle_request_unchecked(std::string_view line) {
     const bool all = a != params.end() && a->is_boolean() && a->get<bool>();
     // run: only the sessions of one `capuchin run` (its CAPUCHIN_RUN_TAG), closed ones too.
     const auto run = params.find("run");
+    if (run != params.end() && !run->is_string()) err = {"bad-params", "params.run must be a string (a CAPUCHIN_RUN_TAG)"};
     const std::string tag = run != params.end() && run->is_string() ? run->get<std::string>() : std::string();
-    const auto wanted = [&](const json& j) { return tag.empty() || j.value("run_tag", std::string()) == tag; };
+    const auto wanted = [&](const json& j) {
+      const auto t = j.find("run_tag");
+      return tag.empty() || (t != j.end() && t->is_string() && t->get<std::string>() == tag);
+    };
     // In id order: sessions in memory answer for themselves, the store for the others.
     std::map<std::uint64_t, json> listed;
     if (all || !tag.empty())

@@ -599,6 +599,7 @@ proto::PlanReply Session::segment_planned(const plan::SegmentJob& job, Expected<
 
 void Session::on_exec_stats(const proto::ExecStats& s) {
   exec_ = s;
+  exec_seen_ = true;
   executor_ = true;
 }
 

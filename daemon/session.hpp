@@ -140,7 +140,12 @@ class Session {
   std::uint64_t peak_bytes() const { return peak_bytes_; }
   std::uint64_t iteration() const { return iteration_; }
   std::uint64_t plans_made() const { return plan_seq_; }
-  std::uint64_t budget_bytes() const { return executor_ && job_budget_ ? job_budget_ : resolved_budget(); }
+  // The budget in force: the executor's own figure once it reported one (0 while a "0.5x"
+  // waits for the natural peak), else what the daemon knows it to be. Every view shows this.
+  std::uint64_t budget_bytes() const {
+    if (exec_seen_) return exec_.budget_bytes;
+    return executor_ && job_budget_ ? job_budget_ : resolved_budget();
+  }
   const proto::ExecStats& exec() const { return exec_; }
   double uptime_s() const;
 
@@ -203,6 +208,7 @@ class Session {
   // Budget and plans.
   Budget budget_;
   bool has_budget_ = false;
+  bool exec_seen_ = false;  // an exec-stats frame arrived: exec_ is the executor's own view
   std::uint32_t plan_seq_ = 0;
   std::optional<proto::PlanMessage> pending_plan_;
   nlohmann::ordered_json plan_json_;       // the last plan (plan_to_json), null when none

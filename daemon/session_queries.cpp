@@ -36,7 +36,7 @@ nlohmann::ordered_json Session::summary() const {
   j["mode"] = plan_active_ ? "active" : "passive";
   j["learner"] = following_ ? "following" : "searching";
   j["iteration"] = iteration_;
-  j["budget_bytes"] = resolved_budget();
+  j["budget_bytes"] = budget_bytes();
   j["allocated_bytes"] = live_bytes_;
   j["resident_bytes"] = resident_bytes();  // the executor's when it has one (see session.hpp)
   j["peak_bytes"] = peak_bytes_;

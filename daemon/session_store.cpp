@@ -204,16 +204,21 @@ Expected<json> decisions_from_log(const std::string& path, const DecisionFilter&
   // spdlog's rotating sink names older files <stem>.<n><ext>: newest first, read until enough.
   const fs::path p(path);
   std::vector<DecisionRecord> picked;  // newest first
-  for (int index = 0; index <= 100 && picked.size() < f.limit; ++index) {
+  // The query runs on the daemon's io thread, which jobs' frames wait for: a filter that
+  // rarely matches reads at most this much of the newest records, not every rotated file.
+  constexpr std::size_t kMaxQueryReadBytes = 16u << 20;
+  std::size_t read_total = 0;
+  for (int index = 0; index <= 100 && picked.size() < f.limit && read_total < kMaxQueryReadBytes; ++index) {
     const std::string file =
         index == 0 ? path : (p.parent_path() / fmt::format("{}.{}{}", p.stem().string(), index, p.extension().string())).string();
     bool missing = false;
-    auto text = read_file(file, kMaxLogReadBytes, /*tail=*/true, &missing);
+    auto text = read_file(file, std::min(kMaxLogReadBytes, kMaxQueryReadBytes - read_total), /*tail=*/true, &missing);
     if (!text) {
       if (index > 0 && missing) break;  // no older file
       if (missing) return make_error(fmt::format("its decision log {} no longer exists", path));
       return Unexpected{text.error()};
     }
+    read_total += text->size();
     std::string_view all(*text);
     while (!all.empty() && picked.size() < f.limit) {
       if (all.back() == '\n') all.remove_suffix(1);

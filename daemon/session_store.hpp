@@ -77,7 +77,7 @@ Expected<StoreLock> lock_store(const std::string& path);
 
 // A closed session's decisions read back from its decision log (the file and its rotated
 // predecessors, newest records last), as Session::decisions answers: a message names the
-// file when it no longer exists.
+// file when it no longer exists. At most the newest 16 MiB are read (it runs on the io thread).
 Expected<nlohmann::ordered_json> decisions_from_log(const std::string& path, const DecisionFilter& f);
 
 // Writes the latest submitted text on its own thread; texts submitted while one is written

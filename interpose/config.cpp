@@ -107,6 +107,8 @@ Config Config::from_env() {
   }
   if (const char* b = std::getenv("CAPUCHIN_BUDGET"); b != nullptr && std::strlen(b) < sizeof c.budget)
     std::memcpy(c.budget, b, std::strlen(b) + 1);
+  if (const char* t = std::getenv("CAPUCHIN_RUN_TAG"); t != nullptr && std::strlen(t) < sizeof c.run_tag)
+    std::memcpy(c.run_tag, t, std::strlen(t) + 1);
   if (const char* b = std::getenv("CAPUCHIN_BACKEND"); b != nullptr && b[0] != '\0') {
     if (std::strcmp(b, "uvm") == 0 || std::strcmp(b, "pinned") == 0) std::memcpy(c.backend, b, std::strlen(b) + 1);
     else log(LogLevel::Warn, "CAPUCHIN_BACKEND=%s is not uvm|pinned; using uvm", b);

@@ -30,6 +30,7 @@ struct Config {
   char socket_path[108] = {};
   char budget[64] = {};                   // CAPUCHIN_BUDGET (budget.hpp), for the daemon's hello
   char backend[16] = {};                  // CAPUCHIN_BACKEND=uvm|pinned
+  char run_tag[65] = {};                  // CAPUCHIN_RUN_TAG (set by `capuchin run`), for the daemon's hello
 
   bool capturing() const { return !disabled && (sink != SinkKind::None || daemon || budget[0] != '\0'); }
   static Config from_env();

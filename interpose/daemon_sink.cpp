@@ -93,7 +93,7 @@ class DaemonSink final : public Sink {
   DaemonSink(const Config& c, std::unique_ptr<Sink> inner) : path_(c.socket_path), inner_(std::move(inner)) {
     hello_.pid = static_cast<std::uint32_t>(getpid());
     hello_.cmdline = read_cmdline();
-    if (const char* tag = std::getenv("CAPUCHIN_RUN_TAG")) hello_.run_tag = std::string(tag).substr(0, proto::kMaxRunTagBytes);
+    hello_.run_tag = c.run_tag;
     if (c.budget[0] != '\0') {
       if (auto b = parse_budget(c.budget); b) {
         if (b->kind == Budget::Kind::Bytes) hello_.budget_bytes = b->bytes;

@@ -66,6 +66,7 @@ void DecisionLog::record(Action a, std::uint64_t tensor, std::uint64_t bytes, co
 
 void DecisionLog::record_stall(std::uint64_t tensor, std::uint64_t bytes, const char* reason, double actual_s) {
   ++tally_.count[static_cast<int>(Action::Stall)];
+  if (actual_s > 0) tally_.stall_s += actual_s;
   if (file_ == nullptr && !to_daemon_) return;
   flush_repeats();
   write(Action::Stall, tensor, bytes, reason != nullptr ? reason : "", -1, "", actual_s);

@@ -23,6 +23,7 @@ const char* to_string(Action a);
 struct Tally {
   std::uint64_t count[static_cast<int>(Action::Count)] = {};
   std::uint64_t evicted_bytes = 0, prefetched_bytes = 0, recomputed_bytes = 0;
+  double stall_s = 0;  // measured stalls' total (record_stall)
   std::uint64_t of(Action a) const { return count[static_cast<int>(a)]; }
 };
 

@@ -464,6 +464,7 @@ void Executor::adopt_daemon_budget() {
   decisions.record(Action::Budget, kNoBlockId, adopted, adopted != db ? "clamped-to-minimum" : "capuchind", -1, note);
   ledger.budget = adopted;
   budget_source = adopted != db ? "set by capuchind, raised to the job's minimum" : "set by capuchind";
+  pending_peak_multiple = 0;  // the user's set-budget replaces a CAPUCHIN_BUDGET=Nx still waiting
   need.warned = false;
   planning.invalidate();  // the next plan is made for it
 }
@@ -536,6 +537,7 @@ bool counters(proto::ExecStats& out) {
   out.prefetched_bytes = t.prefetched_bytes;
   out.recomputed_bytes = t.recomputed_bytes;
   out.stalls = t.of(Action::Stall) + t.of(Action::SwapinOnDemand);
+  out.stall_s = t.stall_s;
   out.resident_bytes = e.ledger.resident();
   out.budget_bytes = e.pending_peak_multiple > 0 ? 0 : e.ledger.budget;
   out.peak_resident_bytes = e.ledger.peak();
@@ -560,12 +562,15 @@ void shutdown() {
   }
   const Tally& t = e.decisions.tally();
   const policy::ControllerStats& cs = e.planning.controller().stats();
+  if (e.pending_peak_multiple > 0)
+    log(LogLevel::Warn, "capuchin: CAPUCHIN_BUDGET=%s never applied: no iteration of the job was learned (the summary "
+                        "says budget=0)", e.opt.budget_text.c_str());
   log(LogLevel::Info,
       "executor summary: backend=%s budget=%" PRIu64 " peak_resident=%" PRIu64 " min_needed=%" PRIu64 " evictions=%" PRIu64
       " prefetches=%" PRIu64 " on_demand=%" PRIu64 " stalls=%" PRIu64 " drops=%" PRIu64 " recomputes=%" PRIu64
       " fallbacks=%" PRIu64 " iterations=%" PRIu64 " period=%u plans=%" PRIu64 " planned_iterations=%" PRIu64
       " relearns=%" PRIu64 " timed_launches=%" PRIu64 "/%" PRIu64 " host_pool_peak=%" PRIu64 " on_demand_per_iteration=[%s]",
-      e.opt.backend == Backend::Pinned ? "pinned" : "uvm", e.ledger.budget, e.ledger.peak(), e.need.min_needed, t.of(Action::Evict), t.of(Action::Prefetch),
+      e.opt.backend == Backend::Pinned ? "pinned" : "uvm", e.pending_peak_multiple > 0 ? 0 : e.ledger.budget, e.ledger.peak(), e.need.min_needed, t.of(Action::Evict), t.of(Action::Prefetch),
       t.of(Action::SwapinOnDemand), t.of(Action::Stall), t.of(Action::Drop), t.of(Action::Recompute), t.of(Action::Fallback),
       cs.iterations, e.planning.controller().period(), cs.plans_adopted, cs.iterations_followed, cs.relearns,
       e.planning.launches_timed(), e.planning.launches_seen(), e.pool.peak_bytes(), per.c_str());

@@ -6,6 +6,8 @@
 #include "codec.hpp"
 
 #include <algorithm>
+#include <cmath>
+#include <cstring>
 #include <fmt/format.h>
 
 namespace capuchin::proto {
@@ -269,6 +271,7 @@ ProtoExpected<ExecStats> decode_exec_stats(std::span<const std::uint8_t> payload
   if (payload.size() != sizeof(ExecStats)) return fail(ProtoErrc::BadPayload, "exec-stats payload has the wrong size");
   ExecStats s;
   std::memcpy(&s, payload.data(), sizeof s);
+  if (!std::isfinite(s.stall_s) || s.stall_s < 0) return fail(ProtoErrc::BadPayload, "exec-stats: stall time not a finite, non-negative number");
   return s;
 }
 

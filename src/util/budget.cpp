@@ -6,22 +6,22 @@
 #include <cctype>
 #include <charconv>
 #include <cmath>
+#include <optional>
 
 #include "capuchin/units.hpp"
 
 namespace capuchin {
 namespace {
 
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
-  return s;
-}
-
-std::string forms(std::string_view text) {
-  return fmt::format("write a size ({0}GiB, {0}MB), a share of the device's memory ({1}%) or a multiple of the "
-                     "job's natural peak ({0}x)", text.empty() ? "40" : text,
-                     text.empty() ? "60" : fmt::format("{:g}", std::strtod(std::string(text).c_str(), nullptr) * 100));
+// The three forms, with `number` (the bare number the user wrote, if any) in the ones it fits.
+std::string forms(std::optional<double> number, std::string_view text) {
+  if (number && *number > 0 && *number <= 1)
+    return fmt::format("write a size ({0}GiB, {0}MB), a share of the device's memory ({1:g}%) or a multiple of the "
+                       "job's natural peak ({0}x)", text, *number * 100);
+  if (number && *number > 1)
+    return fmt::format("write a size with a unit ({0}MiB, {0}GiB), a share of the device's memory (e.g. 60%) or a "
+                       "multiple of the job's natural peak (e.g. 0.5x)", text);
+  return "write a size (40GiB, 500MB), a share of the device's memory (60%) or a multiple of the job's natural peak (0.5x)";
 }
 
 // The number before a '%' or 'x' suffix; nullopt-like failure as an error naming the text.
@@ -36,11 +36,11 @@ Expected<double> number_before_suffix(std::string_view whole, std::string_view d
 }  // namespace
 
 Expected<Budget> parse_budget(std::string_view text) {
-  const std::string_view s = trim(text);
-  if (s.empty()) return make_error("the budget is empty: " + forms(""));
+  const std::string_view s = trim_spaces(text);
+  if (s.empty()) return make_error("the budget is empty: " + forms(std::nullopt, ""));
   const char last = static_cast<char>(std::tolower(static_cast<unsigned char>(s.back())));
   if (last == '%' || last == 'x') {
-    auto v = number_before_suffix(s, trim(s.substr(0, s.size() - 1)));
+    auto v = number_before_suffix(s, trim_spaces(s.substr(0, s.size() - 1)));
     if (!v) return Unexpected{v.error()};
     if (last == '%') {
       if (!(*v > 0 && *v <= 100)) return make_error(fmt::format("budget '{}': a share of the device lies in (0%, 100%]", s));
@@ -50,13 +50,19 @@ Expected<Budget> parse_budget(std::string_view text) {
       return make_error(fmt::format("budget '{}': a multiple of the natural peak lies in (0x, 1x] (more saves nothing)", s));
     return Budget{Budget::Kind::OfPeak, 0, *v};
   }
-  const bool only_number = s.find_first_not_of("0123456789.") == std::string_view::npos;
-  if (only_number && s.find('.') != std::string_view::npos)
-    return make_error(fmt::format("budget '{}' is ambiguous: {}", s, forms(s)));
-  if (only_number && s.size() < 5 && std::strtoull(std::string(s).c_str(), nullptr, 10) < 1024)
-    return make_error(fmt::format("budget '{}' is ambiguous (bytes?): {}", s, forms(s)));
+  // A number without a unit: plain digits of 1024 or more are bytes; anything else (a
+  // decimal, an exponent, a small integer) could mean any of the three forms.
+  if (s.find_first_not_of("0123456789.eE+-") == std::string_view::npos) {
+    double v = 0;
+    auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+    const bool parsed = ec == std::errc() && end == s.data() + s.size() && std::isfinite(v);
+    const bool digits = s.find_first_not_of("0123456789") == std::string_view::npos;
+    if (parsed && v <= 0) return make_error(fmt::format("budget '{}' must be more than 0: {}", s, forms(std::nullopt, s)));
+    if (parsed && (!digits || v < 1024))
+      return make_error(fmt::format("budget '{}' is ambiguous: {}", s, forms(v, s)));
+  }
   auto b = parse_size(s);
-  if (!b) return make_error(fmt::format("budget: {}; {}", b.error().message, forms("")));
+  if (!b) return make_error(fmt::format("budget: {}; {}", b.error().message, forms(std::nullopt, "")));
   return Budget{Budget::Kind::Bytes, *b, 0};
 }
 

@@ -17,21 +17,21 @@ std::string lower(std::string_view s) {
   return r;
 }
 
-std::string_view trim(std::string_view s) {
+}  // namespace
+
+std::string_view trim_spaces(std::string_view s) {
   while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
   while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
   return s;
 }
 
-}  // namespace
-
 Expected<std::uint64_t> parse_size(std::string_view text) {
-  const std::string_view s = trim(text);
+  const std::string_view s = trim_spaces(text);
   double value = 0;
   auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), value);
   if (ec != std::errc() || s.empty() || s.front() == '-' || s.front() == '+')
     return make_error(fmt::format("'{}' is not a size (examples: 268435456, 500MiB, 12GiB)", text));
-  const std::string unit = lower(trim(std::string_view(end, s.data() + s.size() - end)));
+  const std::string unit = lower(trim_spaces(std::string_view(end, s.data() + s.size() - end)));
   struct U { const char* name; double mult; };
   static constexpr std::array<U, 10> units{{{"", 1}, {"b", 1}, {"kib", 1024.0}, {"mib", 1048576.0},
                                             {"gib", 1073741824.0}, {"tib", 1099511627776.0}, {"kb", 1e3},

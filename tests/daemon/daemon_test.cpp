@@ -3,6 +3,9 @@
 // keeping memory bounded) and the JSON query handler's errors.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <limits>
+
 #include <nlohmann/json.hpp>
 
 #include "capuchin/protocol.hpp"
@@ -56,6 +59,34 @@ proto::NamesView names() {
 }
 
 }  // namespace
+
+TEST(Protocol, ExecStatsRoundTripAndRejectNonFiniteTimes) {
+  proto::ExecStats st;
+  st.evicted_bytes = 7;
+  st.stall_s = 0.25;
+  st.budget_bytes = 11;
+  st.peak_resident_bytes = 10;
+  st.natural_peak_bytes = 22;
+  st.plans_from_daemon = 2;
+  std::vector<std::uint8_t> out;
+  proto::encode_exec_stats(out, st);
+  proto::FrameReader fr;
+  fr.feed(std::span(out.data(), out.size()));
+  proto::FrameReader::Frame f;
+  ASSERT_TRUE(*fr.next(f));
+  auto back = proto::decode_exec_stats(f.payload);
+  ASSERT_TRUE(back.has_value());
+  EXPECT_EQ(*back, st);
+  for (double bad : {std::nan(""), -1.0, std::numeric_limits<double>::infinity()}) {
+    st.stall_s = bad;
+    out.clear();
+    proto::encode_exec_stats(out, st);
+    proto::FrameReader r2;
+    r2.feed(std::span(out.data(), out.size()));
+    ASSERT_TRUE(*r2.next(f));
+    EXPECT_FALSE(proto::decode_exec_stats(f.payload).has_value()) << bad;
+  }
+}
 
 TEST(Protocol, HelloAndEventsRoundTrip) {
   std::vector<std::uint8_t> out;

@@ -56,6 +56,15 @@ TEST(Budget, TheAmbiguousFormIsRejectedNamingTheChoices) {
     EXPECT_NE(r.error().message.find("%)"), std::string::npos) << r.error().message;
   }
   EXPECT_NE(parse_budget("0.5").error().message.find("0.5x"), std::string::npos);
+  // Numbers that fit no share or multiple are not offered as one ("250%", "2.5x" would be refused).
+  for (const char* t : {"2.5", "500", "1e3", "01000", "1.5e0"}) {
+    auto r = parse_budget(t);
+    ASSERT_FALSE(r) << t;
+    EXPECT_NE(r.error().message.find("ambiguous"), std::string::npos) << r.error().message;
+    EXPECT_EQ(r.error().message.find(std::string(t) + "x"), std::string::npos) << r.error().message;
+    EXPECT_NE(r.error().message.find(std::string(t) + "MiB"), std::string::npos) << r.error().message;
+  }
+  EXPECT_EQ(parse_budget("1024")->resolve(0, 0), 1024u);  // plain digits from 1024 up are bytes
   EXPECT_NE(parse_budget("0.5").error().message.find("50%"), std::string::npos);
   for (const char* t : {"", "lots", "1.5x", "0x", "0%", "150%", "x", "%", "-3", "12XB", "abc%"}) {
     auto r = parse_budget(t);
