@@ -7,7 +7,7 @@
 #include <algorithm>
 #include <array>
 
-#include "capuchin/units.hpp"
+#include "capuchin/text.hpp"
 
 namespace capuchin::cli {
 

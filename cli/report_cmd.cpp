@@ -111,7 +111,7 @@ Status add_trace(const trace::Trace& t, const std::string& gpu, const std::strin
   add_simulated_actions(t, *v, f);
   f.mem_note = fmt::format("Simulated on GPU profile {}: capuchin at budget {} ({}), {} feasible, peak {}; steady iteration {:.3f} ms "
                            "vs {:.3f} ms unmanaged. The green line is what the simulated run held on the device at each moment.",
-                           v->gpu, format_bytes(v->budget_bytes), html_escape(budget), v->managed.feasible ? "run" : "run NOT",
+                           v->gpu, format_bytes(v->budget_bytes), escape_markup(budget), v->managed.feasible ? "run" : "run NOT",
                            format_bytes(v->managed.peak_bytes), v->managed.time_s * 1e3, v->natural.time_s * 1e3);
   return {};
 }
@@ -196,7 +196,7 @@ std::string tensors_section(const Facts& f, const trace::TensorNames* names) {
                       "<th>what it is</th><th>bytes moved</th><th>decisions</th></tr>";
   std::string lists = "<h2>Decisions per tensor</h2><div id=\"tensor-decisions\">";
   for (std::uint64_t id : ids) {
-    const std::string name = html_escape(tensor_name(id, names, f));
+    const std::string name = escape_markup(tensor_name(id, names, f));
     const auto it = f.actions.find(id);
     const std::size_t n = it == f.actions.end() ? 0 : it->second.size();
     table += fmt::format(R"(<tr><td><a href="#tensor-{0}">{0}</a></td><td class="name">{1}</td><td>{2}</td><td><a href="#tensor-{0}">{3}</a></td></tr>)",
@@ -206,7 +206,7 @@ std::string tensors_section(const Facts& f, const trace::TensorNames* names) {
     for (std::size_t k = 0; k < n && k < kShown; ++k) {
       const TensorAction& a = it->second[k];
       lists += fmt::format("<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"name\">{}</td></tr>", a.when, a.iteration,
-                           html_escape(a.action), format_bytes(a.bytes), html_escape(a.detail));
+                           escape_markup(a.action), format_bytes(a.bytes), escape_markup(a.detail));
     }
     if (n > kShown) lists += fmt::format("<tr><td colspan=5>... and {} more</td></tr>", n - kShown);
     lists += "</table></details>";
@@ -267,8 +267,8 @@ int run_report(const std::vector<std::string>& files, const std::string& out, co
     return 1;
   }
   std::string sources;
-  for (const auto& f : in->trace_files) sources += "<li>trace: " + html_escape(f) + "</li>";
-  for (const auto& f : in->decision_files) sources += "<li>decision log: " + html_escape(f) + "</li>";
+  for (const auto& f : in->trace_files) sources += "<li>trace: " + escape_markup(f) + "</li>";
+  for (const auto& f : in->decision_files) sources += "<li>decision log: " + escape_markup(f) + "</li>";
   Facts f;
   if (in->trace)
     if (auto r = add_trace(*in->trace, gpu, budget, f); !r) {
@@ -286,7 +286,7 @@ int run_report(const std::vector<std::string>& files, const std::string& out, co
   body += tensors_section(f, names ? &*names : nullptr);
   if (!f.by_action.empty()) {
     body += "<h2>Decisions by action</h2><table id=\"actions\"><tr><th>action</th><th>records</th></tr>";
-    for (const auto& [a, n] : f.by_action) body += fmt::format("<tr><td>{}</td><td>{}</td></tr>", html_escape(a), n);
+    for (const auto& [a, n] : f.by_action) body += fmt::format("<tr><td>{}</td><td>{}</td></tr>", escape_markup(a), n);
     body += "</table>";
   }
   const std::string html = fmt::format(R"(<!DOCTYPE html>

@@ -96,14 +96,14 @@ std::string y_axis(const Frame& f, const Axis& a) {
   for (std::size_t i = 0; i < a.ticks.size(); ++i) {
     const double y = f.y(a.ticks[i], a.top);
     s += fmt::format(R"(<line x1="{}" x2="{}" y1="{:.1f}" y2="{:.1f}" stroke="#ddd"/><text x="{}" y="{:.1f}" font-size="{}" text-anchor="end">{}</text>)",
-                     f.L, f.W - f.R, y, y, f.L - 5, y + 4, kTickFont, html_escape(a.labels[i]));
+                     f.L, f.W - f.R, y, y, f.L - 5, y + 4, kTickFont, escape_markup(a.labels[i]));
   }
   return s;
 }
 
 std::string x_title(const Frame& f, const std::string& xlabel) {
   return fmt::format(R"(<text x="{}" y="{}" font-size="{}" text-anchor="middle">{}</text>)", f.L + (f.W - f.L - f.R) / 2, f.H - 8,
-                     kTitleFont, html_escape(xlabel));
+                     kTitleFont, escape_markup(xlabel));
 }
 
 std::string polyline(const Frame& f, const Series& se, double xtop, double ytop) {
@@ -115,7 +115,7 @@ std::string polyline(const Frame& f, const Series& se, double xtop, double ytop)
     prev_y = y;
   }
   return fmt::format(R"(<polyline fill="none" stroke="{}" stroke-width="1.5" points="{}"><title>{}</title></polyline>)", se.color,
-                     pts, html_escape(se.label));
+                     pts, escape_markup(se.label));
 }
 
 ojson series_json(const Series& se) {
@@ -127,20 +127,6 @@ ojson series_json(const Series& se) {
 }
 
 }  // namespace
-
-std::string html_escape(std::string_view s) {
-  std::string o;
-  for (char c : s) {
-    switch (c) {
-      case '<': o += "&lt;"; break;
-      case '>': o += "&gt;"; break;
-      case '&': o += "&amp;"; break;
-      case '"': o += "&quot;"; break;
-      default: o += c;
-    }
-  }
-  return o;
-}
 
 std::string line_plot(const std::string& id, const std::string& xlabel, const std::vector<Series>& series, bool y_bytes,
                       const ojson& meta) {
@@ -155,7 +141,7 @@ std::string line_plot(const std::string& id, const std::string& xlabel, const st
   std::string s = svg_open(id, f.W, f.H) + y_axis(f, ya);
   for (std::size_t i = 0; i < xa.ticks.size(); ++i)
     s += fmt::format(R"(<text x="{:.1f}" y="{}" font-size="{}" text-anchor="middle">{}</text>)", f.x(xa.ticks[i], xa.top),
-                     f.H - f.B + 15, kTickFont, html_escape(xa.labels[i]));
+                     f.H - f.B + 15, kTickFont, escape_markup(xa.labels[i]));
   s += x_title(f, xlabel);
   ojson data = meta;
   data["x_label"] = xlabel;
@@ -166,7 +152,7 @@ std::string line_plot(const std::string& id, const std::string& xlabel, const st
     if (se.pts.empty()) continue;
     s += polyline(f, se, xa.top, ya.top);
     s += fmt::format(R"(<rect x="{}" y="{}" width="12" height="3" fill="{}"/><text x="{}" y="{}" font-size="{}">{}</text>)", f.L + 10,
-                     f.T + 10 + 15 * legend, se.color, f.L + 26, f.T + 14 + 15 * legend, kTickFont, html_escape(se.label));
+                     f.T + 10 + 15 * legend, se.color, f.L + 26, f.T + 14 + 15 * legend, kTickFont, escape_markup(se.label));
     ++legend;
     data["series"].push_back(series_json(se));
   }
@@ -193,10 +179,10 @@ std::string bar_plot(const std::string& id, const std::string& xlabel, const std
       const double v = groups[g].values[i], h = f.H - f.B - f.y(v, ya.top);
       s += fmt::format(R"(<rect x="{:.1f}" y="{:.1f}" width="{:.1f}" height="{:.1f}" fill="{}"><title>{} {}: {}</title></rect>)",
                        f.L + slot * static_cast<double>(i) + slot * 0.1 + bw * static_cast<double>(g), f.H - f.B - h, bw, h,
-                       colors[g % 4], html_escape(groups[g].label), html_escape(cats[i]), fmt::format("{:.6g}", v));
+                       colors[g % 4], escape_markup(groups[g].label), escape_markup(cats[i]), fmt::format("{:.6g}", v));
     }
     s += fmt::format(R"(<rect x="{:.1f}" y="{}" width="12" height="8" fill="{}"/><text x="{:.1f}" y="{}" font-size="{}">{}</text>)", lx,
-                     f.T - 16, colors[g % 4], lx + 16, f.T - 8, kTickFont, html_escape(groups[g].label));
+                     f.T - 16, colors[g % 4], lx + 16, f.T - 8, kTickFont, escape_markup(groups[g].label));
     lx += text_width(groups[g].label, kTickFont) + 30;
     data["groups"].push_back({{"label", groups[g].label}, {"values", groups[g].values}});
   }
@@ -205,7 +191,7 @@ std::string bar_plot(const std::string& id, const std::string& xlabel, const std
   const std::size_t every = std::max<std::size_t>(1, static_cast<std::size_t>(std::ceil(label_w / slot)));
   for (std::size_t i = 0; i < cats.size(); i += every)
     s += fmt::format(R"(<text x="{:.1f}" y="{}" font-size="{}" text-anchor="middle">{}</text>)",
-                     f.L + slot * (static_cast<double>(i) + 0.5), f.H - f.B + 14, kCatFont, html_escape(cats[i]));
+                     f.L + slot * (static_cast<double>(i) + 0.5), f.H - f.B + 14, kCatFont, escape_markup(cats[i]));
   return s + x_title(f, xlabel) + "</svg>" + data_block(id, data);
 }
 

@@ -15,13 +15,14 @@
 #include <utility>
 #include <vector>
 
+#include "capuchin/text.hpp"
+
 namespace capuchin::cli {
 
 // An estimate of a character's width as a share of the font size (sans-serif digits and
 // letters are about 0.55; a little over so that an estimate never undercounts).
 inline constexpr double kCharWidth = 0.62;
 
-std::string html_escape(std::string_view s);
 
 struct Series {
   std::string id, label, color;                // id: stable key in the JSON (e.g. "capuchin-resident")

@@ -14,9 +14,6 @@ namespace capuchin {
 // GB, TB (powers of 1000); case-insensitive, optional space. The result must be > 0.
 Expected<std::uint64_t> parse_size(std::string_view text);
 
-// `text` without leading and trailing white space.
-std::string_view trim_spaces(std::string_view text);
-
 std::string format_bytes(std::uint64_t bytes);  // binary units, one decimal
 
 }  // namespace capuchin

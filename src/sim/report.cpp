@@ -8,24 +8,11 @@
 #include <fmt/format.h>
 
 #include "capuchin/sim.hpp"
+#include "capuchin/text.hpp"
 #include "capuchin/units.hpp"
 
 namespace capuchin::sim {
 namespace {
-
-std::string xml_escape(std::string_view s) {
-  std::string r;
-  for (char c : s) {
-    switch (c) {
-      case '&': r += "&amp;"; break;
-      case '<': r += "&lt;"; break;
-      case '>': r += "&gt;"; break;
-      case '"': r += "&quot;"; break;
-      default: r += c;
-    }
-  }
-  return r;
-}
 
 std::string csv_field(std::string_view s) {
   if (s.find_first_of(",\"\n") == std::string_view::npos) return std::string(s);
@@ -135,7 +122,7 @@ std::string sweep_svg(const std::vector<SweepRow>& rows, const std::string& trac
       "<rect x=\"0\" y=\"0\" width=\"{0}\" height=\"{1}\" fill=\"white\"/>\n"
       "<text x=\"{2}\" y=\"22\" font-size=\"15\">{3}: time / ideal against memory budget</text>\n"
       "<text x=\"{2}\" y=\"40\" fill=\"#555\">simulated, GPU profile {4}; missing points are infeasible</text>\n",
-      W, H, left, xml_escape(trace_name), xml_escape(gpu));
+      W, H, left, escape_markup(trace_name), escape_markup(gpu));
   // Axes, ticks and grid.
   s += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"none\" stroke=\"#333\"/>\n", left, top, pw, ph);
   for (int i = 0; i <= 5; ++i) {
@@ -167,7 +154,7 @@ std::string sweep_svg(const std::vector<SweepRow>& rows, const std::string& trac
     const double ly = top + 14 + 18.0 * static_cast<double>(pi);
     s += fmt::format("<line x1=\"{0}\" y1=\"{1:.1f}\" x2=\"{2}\" y2=\"{1:.1f}\" stroke=\"{3}\" stroke-width=\"2\"/>\n",
                      left + pw + 12, ly, left + pw + 34, color);
-    s += fmt::format("<text x=\"{}\" y=\"{:.1f}\">{}</text>\n", left + pw + 40, ly + 4, xml_escape(policies[pi]));
+    s += fmt::format("<text x=\"{}\" y=\"{:.1f}\">{}</text>\n", left + pw + 40, ly + 4, escape_markup(policies[pi]));
   }
   s += "</svg>\n";
   return s;

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <optional>
 
+#include "capuchin/text.hpp"
 #include "capuchin/units.hpp"
 
 namespace capuchin {

@@ -8,6 +8,8 @@
 #include <charconv>
 #include <cmath>
 
+#include "capuchin/text.hpp"
+
 namespace capuchin {
 namespace {
 
@@ -19,11 +21,7 @@ std::string lower(std::string_view s) {
 
 }  // namespace
 
-std::string_view trim_spaces(std::string_view s) {
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
-  return s;
-}
+
 
 Expected<std::uint64_t> parse_size(std::string_view text) {
   const std::string_view s = trim_spaces(text);
