@@ -34,8 +34,6 @@ struct Budget {
   bool needs_peak() const { return kind == Kind::OfPeak; }
   // "40.0 GiB", "60% of the device", "0.5x the natural peak": for messages and tables.
   std::string describe() const;
-  // The canonical text parse_budget reads back: "42949672960", "60%", "0.5x".
-  std::string text() const;
 };
 
 Expected<Budget> parse_budget(std::string_view text);

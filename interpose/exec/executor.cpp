@@ -461,12 +461,19 @@ void Executor::adopt_daemon_budget() {
   else
     std::snprintf(note, sizeof note, "budget %" PRIu64 " -> %" PRIu64 " bytes (set by capuchind)", ledger.budget, adopted);
   if (adopted != db) log(LogLevel::Warn, "capuchin: %s", note);
-  decisions.record(Action::Budget, kNoBlockId, adopted, adopted != db ? "clamped-to-minimum" : "capuchind", -1, note);
-  ledger.budget = adopted;
-  budget_source = adopted != db ? "set by capuchind, raised to the job's minimum" : "set by capuchind";
-  pending_peak_multiple = 0;  // the user's set-budget replaces a CAPUCHIN_BUDGET=Nx still waiting
+  adopt_budget(adopted, adopted != db ? "clamped-to-minimum" : "capuchind", note,
+               adopted != db ? "set by capuchind, raised to the job's minimum" : "set by capuchind");
+}
+
+// Every budget change ends here: recorded, in force from the next iteration, a CAPUCHIN_BUDGET=Nx
+// still waiting replaced, the next plan made for it.
+void Executor::adopt_budget(std::uint64_t bytes, const char* reason, const char* note, std::string source) {
+  decisions.record(Action::Budget, kNoBlockId, bytes, reason, -1, note);
+  ledger.budget = bytes;
+  budget_source = std::move(source);
+  pending_peak_multiple = 0;
   need.warned = false;
-  planning.invalidate();  // the next plan is made for it
+  planning.invalidate();
 }
 
 // CAPUCHIN_BUDGET=Nx: at the end of the first learned iteration, while nothing has been moved
@@ -483,13 +490,9 @@ void Executor::resolve_peak_budget() {
                 opt.budget_text.c_str(), pending_peak_multiple, natural_peak, wanted,
                 adopted != wanted ? ", raised to the job's minimum" : "");
   log(LogLevel::Info, "capuchin: %s", note);
-  decisions.record(Action::Budget, kNoBlockId, adopted, "natural-peak", -1, note);
-  pending_peak_multiple = 0;
-  ledger.budget = adopted;
+  adopt_budget(adopted, "natural-peak", note,
+               std::string("CAPUCHIN_BUDGET=") + opt.budget_text + " of the natural peak " + format_bytes(natural_peak));
   ledger.restart_peak();  // the resident peak the summary reports is the budget's
-  budget_source = std::string("CAPUCHIN_BUDGET=") + opt.budget_text + " of the natural peak " + format_bytes(natural_peak);
-  need.warned = false;
-  planning.invalidate();
 }
 
 // ---- start, counters, exit ---------------------------------------------------------------

@@ -139,6 +139,7 @@ class Executor {
   void report_need();
   void adopt_daemon_budget();
   void resolve_peak_budget();
+  void adopt_budget(std::uint64_t bytes, const char* reason, const char* note, std::string source);
   void trim_cache();
   std::string budget_desc() const;
   void warn_pool_full();

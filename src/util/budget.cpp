@@ -85,13 +85,4 @@ std::string Budget::describe() const {
   return {};
 }
 
-std::string Budget::text() const {
-  switch (kind) {
-    case Kind::Bytes: return std::to_string(bytes);
-    case Kind::OfDevice: return fmt::format("{:g}%", ratio * 100);
-    case Kind::OfPeak: return fmt::format("{:g}x", ratio);
-  }
-  return {};
-}
-
 }  // namespace capuchin
