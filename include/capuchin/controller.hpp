@@ -34,6 +34,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <memory_resource>
 #include <optional>
 #include <span>
 #include <unordered_map>
@@ -49,6 +50,10 @@ using Event = plan::SegmentEvent;
 struct ControllerOptions {
   std::uint32_t min_period = 8;              // fewer events than this are not an iteration
   std::uint32_t max_history = 1u << 17;      // events kept (older ones dropped; at least two iterations)
+  // Touch the history's storage at construction (about 100 bytes per max_history event),
+  // so the event path never faults a fresh page in while the history first fills (the
+  // executor: a job's first ~100k events would otherwise pay a page fault every 40 events).
+  bool prefault = false;
 };
 
 // A plan decision for the running iteration, its tensor resolved.
@@ -140,8 +145,10 @@ class Controller {
   // history: the last events (at least the last two iterations'), their ids in ids_
   std::vector<Stored> hist_;
   std::vector<std::uint64_t> ids_;
+  std::vector<std::uint64_t> sigs_;  // hist_'s signatures alone, for find_period (no copy per try)
   std::size_t next_try_ = 0;
-  std::unordered_map<std::uint64_t, std::uint64_t> live_;  // id -> bytes
+  std::pmr::unsynchronized_pool_resource pool_;  // live_'s nodes: no malloc per allocation once warm
+  std::pmr::unordered_map<std::uint64_t, std::uint64_t> live_{&pool_};  // id -> bytes
   std::uint64_t live_bytes_ = 0;
   // the learned iteration
   bool locked_ = false;

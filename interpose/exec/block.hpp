@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <memory_resource>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -90,6 +91,9 @@ struct Block {
   std::uint64_t freed_iteration = 0;
   // recomputation
   std::uint32_t version = 0;  // bumped by every event that may write it
+  // BlockTable's (block_table.cpp)
+  bool live = false;     // allocated to the job (else cached after a free)
+  bool indexed = false;  // in the table's address index (from its first allocation to its deletion)
   std::shared_ptr<Producer> producer;
   std::vector<std::uint64_t> dependents;  // dropped blocks whose producer reads this one
   // Vmm
@@ -123,6 +127,10 @@ class Ledger {
   std::uint64_t resident_ = 0, peak_ = 0;
 };
 
+// Blocks by allocation id and by address. A block keeps its base from its creation to its
+// deletion (a cached block is reused at the same address), so the address index changes only
+// then; an allocation or a free flips `live` and touches the id map and the cache, whose nodes
+// come from a pool (no malloc per event once warm).
 class BlockTable {
  public:
   Block* by_id(std::uint64_t id) const {
@@ -131,12 +139,14 @@ class BlockTable {
   }
   // The live block holding `addr`, or null.
   Block* by_addr(std::uint64_t addr) const;
+  // The live block at exactly `base`, or null.
   Block* by_base(CUdeviceptr base) const {
     auto it = at_base_.find(base);
-    return it == at_base_.end() ? nullptr : it->second;
+    return it == at_base_.end() || !it->second->live ? nullptr : it->second;
   }
-  void add_live(Block* b);
-  void remove_live(Block* b);
+  void add_live(Block* b);     // b->id and b->base set
+  void remove_live(Block* b);  // b stays indexed by address (cached, or deleted: forget)
+  void forget(Block* b);       // before b is deleted
   void cache(Block* b) { cache_.insert({b->span, b}); }
   // A cached block of `span` and `kind` that `usable` accepts (device-resident ones first),
   // taken out of the cache; null when none.
@@ -177,12 +187,16 @@ class BlockTable {
   }
 
  private:
-  std::unordered_map<std::uint64_t, Block*> by_id_;
-  std::map<CUdeviceptr, Block*> by_base_;
+  std::pmr::unsynchronized_pool_resource pool_;  // before the containers that use it
+  std::pmr::unordered_map<std::uint64_t, Block*> by_id_{&pool_};
+  // Every indexed block, live or cached, sorted by base: a binary search over contiguous
+  // memory for interior pointers (inserted and erased only when a block is created or deleted).
+  std::vector<std::pair<CUdeviceptr, Block*>> by_base_;
+  CUdeviceptr lowest_ = ~CUdeviceptr{0}, highest_end_ = 0;  // what no indexed block lies outside of
   // The same by exact base: most parameter words are a tensor's base, one hash probe instead
-  // of a tree walk (interior pointers fall back to by_base_).
+  // of a search (interior pointers fall back to by_base_).
   std::unordered_map<CUdeviceptr, Block*> at_base_;
-  std::multimap<std::size_t, Block*> cache_;  // freed blocks by span, for reuse
+  std::pmr::multimap<std::size_t, Block*> cache_{&pool_};  // freed blocks by span, for reuse
 };
 
 }  // namespace capuchin::interpose::exec

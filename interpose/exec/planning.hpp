@@ -103,7 +103,7 @@ class Planning {
 
   const Api* api_ = nullptr;
   PlanningOptions opt_;
-  policy::Controller controller_;
+  policy::Controller controller_{policy::ControllerOptions{.prefault = true}};  // on the hook path: no page faults
   std::vector<std::string> names_;
   std::unordered_map<std::uint64_t, std::uint32_t> name_of_;
   // the planner thread and the hand-over

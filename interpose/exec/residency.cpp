@@ -59,6 +59,7 @@ void Executor::reclaim_finished_evictions() {
 
 void Executor::delete_block(Block* b) {
   std::erase_if(evict_queue, [b](const auto& q) { return q.first == b; });
+  blocks.forget(b);
   delete b;
 }
 

@@ -44,7 +44,7 @@ class CapuchinPolicy final : public sim::Policy {
   std::string_view name() const override { return allow_recompute_ ? "capuchin" : "capuchin-swap"; }
 
   void start(const sim::SimState& s) override {
-    controller_ = policy::Controller{};
+    controller_.emplace();  // (not assignable: its pool)
     last_tick_.assign(s.residence.size(), 0);
     held_.reset();
     model_.gpu = s.prep->gpu;
@@ -57,15 +57,15 @@ class CapuchinPolicy final : public sim::Policy {
     const trace::Event& e = t.events[i];
     if (e.op == Op::Iter) return;
     if (held_) {  // planned during the previous event: it arrives now
-      controller_.offer(held_->first, std::move(held_->second));
+      controller_->offer(held_->first, std::move(held_->second));
       held_.reset();
     }
     for (std::uint32_t a = e.access_begin; a < e.access_end; ++a) check_late(s, t.accesses[a].tensor);
     const policy::Event ev = to_event(s, i, ids_);
     cmds_.clear();
-    controller_.on_event(ev, ids_, cmds_);
+    controller_->on_event(ev, ids_, cmds_);
     for (const policy::Command& c : cmds_) issue(s, c, out);
-    if (auto r = controller_.take_request()) {
+    if (auto r = controller_->take_request()) {
       r->job.names = t.names;
       r->job.budget = s.budget_bytes;
       r->job.allow_recompute = allow_recompute_;
@@ -75,8 +75,8 @@ class CapuchinPolicy final : public sim::Policy {
       if (made) p = std::make_shared<const SegmentPlan>(std::move(*made));
       held_.emplace(r->serial, std::move(p));
     }
-    for (std::uint32_t a = e.access_begin; a < e.access_end; ++a) last_tick_[t.accesses[a].tensor] = controller_.tick();
-    if (e.op == Op::Alloc) last_tick_[e.tensor] = controller_.tick();
+    for (std::uint32_t a = e.access_begin; a < e.access_end; ++a) last_tick_[t.accesses[a].tensor] = controller_->tick();
+    if (e.op == Op::Alloc) last_tick_[e.tensor] = controller_->tick();
   }
 
   void on_memory_pressure(const sim::SimState& s, std::uint64_t bytes_short, std::vector<Action>& out) override {
@@ -86,7 +86,7 @@ class CapuchinPolicy final : public sim::Policy {
       const double swap = policy::swap_round_trip_s(s.bytes(tn), s.prep->gpu.link_bytes_per_s * s.prep->eff.link,
                                                     s.prep->gpu.link_latency_s);
       const bool drop = allow_recompute_ && s.can_recompute(tn) && inputs_resident(s, tn) && s.recompute_cost_s(tn) < swap;
-      const std::uint64_t idle = controller_.tick() - std::min(controller_.tick(), last_tick_[tn]) + 1;
+      const std::uint64_t idle = controller_->tick() - std::min(controller_->tick(), last_tick_[tn]) + 1;
       cands_.push_back({tn, s.bytes(tn), idle, drop ? s.recompute_cost_s(tn) : swap, drop});
     }
     std::uint64_t freed = 0;
@@ -164,11 +164,11 @@ class CapuchinPolicy final : public sim::Policy {
   // A planned swap-in whose access begins now: late by what is left of its copy, or by a
   // whole copy when it never started (no room).
   void check_late(const sim::SimState& s, std::uint32_t tn) {
-    if (!controller_.awaits(tn)) return;
+    if (!controller_->awaits(tn)) return;
     double late = 0;
     if (s.residence[tn] == Residence::Resident) late = s.last_use_end_s[tn] - s.now_s;
     else late = 2 * s.prep->gpu.link_latency_s + static_cast<double>(s.bytes(tn)) / (s.prep->gpu.link_bytes_per_s * s.prep->eff.link);
-    if (late > 1e-9) controller_.note_late(tn, late);
+    if (late > 1e-9) controller_->note_late(tn, late);
   }
 
   // Whether every input of t's writers is on the device now: then recomputing t is one
@@ -189,7 +189,7 @@ class CapuchinPolicy final : public sim::Policy {
   }
 
   const bool allow_recompute_;
-  policy::Controller controller_;
+  std::optional<policy::Controller> controller_;
   PlanModel model_;
   std::vector<std::uint64_t> last_tick_;  // controller tick of each tensor's last use
   std::vector<std::uint64_t> ids_;

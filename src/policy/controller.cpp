@@ -30,6 +30,17 @@ Controller::Controller(ControllerOptions o) : opt_(o) {
   // The history's final size at once: growing it would copy it (and fault fresh pages) on
   // the executor's hook path; untouched capacity costs address space only.
   hist_.reserve(opt_.max_history + 1);
+  sigs_.reserve(opt_.max_history + 1);
+  if (opt_.prefault) {
+    // Value-initialised once and cleared: the capacity stays, its pages now present. ids_
+    // holds a kernel's touched tensors: a few per event on average, more is grown into.
+    hist_.resize(hist_.capacity());
+    hist_.clear();
+    sigs_.resize(sigs_.capacity());
+    sigs_.clear();
+    ids_.resize(4 * static_cast<std::size_t>(opt_.max_history));
+    ids_.clear();
+  }
 }
 
 Step Controller::on_event(const Event& e, std::span<const std::uint64_t> ids, std::vector<Command>& out) {
@@ -68,6 +79,7 @@ void Controller::append(const Event& e, std::span<const std::uint64_t> ids) {
   }
   s.live_after = live_bytes_;
   hist_.push_back(s);
+  sigs_.push_back(e.sig);
 }
 
 // Is the history periodic now? Learning: lock on the period. Locked: a longer repeat with
@@ -77,10 +89,7 @@ void Controller::append(const Event& e, std::span<const std::uint64_t> ids) {
 void Controller::try_lock(Step& st) {
   const std::size_t n = hist_.size();
   next_try_ = n + std::max<std::size_t>(n / 8, opt_.min_period);
-  std::vector<std::uint64_t> sigs;
-  sigs.reserve(n);
-  for (const Stored& s : hist_) sigs.push_back(s.e.sig);
-  const learn::Period per = learn::find_period(sigs, opt_.min_period);
+  const learn::Period per = learn::find_period(sigs_, opt_.min_period);
   if (!per.found) return;
   const std::size_t p = per.period;
   if (locked_ && p == pattern_.size()) {
@@ -269,7 +278,7 @@ void Controller::request_from(std::size_t b) {
     j.events.push_back(e);
   }
   // Live at b: today's live set with the events since b undone.
-  std::unordered_map<std::uint64_t, std::uint64_t> at = live_;
+  std::unordered_map<std::uint64_t, std::uint64_t> at(live_.begin(), live_.end());
   for (std::size_t i = n; i-- > b;) {
     const Event& e = hist_[i].e;
     if (is(e, Op::Alloc)) at.erase(e.id);
@@ -291,6 +300,7 @@ void Controller::trim_history(std::size_t keep_from) {
   if (keep_from == 0) return;
   const std::uint32_t drop_ids = keep_from < hist_.size() ? hist_[keep_from].e.ids_off : static_cast<std::uint32_t>(ids_.size());
   hist_.erase(hist_.begin(), hist_.begin() + static_cast<std::ptrdiff_t>(keep_from));
+  sigs_.erase(sigs_.begin(), sigs_.begin() + static_cast<std::ptrdiff_t>(keep_from));
   ids_.erase(ids_.begin(), ids_.begin() + drop_ids);
   for (Stored& s : hist_) s.e.ids_off -= drop_ids;
   next_try_ = next_try_ > keep_from ? next_try_ - keep_from : 0;
