@@ -127,6 +127,37 @@ class Ledger {
   std::uint64_t resident_ = 0, peak_ = 0;
 };
 
+// Blocks by exact base address: open addressing with linear probing in one flat array (a launch
+// looks up each of its candidate words here: one multiply and usually one cache line, where a
+// node-based map took a division and two or three dependent loads). Changed only when a block
+// is created or deleted. Keys are non-zero bases.
+class BaseIndex {
+ public:
+  Block* find(CUdeviceptr base) const {
+    if (count_ == 0) return nullptr;
+    for (std::size_t i = slot(base);; i = (i + 1) & mask_) {
+      const Slot& s = slots_[i];
+      if (s.base == base) return s.block;
+      if (s.base == 0) return nullptr;
+    }
+  }
+  void insert(CUdeviceptr base, Block* b);
+  void erase(CUdeviceptr base);
+
+ private:
+  struct Slot {
+    CUdeviceptr base = 0;  // 0: empty
+    Block* block = nullptr;
+  };
+  std::size_t slot(CUdeviceptr base) const {
+    return static_cast<std::size_t>((base * 0x9E3779B97F4A7C15ull) >> shift_) & mask_;  // Fibonacci hashing
+  }
+  void grow();
+  std::vector<Slot> slots_;
+  std::size_t mask_ = 0, count_ = 0;
+  unsigned shift_ = 64;
+};
+
 // Blocks by allocation id and by address. A block keeps its base from its creation to its
 // deletion (a cached block is reused at the same address), so the address index changes only
 // then; an allocation or a free flips `live` and touches the id map and the cache, whose nodes
@@ -141,8 +172,8 @@ class BlockTable {
   Block* by_addr(std::uint64_t addr) const;
   // The live block at exactly `base`, or null.
   Block* by_base(CUdeviceptr base) const {
-    auto it = at_base_.find(base);
-    return it == at_base_.end() || !it->second->live ? nullptr : it->second;
+    Block* b = at_base_.find(base);
+    return b != nullptr && b->live ? b : nullptr;
   }
   void add_live(Block* b);     // b->id and b->base set
   void remove_live(Block* b);  // b stays indexed by address (cached, or deleted: forget)
@@ -195,7 +226,7 @@ class BlockTable {
   CUdeviceptr lowest_ = ~CUdeviceptr{0}, highest_end_ = 0;  // what no indexed block lies outside of
   // The same by exact base: most parameter words are a tensor's base, one hash probe instead
   // of a search (interior pointers fall back to by_base_).
-  std::unordered_map<CUdeviceptr, Block*> at_base_;
+  BaseIndex at_base_;
   std::pmr::multimap<std::size_t, Block*> cache_{&pool_};  // freed blocks by span, for reuse
 };
 
