@@ -21,6 +21,7 @@ struct VictimCandidate {
   std::uint64_t idle = 1;       // events since its last use (at least 1)
   double restore_s = 0;         // what bringing it back costs
   bool drop = false;            // the owner's choice to recompute it rather than swap it
+  double key = 0;               // set by order_victims / VictimOrder: restore cost per byte and idle event
 };
 
 // The seconds a swap out and back in of `bytes` costs on a link.
@@ -31,9 +32,11 @@ inline double swap_round_trip_s(std::uint64_t bytes, double link_bytes_per_s, do
 // Orders candidates best victim first.
 void order_victims(std::vector<VictimCandidate>& c);
 
-// The same order one victim at a time, for callers that stop once enough bytes are free: a
-// heap over `c` (reordered in place), O(n) to set up and O(log n) per victim, where sorting
-// every resident tensor at each shortage dominated the executor's time under pressure.
+// The same order one victim at a time, for callers that stop once enough bytes are free
+// (usually after one or two): the first few by a linear scan each (no element moves but one
+// swap), then a heap over the rest (reordered in place, O(log n) per victim). Sorting every
+// resident tensor at each shortage, and later building a heap of them, dominated the
+// executor's time under pressure.
 class VictimOrder {
  public:
   explicit VictimOrder(std::vector<VictimCandidate>& c);
@@ -42,8 +45,10 @@ class VictimOrder {
   const VictimCandidate& next();
 
  private:
+  static constexpr int kScans = 3;  // victims found by a scan before the rest become a heap
   std::vector<VictimCandidate>& c_;
   std::size_t left_;
+  int scans_ = 0;
 };
 
 }  // namespace capuchin::policy

@@ -474,6 +474,9 @@ void Executor::adopt_budget(std::uint64_t bytes, const char* reason, const char*
   pending_peak_multiple = 0;
   need.warned = false;
   planning.invalidate();
+  // A lower budget is met now, not at the next allocation or prefetch: freed blocks still on
+  // the device and idle tensors start moving out (the host does not wait here).
+  if (ledger.resident() > bytes) (void)make_room(0, /*may_wait=*/false);
 }
 
 // CAPUCHIN_BUDGET=Nx: at the end of the first learned iteration, while nothing has been moved

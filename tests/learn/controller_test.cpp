@@ -295,6 +295,15 @@ TEST(Victims, OneAtATimeGivesTheSortedOrder) {
   for (const auto& c : sorted) want.push_back(c.handle);
   for (VictimOrder order(v); !order.done();) got.push_back(order.next().handle);
   EXPECT_EQ(got, want);
+  // Fewer candidates than the scans that precede the heap, and just more.
+  for (std::size_t n = 0; n <= 6; ++n) {
+    std::vector<VictimCandidate> few(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(n)), few_sorted = few;
+    order_victims(few_sorted);
+    std::vector<std::uint64_t> w, g;
+    for (const auto& c : few_sorted) w.push_back(c.handle);
+    for (VictimOrder order(few); !order.done();) g.push_back(order.next().handle);
+    EXPECT_EQ(g, w) << n << " candidates";
+  }
 }
 
 }  // namespace
