@@ -461,8 +461,26 @@ CUresult body_StreamWaitEvent(const Variant& v, CUstream s, CUevent e, unsigned 
   return r;
 }
 
+// The executor's deferred events on a stream are recorded while it exists (exec::before_stream_destroy).
+CUresult body_StreamDestroy(const Variant& v, CUstream s) {
+  HookScope scope;
+  if (scope.outer && exec::on()) {
+    ErrnoKeeper keep;
+    exec::before_stream_destroy(s, v.per_thread.load(std::memory_order_relaxed));
+  }
+  return REAL(StreamDestroy)(s);
+}
+
+// Before a capture begins, nothing of the executor's may be left to record later (exec::before_capture).
+void before_capture_begins(const HookScope& scope) {
+  if (!scope.outer || !exec::on()) return;
+  ErrnoKeeper keep;
+  exec::before_capture();
+}
+
 CUresult body_StreamBeginCapture(const Variant& v, CUstream s, CUstreamCaptureMode mode) {
   HookScope scope;
+  before_capture_begins(scope);
   const CUresult r = REAL(StreamBeginCapture)(s, mode);
   if (r == CUDA_SUCCESS && scope.record()) {
     ErrnoKeeper keep;
@@ -496,6 +514,7 @@ CUresult body_MemRetainAllocationHandle(const Variant& v, CUmemGenericAllocation
 CUresult body_StreamBeginCaptureToGraph(const Variant& v, CUstream s, CUgraph g, const CUgraphNode* deps,
                                         const CUgraphEdgeData* edges, size_t n, CUstreamCaptureMode mode) {
   HookScope scope;
+  before_capture_begins(scope);
   const CUresult r = REAL(StreamBeginCaptureToGraph)(s, g, deps, edges, n, mode);
   if (r == CUDA_SUCCESS && scope.record()) {
     ErrnoKeeper keep;

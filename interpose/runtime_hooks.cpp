@@ -479,9 +479,26 @@ cudaError_t rt_cudaStreamWaitEvent(F real, bool pt, cudaStream_t s, cudaEvent_t 
   CAPUCHIN_AFTER(r == cudaSuccess, note_stream_wait(u64(s), pt_flag(pt), u64(e)))
   return r;
 }
+// The executor's deferred events are recorded before a stream goes or a capture begins
+// (exec::before_stream_destroy, exec::before_capture).
+template <class F>
+cudaError_t rt_cudaStreamDestroy(F real, bool pt, cudaStream_t s) {
+  HookScope scope;
+  if (scope.outer && exec::on()) {
+    ErrnoKeeper keep;
+    exec::before_stream_destroy(reinterpret_cast<CUstream>(s), pt);
+  }
+  return real(s);
+}
+inline void rt_before_capture(const HookScope& scope) {
+  if (!scope.outer || !exec::on()) return;
+  ErrnoKeeper keep;
+  exec::before_capture();
+}
 template <class F>
 cudaError_t rt_cudaStreamBeginCapture(F real, bool pt, cudaStream_t s, cudaStreamCaptureMode mode) {
   HookScope scope;
+  rt_before_capture(scope);
   const cudaError_t r = real(s, mode);
   CAPUCHIN_AFTER(r == cudaSuccess, record_capture_begin(u64(s), pt_flag(pt)))
   return r;
@@ -506,6 +523,7 @@ template <class F>
 cudaError_t rt_cudaStreamBeginCaptureToGraph(F real, bool pt, cudaStream_t s, cudaGraph_t g, const cudaGraphNode_t* deps,
                                              const cudaGraphEdgeData* edges, size_t n, cudaStreamCaptureMode mode) {
   HookScope scope;
+  rt_before_capture(scope);
   const cudaError_t r = real(s, g, deps, edges, n, mode);
   CAPUCHIN_AFTER(r == cudaSuccess, record_capture_begin(u64(s), pt_flag(pt)))
   return r;
@@ -598,6 +616,7 @@ cudaError_t rt_cudaGraphLaunch(F real, bool pt, cudaGraphExec_t exec, cudaStream
   X(cudaMemset3DAsync, (cudaPitchedPtr p, int v, cudaExtent e, cudaStream_t s), (, p, v, e, s), _ptsz) \
   X(cudaDeviceSynchronize, (void), (), _)                                                              \
   X(cudaStreamSynchronize, (cudaStream_t s), (, s), _ptsz)                                             \
+  X(cudaStreamDestroy, (cudaStream_t s), (, s), _)                                                     \
   X(cudaEventSynchronize, (cudaEvent_t e), (, e), _)                                                   \
   X(cudaEventRecord, (cudaEvent_t e, cudaStream_t s), (, e, s), _ptsz)                                 \
   X(cudaEventRecordWithFlags, (cudaEvent_t e, cudaStream_t s, unsigned fl), (, e, s, fl), _ptsz)       \

@@ -15,6 +15,11 @@
 // (capuchin sim's `ideal` policy: simulated, the GPU time a job could not go below). Then the
 // cost of one alloc/free pair and one launch against the number of live allocations.
 //
+// The null driver also counts the calls made to it: a second table gives the driver calls per
+// CUDA call of each kind (1 without capuchin) and per iteration on every thread, since each
+// such call costs host time on a real driver (cuEventRecord, cuEventQuery: about a microsecond
+// or less) that no null driver can show.
+//
 // Figures are CPU timings of the machine it runs on (the h200 column is only the scale).
 // The last lines, `worst_percent_of_ideal <mode> <x>`, `pair_ns_at_5000 <mode> <x>` and
 // `launch_ns_at_5000 <mode> <x>` (added ns), are what the README's Results quote.
@@ -230,6 +235,15 @@ int main(int argc, char** argv) {
       }
       std::printf("%-22s ideal_us/it %.1f, natural peak %.1f MiB; direct rows: host ns per call of the program alone\n",
                   c.name.c_str(), c.ideal_ns / 1e3, static_cast<double>(c.peak) / (1 << 20));
+      for (const Mode& m : modes) {  // driver calls per call of each kind, and per iteration on every thread
+        std::printf("%-22s %-9s driver calls per call:", c.name.c_str(), m.name.c_str());
+        for (std::size_t k = 0; k < kKinds.size(); ++k) {
+          const std::string key = std::string("kind.") + kKinds[k];
+          const double n = median_of(runs[m.name], key, 0), d = median_of(runs[m.name], key, 2);
+          std::printf(" %s %.2f", kKinds[k], n > 0 ? d / n : 0);
+        }
+        std::printf("; per iteration %.0f\n", median_of(runs[m.name], "driver_calls", 0));
+      }
       std::printf("%-22s capture: %s\n", c.name.c_str(), capture_line.c_str());
     }
   }

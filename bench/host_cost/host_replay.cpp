@@ -11,7 +11,9 @@
 //     cuMemcpyHtoDAsync (batch) / cuMemcpyDtoH (the loss read: blocking) / cuMemcpyAsync
 //     (d2d), sync = cuCtxSynchronize. Prints, over the iterations after the first W:
 //       kind <alloc|free|launch|copy|sync> <calls per iteration> <host ns per iteration>
+//            <driver calls per iteration made during those calls (1 per call without capuchin)>
 //       iteration_ns <host ns per iteration, all kinds and the replay's own work>
+//       driver_calls <per iteration, every thread: capuchin's drain and planner threads too>
 //   host_replay curve --live N [--rounds R] [--per-round P]
 //     Keeps N allocations (4 KiB .. 64 KiB) live, then times R rounds of P cuMemAllocAsync +
 //     cuMemFreeAsync pairs of 4 KiB and R rounds of P launches (4 pointers into live
@@ -32,6 +34,9 @@
 
 #include "capuchin/trace_model.hpp"
 #include "capuchin/trace_repeat.hpp"
+
+// The null driver's count of calls made to it (stub_driver.cpp).
+extern "C" std::uint64_t stubcuda_driver_calls();
 
 namespace {
 
@@ -78,41 +83,49 @@ class Timer {
  public:
   template <class F>
   void time(CallKind k, F&& f) {
+    const std::uint64_t d0 = stubcuda_driver_calls();
     const auto t0 = Clock::now();
     f();
     const auto t1 = Clock::now();
+    const std::uint64_t d1 = stubcuda_driver_calls();
     if (!counting_) return;
     ns_[k] += std::chrono::duration<double, std::nano>(t1 - t0).count();
     ++calls_[k];
+    driver_[k] += d1 - d0;
   }
   void counting(bool on) { counting_ = on; }
   double ns(int k) const { return ns_[k]; }
   std::uint64_t calls(int k) const { return calls_[k]; }
+  std::uint64_t driver_calls(int k) const { return driver_[k]; }
 
  private:
   bool counting_ = false;
   std::array<double, kKinds> ns_{};
-  std::array<std::uint64_t, kKinds> calls_{};
+  std::array<std::uint64_t, kKinds> calls_{}, driver_{};
 };
 
 class TraceReplay {
  public:
   explicit TraceReplay(const tr::Trace& t) : t_(t), ptr_(t.tensors.size(), 0), host_(1 << 20) {}
 
-  void run(Timer& timer, int warmup, int* counted, double* counted_ns) {
+  void run(Timer& timer, int warmup, int* counted, double* counted_ns, std::uint64_t* counted_driver_calls) {
     Clock::time_point start{};
+    std::uint64_t driver_start = 0;
     for (std::uint32_t e = 0; e < t_.events.size(); ++e) {
       const tr::Event& ev = t_.events[e];
       if (ev.op == tr::Op::Iter) {
         const bool count = static_cast<int>(ev.n) > warmup;
-        if (count && !timer_on_) start = Clock::now();
+        if (count && !timer_on_) start = Clock::now(), driver_start = stubcuda_driver_calls();
         timer_on_ = count;
         timer.counting(count);
         if (count) ++*counted;
       }
       execute(timer, ev);
     }
-    if (timer_on_) *counted_ns = std::chrono::duration<double, std::nano>(Clock::now() - start).count();
+    if (timer_on_) {
+      *counted_ns = std::chrono::duration<double, std::nano>(Clock::now() - start).count();
+      *counted_driver_calls = stubcuda_driver_calls() - driver_start;
+    }
     timer.counting(false);
     for (std::uint32_t x = 0; x < ptr_.size(); ++x)
       if (ptr_[x] != 0) check(cuMemFreeAsync(ptr_[x], nullptr), "cuMemFreeAsync");
@@ -230,14 +243,17 @@ int run_trace(const std::string& file, int iters, int warmup) {
   TraceReplay replay(*repeated);
   int counted = 0;
   double counted_ns = 0;
-  replay.run(timer, warmup, &counted, &counted_ns);
+  std::uint64_t counted_driver_calls = 0;
+  replay.run(timer, warmup, &counted, &counted_ns, &counted_driver_calls);
   if (counted == 0) {
     std::fprintf(stderr, "host_replay: --warmup %d leaves no iteration of %d to count\n", warmup, iters);
     return 1;
   }
   for (int k = 0; k < kKinds; ++k)
-    std::printf("kind %s %.1f %.1f\n", kKindNames[k], static_cast<double>(timer.calls(k)) / counted, timer.ns(k) / counted);
+    std::printf("kind %s %.1f %.1f %.2f\n", kKindNames[k], static_cast<double>(timer.calls(k)) / counted, timer.ns(k) / counted,
+                static_cast<double>(timer.driver_calls(k)) / counted);
   std::printf("iteration_ns %.1f\n", counted_ns / counted);
+  std::printf("driver_calls %.2f\n", static_cast<double>(counted_driver_calls) / counted);
   print_capture_summary();
   return 0;
 }

@@ -35,6 +35,7 @@ bool resolve(Api& a, const char** missing) {
   if (!get(a.event_elapsed, "cuEventElapsedTime_v2", false, missing) || a.event_elapsed == nullptr)
     get(a.event_elapsed, "cuEventElapsedTime", false, missing);
   ok &= get(a.ctx_get_device, "cuCtxGetDevice", false, missing);
+  ok &= get(a.ctx_synchronize, "cuCtxSynchronize", false, missing);
   ok &= get(a.driver_version, "cuDriverGetVersion", false, missing);
   ok &= get(a.device_attribute, "cuDeviceGetAttribute", false, missing);
   ok &= get(a.ctx_get_current, "cuCtxGetCurrent", false, missing);

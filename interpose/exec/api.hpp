@@ -28,6 +28,7 @@ struct Api {
   CUresult (*event_query)(CUevent) = nullptr;
   CUresult (*event_synchronize)(CUevent) = nullptr;
   CUresult (*event_elapsed)(float*, CUevent, CUevent) = nullptr;  // optional: measured kernel times
+  CUresult (*ctx_synchronize)() = nullptr;  // optional: a deferred event that could not be recorded (event_pool.hpp)
   CUresult (*ctx_get_device)(CUdevice*) = nullptr;  // optional: device 0 without it
   CUresult (*driver_version)(int*) = nullptr;                          // optional: for messages
   CUresult (*device_attribute)(int*, CUdevice_attribute, CUdevice) = nullptr;  // optional

@@ -210,7 +210,7 @@ bool free(CUdeviceptr p, CUstream s, bool per_thread, bool stream_ordered, CUres
   const CUstream ds = driver_stream(s, per_thread);
   e.blocks.remove_live(b);
   if (stream_ordered) {
-    Ev fe = e.record_use(ds, other_device);
+    Ev fe = e.use_event(ds, other_device);  // the stream's deferred event: the work before the free
     if (!fe) e.await_stream(ds);  // no event to order the reuse by: the work before the free is done now
     add_free_event(e.events, *b, fe);
     b->free_stream = ds;
@@ -447,7 +447,7 @@ void after_launch(Launch& l, const std::vector<Block*>& touched, bool launched) 
   Ev ev;
   if (launched) {
     e.planning.end_timing(l.timing, ds);
-    ev = e.record_use(ds, l.other_device);
+    ev = e.use_event(ds, l.other_device);
     if (!ev) e.await_stream(ds);  // no event to order later moves by: the launch is done now
     if (l.output != kNoBlockId)
       if (Block* out = e.blocks.by_id(l.output)) out->producer = std::move(l.producer);
@@ -464,7 +464,6 @@ void after_launch(Launch& l, const std::vector<Block*>& touched, bool launched) 
     if (b->forwarded > 0) --b->forwarded;
     if (b->pins > 0) --b->pins;
   }
-  e.activity.note(e.events, ds, ev);
   e.events.unref(ev);
   l.producer.reset();
 }
@@ -537,19 +536,32 @@ void after_copy(CopyToken& t, bool ok) {
   Executor& e = *g_ex;
   Held held(e);
   if (ok) {
-    Ev ev = e.record_use(t.driver_stream, t.other_device);
+    Ev ev = e.use_event(t.driver_stream, t.other_device);
     if (!ev) e.await_stream(t.driver_stream);
     for (std::uint64_t id : {t.src, t.dst}) {
       Block* b = id != kNoBlockId ? e.blocks.by_id(id) : nullptr;
       if (b != nullptr && ev) mark_use(e.events, *b, t.driver_stream, ev);
     }
-    e.activity.note(e.events, t.driver_stream, ev);
     e.events.unref(ev);
   }
   for (std::uint64_t id : {t.src, t.dst})
     if (Block* b = id != kNoBlockId ? e.blocks.by_id(id) : nullptr; b != nullptr && b->forwarded > 0) --b->forwarded;
   const std::uint64_t pinned[2] = {t.dst, t.src};
   unpin(e, pinned, 2);
+}
+
+void before_stream_destroy(CUstream s, bool per_thread) {
+  Executor* ex = running();
+  if (ex == nullptr) return;
+  Held held(*ex);
+  ex->activity.settle(ex->events, driver_stream(s, per_thread));
+}
+
+void before_capture() {
+  Executor* ex = running();
+  if (ex == nullptr) return;
+  Held held(*ex);
+  ex->activity.settle_all(ex->events);
 }
 
 void on_sync() {

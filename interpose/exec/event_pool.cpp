@@ -27,19 +27,57 @@ CUresult EventPool::create(CUevent* ev) const {
   return api_->event_create(ev, CU_EVENT_DISABLE_TIMING);
 }
 
-Ev EventPool::record(CUstream s) {
+std::int32_t EventPool::take_slot() {
   if (free_.empty()) {
     CUevent ev = nullptr;
     if (const CUresult r = create(&ev); r != CUDA_SUCCESS) {
       if (!create_failed_logged_) log(LogLevel::Warn, "executor: cuEventCreate failed (CUresult %d): ordering by stream waits", static_cast<int>(r));
       create_failed_logged_ = true;
-      return Ev{};
+      return -1;
     }
     events_.push_back(ev);
     refs_.push_back(0);
+    pending_.push_back(nullptr);
     free_.push_back(static_cast<std::int32_t>(events_.size() - 1));
   }
-  const std::int32_t i = free_.back();
+  return free_.back();
+}
+
+Ev EventPool::defer(CUstream s) {
+  const std::int32_t i = take_slot();
+  if (i < 0) return Ev{};
+  free_.pop_back();
+  refs_[static_cast<std::size_t>(i)] = 1;
+  // A deferred event is marked by the stream it waits for; the legacy default stream's handle
+  // is null, which means "recorded": name it by CU_STREAM_LEGACY instead (the same stream).
+  pending_[static_cast<std::size_t>(i)] = s != nullptr ? s : CU_STREAM_LEGACY;
+  return Ev{i};
+}
+
+void EventPool::settle(Ev e) const {
+  if (!e) return;
+  CUstream& s = pending_[static_cast<std::size_t>(e.i)];
+  if (s == nullptr) return;
+  const CUstream on = s;
+  s = nullptr;
+  // In the executor's context: the legacy stream is the current context's, and the event is ours.
+  const InContext own(*api_, ctx_);
+  const CUresult r = own.failed() ? CUDA_ERROR_INVALID_CONTEXT : api_->event_record(events_[static_cast<std::size_t>(e.i)], on);
+  if (r == CUDA_SUCCESS) return;
+  // The stream is gone or capturing without the owner having settled it first: nothing can
+  // mark its work any more, so the host waits for the whole context (the uses are then done).
+  if (!settle_failed_logged_)
+    log(LogLevel::Warn, "executor: recording a deferred event on stream %p failed (CUresult %d): waiting for the "
+        "whole context instead", static_cast<void*>(on), static_cast<int>(r));
+  settle_failed_logged_ = true;
+  if (api_->ctx_synchronize == nullptr || api_->ctx_synchronize() != CUDA_SUCCESS)
+    log(LogLevel::Error, "executor: waiting for the context failed: a tensor used on stream %p may move before that use "
+        "ends", static_cast<void*>(on));
+}
+
+Ev EventPool::record(CUstream s) {
+  const std::int32_t i = take_slot();
+  if (i < 0) return Ev{};
   if (const CUresult r = api_->event_record(events_[static_cast<std::size_t>(i)], s); r != CUDA_SUCCESS) {
     log(LogLevel::Warn, "executor: cuEventRecord failed (CUresult %d)", static_cast<int>(r));
     return Ev{};  // the slot stays free
@@ -51,18 +89,24 @@ Ev EventPool::record(CUstream s) {
 
 void EventPool::unref(Ev& e) {
   if (!e) return;
-  if (--refs_[static_cast<std::size_t>(e.i)] == 0) free_.push_back(e.i);
+  if (--refs_[static_cast<std::size_t>(e.i)] == 0) {
+    pending_[static_cast<std::size_t>(e.i)] = nullptr;  // never needed: never recorded
+    free_.push_back(e.i);
+  }
   e = Ev{};
 }
 
 bool EventPool::done(Ev e) const {
+  if (!e) return true;
+  settle(e);
   // NOT_READY means in flight; any other error is a broken context the job's next call reports,
   // and waiting would not help: treat it as done.
-  return !e || api_->event_query(events_[static_cast<std::size_t>(e.i)]) != CUDA_ERROR_NOT_READY;
+  return api_->event_query(events_[static_cast<std::size_t>(e.i)]) != CUDA_ERROR_NOT_READY;
 }
 
 CUresult EventPool::order(CUstream s, Ev e) const {
   if (!e) return CUDA_SUCCESS;
+  settle(e);
   return api_->stream_wait_event(s, events_[static_cast<std::size_t>(e.i)], 0);
 }
 

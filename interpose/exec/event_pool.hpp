@@ -4,6 +4,16 @@
 // events that order them (ordering.cpp); an event goes back to the pool when its last
 // reference is dropped, and is re-recorded by its next user.
 //
+// Deferred events (defer): the job's launches and copies mark the blocks they use with their
+// stream's deferred event instead of recording one after each call (a cuEventRecord per launch
+// is host time on a real driver). It is recorded on that stream the first time anything asks
+// about it (done, order, handle), and then covers every call forwarded on the stream before
+// that moment, the marked ones included: a later wait may cover more work than the use, never
+// less. The owner must settle a stream's deferred event before the stream is destroyed or
+// begins a capture (StreamActivity::settle): a record on a destroyed or capturing stream would
+// fail or be captured. Should a record fail anyway, the whole context is waited for (host
+// waits, logged once): the uses it covered are then complete.
+//
 // Contract: every call runs under the executor's lock and none waits on the host; to wait for
 // an event, the executor takes a reference and its handle, leaves the lock and synchronises
 // on the handle (Executor::await): handles never move or die before the pool does. A failed
@@ -56,6 +66,12 @@ class EventPool {
   CUcontext context() const { return ctx_; }  // the executor's
   // A fresh event recorded on `s`, holding one reference; none when it could not be made.
   Ev record(CUstream s);
+  // A fresh event to be recorded on `s` when first asked about (see above), one reference;
+  // none when no event could be made.
+  Ev defer(CUstream s);
+  bool deferred(Ev e) const { return e && pending_[static_cast<std::size_t>(e.i)] != nullptr; }
+  // Records e now if it is deferred (the stream is about to go away or to be captured).
+  void settle(Ev e) const;
   // One more reference to e (returned for convenience); none stays none.
   Ev ref(Ev e) {
     if (e) ++refs_[static_cast<std::size_t>(e.i)];
@@ -71,7 +87,10 @@ class EventPool {
   }
   bool done(Ev e) const;                      // completed, or none (cuEventQuery: never waits)
   CUresult order(CUstream s, Ev e) const;     // s waits for e in stream order (never waits)
-  CUevent handle(Ev e) const { return e ? events_[static_cast<std::size_t>(e.i)] : nullptr; }
+  CUevent handle(Ev e) const {  // recorded first if deferred: the caller waits on it
+    settle(e);
+    return e ? events_[static_cast<std::size_t>(e.i)] : nullptr;
+  }
   std::size_t created() const { return events_.size(); }
 
  private:
@@ -79,9 +98,15 @@ class EventPool {
   std::vector<CUevent> events_;
   std::vector<std::int32_t> refs_;
   std::vector<std::int32_t> free_;
+  // Per event: the stream it is still to be recorded on (deferred), else null. Recording a
+  // deferred event changes no meaning (it marks the uses it was given for), hence mutable:
+  // done() and order() record it on the way.
+  mutable std::vector<CUstream> pending_;
+  mutable bool settle_failed_logged_ = false;
   bool create_failed_logged_ = false;
   CUcontext ctx_ = nullptr;  // the executor's (null: unknown, the current one is used)
   CUresult create(CUevent* ev) const;
+  std::int32_t take_slot();  // a free slot (created when none), -1 when none could be made
 };
 
 }  // namespace capuchin::interpose::exec

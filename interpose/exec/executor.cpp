@@ -276,8 +276,8 @@ void Executor::await_streams() {
 // The executor's events are its own device's (cuEventRecord: "hEvent and hStream must be from
 // the same context", cuda.h): work on another device's stream that uses its blocks (a copy
 // to another GPU) is waited for on the host instead, said once.
-Ev Executor::record_use(CUstream s, bool other_device) {
-  if (!other_device) return events.record(s);
+Ev Executor::use_event(CUstream s, bool other_device) {
+  if (!other_device) return activity.use_event(events, s);
   if (!other_device_use_noted) {
     other_device_use_noted = true;
     log(LogLevel::Info, "executor: work on another device uses device %d's tensors: each such call is waited for", moves.device);

@@ -114,6 +114,12 @@ CUresult before_copy(std::uint64_t dst, std::uint64_t src, std::size_t bytes, CU
 void after_copy(CopyToken& t, bool ok);
 // After a host synchronisation returned: an event of the iteration like any other.
 void on_sync();
+// Before a stream is destroyed (cuStreamDestroy, cudaStreamDestroy): the deferred event that
+// marks the job's uses on it is recorded while the stream exists (event_pool.hpp).
+void before_stream_destroy(CUstream s, bool per_thread);
+// Before any stream begins a capture: every stream's deferred event is recorded first (a record
+// on the capturing stream would be captured; one on the legacy stream would invalidate it).
+void before_capture();
 // Before work whose accesses are unknown (a graph launch): every tensor is put back where its
 // address works (pinned: dropped ones recomputed, moves in flight settled) and the launching
 // stream waits for moves in flight (uvm).

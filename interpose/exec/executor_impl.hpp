@@ -123,9 +123,10 @@ class Executor {
   // --- executor.cpp
   void await(Ev e);                  // the host waits for e, outside the lock
   void await_stream(CUstream s);     // ... for a stream (when no event could be recorded)
-  // The event ending the job's use of blocks on `s`; none when `s` is another device's (see
-  // executor.cpp), and the caller then waits for the stream.
-  Ev record_use(CUstream s, bool other_device);
+  // The event ending the job's work forwarded on `s` so far (the stream's deferred event,
+  // StreamActivity::use_event, noted as its latest work); none when `s` is another device's (see
+  // executor.cpp) or no event could be made, and the caller then waits for the stream.
+  Ev use_event(CUstream s, bool other_device);
   void await_streams();              // ... for every stream's latest forwarded work (StreamActivity)
   void await_quiet(Block& b);        // every event quiet_events(b) lists (pins b meanwhile)
   void settle_managed_out(std::uint64_t incoming);  // enough managed moves out complete for `incoming` more Vmm bytes

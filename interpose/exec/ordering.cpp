@@ -19,6 +19,7 @@ void mark_use(EventPool& ev, Block& b, CUstream s, Ev e) {
   release_free_events(ev, b);  // the new use is ordered after them
   for (std::uint8_t i = 0; i < b.nuses; ++i) {
     if (b.uses[i].stream == s) {
+      if (b.uses[i].ev == e) return;  // the stream's deferred event marks it already
       ev.unref(b.uses[i].ev);
       b.uses[i].ev = ev.ref(e);
       return;
@@ -99,6 +100,28 @@ void StreamActivity::note(EventPool& ev, CUstream s, Ev e) {
     return true;
   });
   entries_.push_back(Entry{s, thread, ev.ref(e)});
+}
+
+Ev StreamActivity::use_event(EventPool& ev, CUstream s) {
+  if (s == CU_STREAM_PER_THREAD) {
+    Ev e = ev.record(s);
+    note(ev, s, e);
+    return e;
+  }
+  for (Entry& x : entries_)
+    if (x.stream == s && x.thread == 0 && ev.deferred(x.ev)) return ev.ref(x.ev);
+  Ev e = ev.defer(s);
+  note(ev, s, e);
+  return e;
+}
+
+void StreamActivity::settle(const EventPool& ev, CUstream s) const {
+  for (const Entry& x : entries_)
+    if (x.stream == s) ev.settle(x.ev);
+}
+
+void StreamActivity::settle_all(const EventPool& ev) const {
+  for (const Entry& x : entries_) ev.settle(x.ev);
 }
 
 void StreamActivity::order_after(const EventPool& ev, CUstream on) const {

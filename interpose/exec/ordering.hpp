@@ -47,6 +47,15 @@ class StreamActivity {
  public:
   // Work forwarded on `s` by the calling thread ends with `e` (a reference is taken).
   void note(EventPool& ev, CUstream s, Ev e);
+  // The event that ends the job's work forwarded on `s` so far, one reference for the caller:
+  // the stream's deferred event (event_pool.hpp), made when the last one was recorded (asked
+  // about) or there is none; a per-thread default stream's is recorded now (its handle names
+  // the calling thread's stream: no other thread could record it later). None when no event
+  // could be made: the caller then waits for the stream.
+  Ev use_event(EventPool& ev, CUstream s);
+  // Records `s`'s deferred event now: before the stream is destroyed or begins a capture.
+  void settle(const EventPool& ev, CUstream s) const;
+  void settle_all(const EventPool& ev) const;
   // `on` waits, in stream order, for every other stream's latest work.
   void order_after(const EventPool& ev, CUstream on) const;
   // Every stream's latest work not known to be done, one reference each.
