@@ -89,6 +89,10 @@ void StreamActivity::note(EventPool& ev, CUstream s, Ev e) {
   const std::uint64_t thread = s == CU_STREAM_PER_THREAD ? static_cast<std::uint64_t>(pthread_self()) : 0;
   for (Entry& x : entries_) {
     if (x.stream != s || x.thread != thread) continue;
+    if (x.ev == e) return;
+    // A deferred event replaced by another (a recorded one: mark_unknown_use) is recorded now:
+    // blocks still hold it, and it could not be found to record before the stream goes.
+    ev.settle(x.ev);
     ev.unref(x.ev);
     x.ev = ev.ref(e);
     return;
