@@ -171,6 +171,11 @@ CUresult cuMemPrefetchAsync_v2(CUdeviceptr, size_t, CUmemLocation, unsigned, CUs
   COUNT_CALL();
   return CUDA_SUCCESS;
 }
+// As CUDA 12.8+ drivers (an H200's): freed managed memory is discarded, not moved.
+CUresult cuMemDiscardBatchAsync(CUdeviceptr*, size_t*, size_t, unsigned long long, CUstream) {
+  COUNT_CALL();
+  return CUDA_SUCCESS;
+}
 CUresult cuMemAdvise_v2(CUdeviceptr, size_t, CUmem_advise, CUmemLocation) { COUNT_CALL(); return CUDA_SUCCESS; }
 
 CUresult cuStreamCreate(CUstream* s, unsigned) { COUNT_CALL(); return *s = new_handle<CUstream_st>(), CUDA_SUCCESS; }
