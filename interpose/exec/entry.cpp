@@ -230,8 +230,17 @@ bool free(CUdeviceptr p, CUstream s, bool per_thread, bool stream_ordered, CUres
   }
   add_free_event(e.events, *b, b->exec);
   release_uses(e.events, *b);
+  // Once the budget binds (the job has held 80% of it, or another block of this size would not
+  // fit now) its pages are discarded at once, after the work before the free: room made early on
+  // capuchin's out stream, no dead data moved. Until then it stays on the device for a reuse of
+  // its size, which then needs no driver call (a discarded block is filled again at its first
+  // use); a shortage would discard it then (start_victims: freed blocks first). Discarding at
+  // every free cost a current driver about 5 calls per free and 3 per reuse with no pressure at
+  // all (bench_host_cost); discarding only at shortages made bound replays up to 12% slower in
+  // simcuda (room made late, behind the out stream's evictions).
+  const bool budget_binds = e.planning.pressure_seen() || !e.ledger.fits(b->span);
   Ev discarded;
-  if (e.mem(*b).discard_dead(*b, discarded)) {  // after the work before the free; a reuse waits for it
+  if (budget_binds && e.mem(*b).discard_dead(*b, discarded)) {  // a reuse waits for it
     b->free_stream_valid = false;  // issued on capuchin's stream: the free's stream order does not cover it
     if (!discarded) e.await_stream(e.moves.out);  // no event marks it: it has happened now
     add_free_event(e.events, *b, discarded);

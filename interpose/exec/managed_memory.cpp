@@ -2,7 +2,8 @@
 // pinned): one cuMemAllocManaged allocation of the whole span. Moves are cuMemPrefetchAsync to
 // the host or the device on capuchin's streams, so an access capture missed only page-faults,
 // never reads a wrong byte. A freed block still on the device is discarded where the driver
-// can (cuMemDiscardBatchAsync), else moved to the host. Contract: memory.hpp.
+// can (cuMemDiscardBatchAsync), else moved to the host: at its free under pressure, else when a
+// shortage needs its room (entry.cpp, residency.cpp). Contract: memory.hpp.
 #include <cinttypes>
 
 #include "config.hpp"
@@ -113,7 +114,7 @@ class ManagedMemory final : public BlockMemory {
       c_.events->unref(b.ready);
     }
     CUdeviceptr p = b.base;
-    size_t n = b.bytes;
+    size_t n = b.span;  // dead: all of it (a discard leaves a partly covered last page resident)
     if (!dead || c_.api->mem_discard == nullptr || c_.api->mem_discard(&p, &n, 1, 0, c_.out) != CUDA_SUCCESS) {
       CUmemLocation host{CU_MEM_LOCATION_TYPE_HOST, 0};
       // A failed move out leaves the pages on the device: the driver evicts them itself if it

@@ -59,6 +59,8 @@ class Planning {
   // A name index for kernel events (the planner's trace names kernels).
   std::uint32_t name_index(std::uint64_t key, std::string_view name);
   void invalidate() { controller_.invalidate_plan(); }
+  // The job has held 80% of the budget: its budget binds (never reset).
+  bool pressure_seen() const { return pressure_seen_; }
   const policy::Controller& controller() const { return controller_; }
   bool enabled() const { return opt_.enabled; }
 
