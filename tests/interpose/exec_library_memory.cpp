@@ -15,22 +15,13 @@
 #include <cstdlib>
 #include <vector>
 
+#include "exec_prog.hpp"
 #include "simcuda/kernel.hpp"
 
 namespace {
 
-void fill(int, float*, float) {}
-void fill_body(void** a, const simcuda_launch_info*) {
-  auto [n, p, v] = simcuda::unpack(fill, a);
-  p = simcuda::access(p, static_cast<size_t>(n), SIMCUDA_WRITE);
-  for (int i = 0; i < n; ++i) p[i] = v;
-}
-
-void check(cudaError_t e, const char* what) {
-  if (e == cudaSuccess) return;
-  std::fprintf(stderr, "exec_library_memory: %s: %s\n", what, cudaGetErrorString(e));
-  std::exit(1);
-}
+using exec_prog::check;
+using exec_prog::fill;
 
 int managed(const void* p) {
   cudaPointerAttributes a{};
@@ -49,7 +40,7 @@ double sum(const float* d, int n) {
 }  // namespace
 
 int main() {
-  simcuda::register_kernel("fill", fill, fill_body, 1000);
+  exec_prog::register_fill(1000);
   void* lib = dlopen("libnccl_capuchin_test.so", RTLD_NOW);
   if (lib == nullptr) return std::fprintf(stderr, "exec_library_memory: %s\n", dlerror()), 1;
   auto lib_alloc = reinterpret_cast<void* (*)(size_t)>(dlsym(lib, "fake_nccl_alloc"));

@@ -11,31 +11,22 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "exec_prog.hpp"
 #include "simcuda/kernel.hpp"
 
 namespace {
 
+using exec_prog::check;
+using exec_prog::fill;
+
 constexpr size_t kTensorBytes = (4u << 20) - 4096;  // near two 2 MiB granules: served as VMM memory
 constexpr size_t kPressureBytes = 4u << 20;
-
-void fill(int, float*, float) {}
-void fill_body(void** a, const simcuda_launch_info*) {
-  auto [n, p, v] = simcuda::unpack(fill, a);
-  p = simcuda::access(p, static_cast<size_t>(n), SIMCUDA_WRITE);
-  for (int i = 0; i < n; ++i) p[i] = v;
-}
-
-void check(cudaError_t e, const char* what) {
-  if (e == cudaSuccess) return;
-  std::fprintf(stderr, "exec_stream_gone: %s: %s\n", what, cudaGetErrorString(e));
-  std::exit(1);
-}
 
 }  // namespace
 
 int main() {
   const int n = static_cast<int>(kTensorBytes / sizeof(float));
-  simcuda::register_kernel("fill", fill, fill_body, 5'000'000);
+  exec_prog::register_fill(5'000'000);
   float* t = nullptr;
   check(cudaMalloc(reinterpret_cast<void**>(&t), kTensorBytes), "malloc tensor");
   // The main stream first: the side stream's handle is then not handed out again below (a
@@ -45,16 +36,8 @@ int main() {
   check(cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking), "side stream");
   check(simcuda::launch(fill, dim3(1), dim3(256), side, n, t, 2.0f), "fill tensor on the side stream");
   check(cudaStreamDestroy(side), "destroy the side stream");
-  float* pressure = nullptr;  // no room for it and the tensor under the test's budget
-  check(cudaMallocAsync(reinterpret_cast<void**>(&pressure), kPressureBytes, main_stream), "malloc pressure");
-  check(simcuda::launch(fill, dim3(1), dim3(256), main_stream, static_cast<int>(kPressureBytes / sizeof(float)), pressure,
-                        3.0f),
-        "fill pressure");
-  check(cudaDeviceSynchronize(), "sync");
-  float first = 0, last = 0;
-  check(cudaMemcpy(&first, t, sizeof first, cudaMemcpyDeviceToHost), "read first");
-  check(cudaMemcpy(&last, t + n - 1, sizeof last, cudaMemcpyDeviceToHost), "read last");
-  std::printf("tensor %g %g\n", static_cast<double>(first), static_cast<double>(last));
+  float* pressure = exec_prog::pressure(kPressureBytes, main_stream);  // no room for it and the tensor
+  exec_prog::print_ends(t, n);
   check(cudaFreeAsync(pressure, main_stream), "free pressure");
   check(cudaStreamDestroy(main_stream), "destroy the main stream");
   check(cudaFree(t), "free tensor");

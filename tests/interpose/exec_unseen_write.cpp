@@ -15,23 +15,21 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "exec_prog.hpp"
 #include "simcuda/kernel.hpp"
 
 namespace {
+
+using exec_prog::check;
+using exec_prog::fill;
 
 constexpr size_t kTensorBytes = (4u << 20) - 4096;  // near two 2 MiB granules: served as VMM memory
 constexpr size_t kPressureBytes = 4u << 20;
 constexpr unsigned long long kSlowNs = 20'000'000;
 
-void fill(int, float*, float) {}
 void slow() {}
 void table_write(const std::uint64_t*, int) {}
 
-void fill_body(void** a, const simcuda_launch_info*) {
-  auto [n, p, v] = simcuda::unpack(fill, a);
-  p = simcuda::access(p, static_cast<size_t>(n), SIMCUDA_WRITE);
-  for (int i = 0; i < n; ++i) p[i] = v;
-}
 void slow_body(void**, const simcuda_launch_info*) {}
 void table_write_body(void** a, const simcuda_launch_info*) {
   auto [table, n] = simcuda::unpack(table_write, a);
@@ -40,17 +38,11 @@ void table_write_body(void** a, const simcuda_launch_info*) {
   for (int i = 0; i < n; ++i) t[i] = 2.0f;
 }
 
-void check(cudaError_t e, const char* what) {
-  if (e == cudaSuccess) return;
-  std::fprintf(stderr, "exec_unseen_write: %s: %s\n", what, cudaGetErrorString(e));
-  std::exit(1);
-}
-
 }  // namespace
 
 int main() {
   const int n = static_cast<int>(kTensorBytes / sizeof(float));
-  simcuda::register_kernel("fill", fill, fill_body, 1000);
+  exec_prog::register_fill(1000);
   simcuda::register_kernel("slow", slow, slow_body, kSlowNs);
   simcuda::register_kernel("table_write", table_write, table_write_body, 1000);
   cudaStream_t a, b;
@@ -66,15 +58,8 @@ int main() {
   check(cudaStreamSynchronize(a), "sync a");
   check(simcuda::launch(slow, dim3(1), dim3(1), b), "slow");
   check(simcuda::launch(table_write, dim3(1), dim3(1), b, static_cast<const std::uint64_t*>(table), n), "table write");
-  float* pressure = nullptr;  // no room for it and the tensor under the test's budget
-  check(cudaMallocAsync(reinterpret_cast<void**>(&pressure), kPressureBytes, a), "malloc pressure");
-  check(simcuda::launch(fill, dim3(1), dim3(256), a, static_cast<int>(kPressureBytes / sizeof(float)), pressure, 3.0f),
-        "fill pressure");
-  check(cudaDeviceSynchronize(), "sync");
-  float first = 0, last = 0;
-  check(cudaMemcpy(&first, t, sizeof first, cudaMemcpyDeviceToHost), "read first");
-  check(cudaMemcpy(&last, t + n - 1, sizeof last, cudaMemcpyDeviceToHost), "read last");
-  std::printf("tensor %g %g\n", static_cast<double>(first), static_cast<double>(last));
+  float* pressure = exec_prog::pressure(kPressureBytes, a);  // no room for it and the tensor
+  exec_prog::print_ends(t, n);
   check(cudaFreeAsync(pressure, a), "free pressure");
   check(cudaFree(t), "free tensor");
   check(cudaFree(table), "free table");
