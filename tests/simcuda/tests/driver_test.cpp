@@ -398,6 +398,9 @@ TEST_F(Simcuda, UnsafeCallOnAnotherThreadBreaksAGlobalCaptureUnlessThatThreadIsR
   CUevent ev;
   ASSERT_EQ(cuEventCreate(&ev, 0), CUDA_SUCCESS);
   ASSERT_EQ(cuEventRecord(ev, nullptr), CUDA_SUCCESS);
+  // Completed before any capture: an allowed query then says CUDA_SUCCESS, never NOT_READY
+  // (a loaded CI machine's worker had not reached the record yet: 600 instead of 0).
+  ASSERT_EQ(cuEventSynchronize(ev), CUDA_SUCCESS);
   auto on_other_thread = [&](CUstreamCaptureMode mode) {
     CUresult r = CUDA_ERROR_UNKNOWN;
     std::thread t([&] {
