@@ -50,7 +50,8 @@ using Event = plan::SegmentEvent;
 struct ControllerOptions {
   std::uint32_t min_period = 8;              // fewer events than this are not an iteration
   std::uint32_t max_history = 1u << 17;      // events kept (older ones dropped; at least two iterations)
-  // Touch the history's storage at construction (about 100 bytes per max_history event),
+  // Touch the history's storage at construction (about 120 bytes per max_history event: the
+  // event, its signature, room for four tensor ids; 16 MB at the default),
   // so the event path never faults a fresh page in while the history first fills (the
   // executor: a job's first ~100k events would otherwise pay a page fault every 40 events).
   bool prefault = false;

@@ -223,7 +223,6 @@ class BlockTable {
   // Every indexed block, live or cached, sorted by base: a binary search over contiguous
   // memory for interior pointers (inserted and erased only when a block is created or deleted).
   std::vector<std::pair<CUdeviceptr, Block*>> by_base_;
-  CUdeviceptr lowest_ = ~CUdeviceptr{0}, highest_end_ = 0;  // what no indexed block lies outside of
   // The same by exact base: most parameter words are a tensor's base, one hash probe instead
   // of a search (interior pointers fall back to by_base_).
   BaseIndex at_base_;

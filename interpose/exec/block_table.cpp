@@ -51,8 +51,11 @@ void BaseIndex::grow() {
 }
 
 Block* BlockTable::by_addr(std::uint64_t addr) const {
-  // Most candidate words of a launch are not ours (scalars, other memory): one range check.
-  if (addr < lowest_ || addr >= highest_end_) return nullptr;
+  // Most candidate words of a launch are not ours (scalars, other memory): one range check
+  // against the lowest base and the highest block's end (blocks never overlap; a reused block
+  // may be asked for more bytes than at first, up to its span).
+  if (by_base_.empty() || addr < by_base_.front().first) return nullptr;
+  if (const Block* last = by_base_.back().second; addr >= last->base + last->span) return nullptr;
   if (Block* exact = at_base_.find(addr)) return exact->live ? exact : nullptr;
   auto it = std::lower_bound(by_base_.begin(), by_base_.end(), addr, base_before);  // first base >= addr
   if (it == by_base_.begin()) return nullptr;
@@ -67,9 +70,6 @@ void BlockTable::add_live(Block* b) {
   by_base_.insert(std::lower_bound(by_base_.begin(), by_base_.end(), b->base, base_before), {b->base, b});
   at_base_.insert(b->base, b);
   b->indexed = true;
-  // A reused block may be asked for more bytes than at first, up to its span.
-  lowest_ = std::min(lowest_, b->base);
-  highest_end_ = std::max(highest_end_, b->base + b->span);
 }
 
 void BlockTable::remove_live(Block* b) {
@@ -84,7 +84,6 @@ void BlockTable::forget(Block* b) {
   if (it != by_base_.end() && it->second == b) by_base_.erase(it);
   at_base_.erase(b->base);
   b->indexed = false;
-  // (lowest_ and highest_end_ stay: a wider range only costs a search.)
 }
 
 }  // namespace capuchin::interpose::exec
