@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "capuchin/learn.hpp"
+#include "capuchin/trace_import.hpp"
 #include "capuchin/trace_model.hpp"
 #include "capuchin/units.hpp"
 #include "commands.hpp"
@@ -178,6 +179,27 @@ int run_learn(const std::vector<std::string>& files, bool json) {
   return rc;
 }
 
+// `trace import simrd LOG -o OUT`: DTR's operator log as a trace (trace_import.hpp).
+int run_import_simrd(const std::string& in, const std::string& out, std::string model) {
+  if (model.empty()) {  // the log's file name up to its first '-' (resnet32-56-9000000000.0-....log.gz)
+    const std::size_t slash = in.find_last_of('/');
+    model = in.substr(slash == std::string::npos ? 0 : slash + 1);
+    model = model.substr(0, model.find('-'));
+  }
+  auto r = trace::import_simrd_file(in, out, model);
+  if (!r) {
+    fmt::print(stderr, "capuchin trace import simrd: {}\n", r.error().message);
+    return 1;
+  }
+  const trace::SimrdSummary& s = *r;
+  fmt::print("{}: {} operators ({} in place), measured {:.1f} ms in all; {} allocations ({} parameters in the set-up), "
+             "peak {}; {} views, {} zero-byte results, {} releases of undefined names ignored, {} lines before START "
+             "skipped\n",
+             out, s.calls + s.mutates, s.mutates, static_cast<double>(s.operator_ns) / 1e6, s.storages, s.setup_constants,
+             format_bytes(s.peak_bytes), s.aliases, s.zero_byte_results, s.undefined_releases, s.skipped_before_start);
+  return 0;
+}
+
 }  // namespace
 
 void add_trace_command(CLI::App& app, int& exit_code) {
@@ -203,6 +225,17 @@ void add_trace_command(CLI::App& app, int& exit_code) {
   learn_cmd->add_option("files", lo->files, "trace files")->required();
   learn_cmd->add_flag("--json", lo->json, "one JSON object per file");
   learn_cmd->callback([lo, &exit_code] { exit_code = run_learn(lo->files, lo->json); });
+
+  auto* import = trace->add_subcommand("import", "Convert other tools' operator logs into traces");
+  import->require_subcommand(1);
+  struct ImportOpts { std::string in, out, model; };
+  auto io = std::make_shared<ImportOpts>();
+  auto* simrd = import->add_subcommand(
+      "simrd", "DTR's simrd operator log (one PyTorch training step with measured operator times) as a one-iteration trace");
+  simrd->add_option("file", io->in, "the log (.log or .log.gz)")->required();
+  simrd->add_option("-o,--output", io->out, "the trace to write (.jsonl or .jsonl.gz); written whole or not at all")->required();
+  simrd->add_option("--model", io->model, "the header's model name (default: the log's file name up to its first '-')");
+  simrd->callback([io, &exit_code] { exit_code = run_import_simrd(io->in, io->out, io->model); });
 }
 
 }  // namespace capuchin::cli

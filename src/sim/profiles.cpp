@@ -42,6 +42,10 @@ const std::vector<GpuProfile>& table() {
        18.7 * T /* FP16, no tensor cores, no BF16 */, 732 * G, kPcie3, 10e-6,
        "NVIDIA Tesla P100 PCIe datasheet: 9.3 TFLOPS FP32, 18.7 TFLOPS FP16, 732 GB/s HBM2; PCIe 3.0 x16 8 GT/s "
        "128b/130b = 15.75 GB/s each way"},
+      {"titan-v", "NVIDIA TITAN V 12 GB (HBM2), PCIe 3.0 x16 (the GPU of DTR's measurements)", 12 * GiB, 14.9 * T, 0,
+       110 * T /* FP16 tensor */, 652.8 * G, kPcie3, 10e-6,
+       "NVIDIA TITAN V specifications: 5120 CUDA cores at 1455 MHz boost = 14.9 TFLOPS FP32, 110 TFLOPS tensor "
+       "(FP16; no TF32/BF16), 12 GB HBM2 (3 stacks, 3072-bit) at 652.8 GB/s; PCIe 3.0 x16 15.75 GB/s each way"},
       {"v100", "NVIDIA V100 PCIe 32 GB (HBM2), PCIe 3.0 x16", 32 * GiB, 14 * T, 0, 112 * T /* FP16 tensor */, 900 * G,
        kPcie3, 10e-6,
        "NVIDIA V100 datasheet (PCIe): 14 TFLOPS FP32, 112 TFLOPS tensor (FP16; no TF32/BF16), 900 GB/s HBM2; "
