@@ -139,8 +139,8 @@ Expected<std::unique_ptr<Loaded>> load(const std::string& path, const sim::GpuPr
 void list_gpus() {
   const sim::Efficiency eff;
   for (const auto& g : sim::gpu_profiles()) {
-    fmt::print("{:<6} {}\n       memory {}, FP32 {:.1f} / TF32 {:.1f} / BF16 {:.1f} TFLOP/s, HBM {:.0f} GB/s, link {:.2f} GB/s "
-               "each way, copy latency {:g} us\n       sources: {}\n",
+    fmt::print("{:<7} {}\n        memory {}, FP32 {:.1f} / TF32 {:.1f} / BF16 {:.1f} TFLOP/s, HBM {:.0f} GB/s, link {:.2f} GB/s "
+               "each way, copy latency {:g} us\n        sources: {}\n",
                g.name, g.description, format_bytes(g.memory_bytes), g.fp32_flops / 1e12, g.tf32_flops / 1e12,
                g.bf16_flops / 1e12, g.hbm_bytes_per_s / 1e9, g.link_bytes_per_s / 1e9, g.link_latency_s * 1e6, g.sources);
   }

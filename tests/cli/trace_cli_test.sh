@@ -42,5 +42,23 @@ check "stats on a broken trace exits 1" test $? -eq 1
 "$bin" trace bogus >/dev/null 2>&1
 check "unknown subcommand is an error" test $? -ne 0
 
-echo "$((13 - fails)) passed, $fails failed"
+# trace import simrd: a two-operator log becomes a valid one-iteration trace; a broken one is
+# refused with its line named and an existing output file left as it was.
+printf '%s\n' '{"ANNOTATION":"START","INSTRUCTION":"ANNOTATE"}' '{"INSTRUCTION":"CONSTANT","NAME":"p"}' \
+  '{"INSTRUCTION":"MEMORY","MEMORY":"64","NAME":"p"}' \
+  '{"ARGS":["p"],"INSTRUCTION":"CALL","NAME":"relu","RESULT":["r"],"TIME":"1500"}' \
+  '{"INSTRUCTION":"MEMORY","MEMORY":"64","NAME":"r"}' '{"ALIAS":"-1","INSTRUCTION":"ALIAS","NAME":"r"}' \
+  '{"ARGS":["r"],"INSTRUCTION":"MUTATE","MUTATE":[0],"NAME":"add_","TIME":"500"}' > "$tmp/step.log"
+out=$("$bin" trace import simrd "$tmp/step.log" -o "$tmp/step.jsonl.gz")
+check "import simrd exits 0" test $? -eq 0
+check "import simrd summarises" grep -q '2 operators (1 in place), measured 0.0 ms in all; 2 allocations (1 parameters in the set-up)' <<<"$out"
+"$bin" trace validate -q "$tmp/step.jsonl.gz"
+check "the imported trace is valid" test $? -eq 0
+printf '%s\n' '{"ANNOTATION":"START","INSTRUCTION":"ANNOTATE"}' '{"INSTRUCTION":"NOPE"}' > "$tmp/bad.log"
+echo keep > "$tmp/kept.jsonl"
+err=$("$bin" trace import simrd "$tmp/bad.log" -o "$tmp/kept.jsonl" 2>&1)
+check "import simrd exits 1 on a broken log, naming its line" grep -q "bad.log:2: unknown INSTRUCTION 'NOPE'" <<<"$err"
+check "an existing output is left as it was" test "$(cat "$tmp/kept.jsonl")" = keep
+
+echo "$((19 - fails)) passed, $fails failed"
 [ "$fails" -eq 0 ]
