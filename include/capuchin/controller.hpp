@@ -5,8 +5,9 @@
 // Event by event:
 //   - Learning: the iteration is the period of the event-signature sequence
 //     (learn::find_period), tried at every host sync and whenever the history has grown by an
-//     eighth since the last try, and less often while locked: a loop over identical layers
-//     repeats before the iteration does, and the longer repeat replaces it once it shows. An
+//     eighth since the last try, while learning only: a loop over identical layers repeats
+//     before the iteration does, and a lock on it ends at the first event after the loop
+//     (a mismatch), after which the longer repeat is learned. An
 //     iteration leaves as many bytes live as it found (within 1%), which such a loop does not.
 //     The boundary inside the period goes where the fewest bytes are live (ties: right after
 //     a sync, then right before an allocation), a function of the iteration's content only. A
@@ -28,8 +29,8 @@
 // serialises calls); deterministic: the same events and offers in the same order give the
 // same commands. Planning is the owner's (plan::plan_segment, at once or on another thread):
 // the controller never waits for it. Steady state (Locked, following) allocates only to keep
-// the last iterations' events (storage reused once the history is full) and, every half
-// history's worth of events, to confirm the period (learn::find_period, O(history)).
+// the last iterations' events (storage reused once the history is full; a trim keeps the
+// last two iterations and the running one, at least, and moves only those).
 #pragma once
 
 #include <cstdint>

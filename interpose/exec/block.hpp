@@ -94,6 +94,9 @@ struct Block {
   // BlockTable's (block_table.cpp)
   bool live = false;     // allocated to the job (else cached after a free)
   bool indexed = false;  // in the table's address index (from its first allocation to its deletion)
+  bool cached = false;   // in the table's cache of freed blocks, linked to the others of its span
+  Block* cache_prev = nullptr;
+  Block* cache_next = nullptr;
   std::shared_ptr<Producer> producer;
   std::vector<std::uint64_t> dependents;  // dropped blocks whose producer reads this one
   // Vmm
@@ -127,32 +130,42 @@ class Ledger {
   std::uint64_t resident_ = 0, peak_ = 0;
 };
 
-// Blocks by exact base address: open addressing with linear probing in one flat array (a launch
-// looks up each of its candidate words here: one multiply and usually one cache line, where a
-// node-based map took a division and two or three dependent loads). Changed only when a block
-// is created or deleted. Keys are non-zero bases.
-class BaseIndex {
+// Blocks by a 64-bit key (an exact base address, an allocation id): open addressing with
+// linear probing in one flat array (a launch looks up each of its candidate words here: one
+// multiply and usually one cache line, where a node-based map took a division and two or three
+// dependent loads; an allocation or a free inserts or erases an id without a node to allocate).
+// Keys are anything but ~0 (no base or id is). At most half full; shrinks when an eighth full.
+class FlatIndex {
  public:
-  Block* find(CUdeviceptr base) const {
+  static constexpr std::uint64_t kEmpty = ~std::uint64_t{0};
+  Block* find(std::uint64_t key) const {
     if (count_ == 0) return nullptr;
-    for (std::size_t i = slot(base);; i = (i + 1) & mask_) {
+    for (std::size_t i = slot(key);; i = (i + 1) & mask_) {
       const Slot& s = slots_[i];
-      if (s.base == base) return s.block;
-      if (s.base == 0) return nullptr;
+      if (s.key == key) return s.block;
+      if (s.key == kEmpty) return nullptr;
     }
   }
-  void insert(CUdeviceptr base, Block* b);
-  void erase(CUdeviceptr base);
+  void insert(std::uint64_t key, Block* b);
+  void erase(std::uint64_t key);
+  std::size_t size() const { return count_; }
+  // Every entry, in slot order; f must not insert or erase.
+  template <class F>
+  void for_each(F&& f) const {
+    if (count_ == 0) return;
+    for (const Slot& s : slots_)
+      if (s.key != kEmpty) f(*s.block);
+  }
 
  private:
   struct Slot {
-    CUdeviceptr base = 0;  // 0: empty
+    std::uint64_t key = kEmpty;
     Block* block = nullptr;
   };
-  std::size_t slot(CUdeviceptr base) const {
-    return static_cast<std::size_t>((base * 0x9E3779B97F4A7C15ull) >> shift_) & mask_;  // Fibonacci hashing
+  std::size_t slot(std::uint64_t key) const {
+    return static_cast<std::size_t>((key * 0x9E3779B97F4A7C15ull) >> shift_) & mask_;  // Fibonacci hashing
   }
-  void grow();
+  void rehash(std::size_t slots);
   std::vector<Slot> slots_;
   std::size_t mask_ = 0, count_ = 0;
   unsigned shift_ = 64;
@@ -164,10 +177,7 @@ class BaseIndex {
 // come from a pool (no malloc per event once warm).
 class BlockTable {
  public:
-  Block* by_id(std::uint64_t id) const {
-    auto it = by_id_.find(id);
-    return it == by_id_.end() ? nullptr : it->second;
-  }
+  Block* by_id(std::uint64_t id) const { return id == kNoBlockId ? nullptr : by_id_.find(id); }
   // The live block holding `addr`, or null.
   Block* by_addr(std::uint64_t addr) const;
   // The live block at exactly `base`, or null.
@@ -178,55 +188,69 @@ class BlockTable {
   void add_live(Block* b);     // b->id and b->base set
   void remove_live(Block* b);  // b stays indexed by address (cached, or deleted: forget)
   void forget(Block* b);       // before b is deleted
-  void cache(Block* b) { cache_.insert({b->span, b}); }
-  // A cached block of `span` and `kind` that `usable` accepts (device-resident ones first),
-  // taken out of the cache; null when none.
+  void cache(Block* b);  // freed: the newest of its span
+  // A cached block of `span` and `kind` that `usable` accepts (device-resident ones first,
+  // oldest first), taken out of the cache; null when none.
   template <class F>
   Block* take_cached(std::size_t span, Kind kind, F&& usable) {
-    auto range = cache_.equal_range(span);
+    auto bucket = cache_.find(span);
+    if (bucket == cache_.end()) return nullptr;
     for (int pass = 0; pass < 2; ++pass)
-      for (auto it = range.first; it != range.second; ++it) {
-        Block* c = it->second;
+      for (Block* c = bucket->second.oldest; c != nullptr; c = c->cache_next) {
         if (c->kind != kind || c->pins != 0 || (pass == 0 && c->where != Where::Device)) continue;
         if (!usable(*c)) continue;
-        cache_.erase(it);
+        uncache(bucket->second, c);
         return c;
       }
     return nullptr;
   }
   template <class F>
   void for_each_live(F&& f) const {
-    for (const auto& [id, b] : by_id_) f(*b);
+    by_id_.for_each(f);
   }
+  // Smallest span first, oldest first within a span; f must not cache or uncache.
   template <class F>
   void for_each_cached(F&& f) const {
-    for (const auto& [span, b] : cache_) f(*b);
+    for (const auto& [span, bucket] : cache_)
+      for (Block* c = bucket.oldest; c != nullptr; c = c->cache_next) f(*c);
   }
   // Removes the cached blocks `pick` selects and returns them.
   template <class F>
   std::vector<Block*> take_cached_if(F&& pick) {
     std::vector<Block*> out;
-    for (auto it = cache_.begin(); it != cache_.end();) {
-      if (it->second->pins == 0 && pick(*it->second)) {
-        out.push_back(it->second);
-        it = cache_.erase(it);
-      } else {
-        ++it;
+    for (auto bucket = cache_.begin(); bucket != cache_.end();) {
+      for (Block* c = bucket->second.oldest; c != nullptr;) {
+        Block* next = c->cache_next;
+        if (c->pins == 0 && pick(*c)) {
+          uncache(bucket->second, c);
+          out.push_back(c);
+        }
+        c = next;
       }
+      // A span no block of holds any more (shapes change) is dropped with its last block.
+      bucket = bucket->second.oldest == nullptr ? cache_.erase(bucket) : std::next(bucket);
     }
     return out;
   }
 
  private:
+  // Freed blocks of one span, oldest first: a list through Block::cache_prev / cache_next, so
+  // a free or a reuse links or unlinks a block without a node (a span's bucket stays).
+  struct CacheBucket {
+    Block* oldest = nullptr;
+    Block* newest = nullptr;
+  };
+  void uncache(CacheBucket& bucket, Block* b);
+
   std::pmr::unsynchronized_pool_resource pool_;  // before the containers that use it
-  std::pmr::unordered_map<std::uint64_t, Block*> by_id_{&pool_};
+  FlatIndex by_id_;
   // Every indexed block, live or cached, sorted by base: a binary search over contiguous
   // memory for interior pointers (inserted and erased only when a block is created or deleted).
   std::vector<std::pair<CUdeviceptr, Block*>> by_base_;
   // The same by exact base: most parameter words are a tensor's base, one hash probe instead
   // of a search (interior pointers fall back to by_base_).
-  BaseIndex at_base_;
-  std::pmr::multimap<std::size_t, Block*> cache_{&pool_};  // freed blocks by span, for reuse
+  FlatIndex at_base_;
+  std::pmr::map<std::size_t, CacheBucket> cache_{&pool_};  // freed blocks by span, for reuse
 };
 
 }  // namespace capuchin::interpose::exec

@@ -10,24 +10,25 @@ namespace {
 bool base_before(const std::pair<CUdeviceptr, Block*>& e, CUdeviceptr addr) { return e.first < addr; }
 }  // namespace
 
-void BaseIndex::insert(CUdeviceptr base, Block* b) {
-  if (2 * (count_ + 1) > slots_.size()) grow();  // at most half full: short probe runs
-  std::size_t i = slot(base);
-  while (slots_[i].base != 0 && slots_[i].base != base) i = (i + 1) & mask_;
-  if (slots_[i].base == 0) ++count_;
-  slots_[i] = Slot{base, b};
+void FlatIndex::insert(std::uint64_t key, Block* b) {
+  if (key == kEmpty) return;  // no block has it (kNoBlockId): never indexed
+  if (2 * (count_ + 1) > slots_.size()) rehash(slots_.empty() ? 64 : 2 * slots_.size());  // short probe runs
+  std::size_t i = slot(key);
+  while (slots_[i].key != kEmpty && slots_[i].key != key) i = (i + 1) & mask_;
+  if (slots_[i].key == kEmpty) ++count_;
+  slots_[i] = Slot{key, b};
 }
 
-void BaseIndex::erase(CUdeviceptr base) {
+void FlatIndex::erase(std::uint64_t key) {
   if (count_ == 0) return;
-  std::size_t i = slot(base);
-  while (slots_[i].base != base) {
-    if (slots_[i].base == 0) return;
+  std::size_t i = slot(key);
+  while (slots_[i].key != key) {
+    if (slots_[i].key == kEmpty) return;
     i = (i + 1) & mask_;
   }
   // Backward-shift deletion: later entries of the run move up so no lookup stops early.
-  for (std::size_t j = (i + 1) & mask_; slots_[j].base != 0; j = (j + 1) & mask_) {
-    const std::size_t home = slot(slots_[j].base);
+  for (std::size_t j = (i + 1) & mask_; slots_[j].key != kEmpty; j = (j + 1) & mask_) {
+    const std::size_t home = slot(slots_[j].key);
     // j's entry may fill the hole at i when its home is not cyclically in (i, j].
     const bool stays = i <= j ? (i < home && home <= j) : (i < home || home <= j);
     if (stays) continue;
@@ -36,18 +37,19 @@ void BaseIndex::erase(CUdeviceptr base) {
   }
   slots_[i] = Slot{};
   --count_;
+  // A scan (for_each) costs the table's size, not the entries': shrink after a peak.
+  if (slots_.size() > 64 && 8 * count_ < slots_.size()) rehash(slots_.size() / 2);
 }
 
-void BaseIndex::grow() {
+void FlatIndex::rehash(std::size_t n) {
   std::vector<Slot> old;
   old.swap(slots_);
-  const std::size_t n = old.empty() ? 64 : 2 * old.size();
   slots_.assign(n, Slot{});
   mask_ = n - 1;
   shift_ = 64 - static_cast<unsigned>(std::countr_zero(n));
   count_ = 0;
   for (const Slot& s : old)
-    if (s.base != 0) insert(s.base, s.block);
+    if (s.key != kEmpty) insert(s.key, s.block);
 }
 
 Block* BlockTable::by_addr(std::uint64_t addr) const {
@@ -64,7 +66,7 @@ Block* BlockTable::by_addr(std::uint64_t addr) const {
 }
 
 void BlockTable::add_live(Block* b) {
-  by_id_[b->id] = b;
+  by_id_.insert(b->id, b);
   b->live = true;
   if (b->indexed) return;
   by_base_.insert(std::lower_bound(by_base_.begin(), by_base_.end(), b->base, base_before), {b->base, b});
@@ -79,11 +81,28 @@ void BlockTable::remove_live(Block* b) {
 
 void BlockTable::forget(Block* b) {
   if (b->live) remove_live(b);
+  if (b->cached) uncache(cache_[b->span], b);
   if (!b->indexed) return;
   auto it = std::lower_bound(by_base_.begin(), by_base_.end(), b->base, base_before);
   if (it != by_base_.end() && it->second == b) by_base_.erase(it);
   at_base_.erase(b->base);
   b->indexed = false;
+}
+
+void BlockTable::cache(Block* b) {
+  CacheBucket& bucket = cache_[b->span];
+  b->cache_prev = bucket.newest;
+  b->cache_next = nullptr;
+  (bucket.newest != nullptr ? bucket.newest->cache_next : bucket.oldest) = b;
+  bucket.newest = b;
+  b->cached = true;
+}
+
+void BlockTable::uncache(CacheBucket& bucket, Block* b) {
+  (b->cache_prev != nullptr ? b->cache_prev->cache_next : bucket.oldest) = b->cache_next;
+  (b->cache_next != nullptr ? b->cache_next->cache_prev : bucket.newest) = b->cache_prev;
+  b->cache_prev = b->cache_next = nullptr;
+  b->cached = false;
 }
 
 }  // namespace capuchin::interpose::exec

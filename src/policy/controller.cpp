@@ -56,9 +56,20 @@ Step Controller::on_event(const Event& e, std::span<const std::uint64_t> ids, st
     ++pos_;
     follow(out);
   }
-  if (hist_.size() >= next_try_ || (!locked_ && is(e, Op::Sync))) try_lock(st);
-  const std::size_t keep = std::max<std::size_t>(opt_.max_history / 2, 2 * pattern_.size() + pos_);
-  if (hist_.size() > opt_.max_history && hist_.size() > keep) trim_history(hist_.size() - keep);
+  // Locked, every event is checked against the pattern above, so the history since the lock
+  // is periodic with it: a try would find the same period (or a divisor that the live-bytes
+  // rule rejected before and rejects again), so tries are made while learning only. (They
+  // used to confirm the lock every half history: O(history) each, a tenth of the event path.)
+  if (!locked_ && (hist_.size() >= next_try_ || is(e, Op::Sync))) try_lock(st);
+  if (hist_.size() > opt_.max_history) {
+    // Locked: the running and the last two iterations are what a request needs, and a few
+    // more give a relearn something to start from; keeping half the history instead moved
+    // ~5 MB at every trim (a quarter of the event path's time).
+    const std::size_t p = pattern_.size();
+    const std::size_t keep = locked_ ? std::max(2 * p + pos_, std::min<std::size_t>(opt_.max_history / 2, 8 * p))
+                                     : opt_.max_history / 2;
+    if (hist_.size() > keep) trim_history(hist_.size() - keep);
+  }
   return st;
 }
 
@@ -82,20 +93,16 @@ void Controller::append(const Event& e, std::span<const std::uint64_t> ids) {
   sigs_.push_back(e.sig);
 }
 
-// Is the history periodic now? Learning: lock on the period. Locked: a longer repeat with
-// another period means the lock was on a loop inside the iteration (a model's identical
-// layers repeat before the iteration does): lock on the better one. The last complete
-// iteration is then planned.
+// Is the history periodic now (learning only)? Lock on the period and plan the last complete
+// iteration. A lock on a loop inside the iteration (a model's identical layers repeat before
+// the iteration does) ends at the first event after the loop, which does not match it: the
+// longer repeat is learned then.
 void Controller::try_lock(Step& st) {
   const std::size_t n = hist_.size();
   next_try_ = n + std::max<std::size_t>(n / 8, opt_.min_period);
   const learn::Period per = learn::find_period(sigs_, opt_.min_period);
   if (!per.found) return;
   const std::size_t p = per.period;
-  if (locked_ && p == pattern_.size()) {
-    next_try_ = n + std::max<std::size_t>(n / 2, opt_.min_period);  // confirmed: look less often
-    return;
-  }
   // The boundary depends on the iteration's content only, not on where it was detected:
   // fewest live bytes, then right after a sync, then right before an allocation, then the
   // smallest signature of the first event.
@@ -120,7 +127,6 @@ void Controller::try_lock(Step& st) {
     const std::uint64_t diff = before > after ? before - after : after - before;
     if (diff > std::max<std::uint64_t>(before / 100, 64 * 1024)) return;
   }
-  if (locked_) relearn(st);
   lock_at(b, p);
   st.locked = true;
 }

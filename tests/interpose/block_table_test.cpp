@@ -1,10 +1,11 @@
 // The executor's block table (interpose/exec/block.hpp) against a plain std::map of what it
 // should hold: blocks created, allocated, freed into the cache, reused at the same base and
 // deleted in a random order, with lookups of exact bases, interior pointers, ends and words
-// that are no block's; and BaseIndex alone under many inserts and erases (its backward-shift
+// that are no block's; and FlatIndex alone under many inserts and erases (its backward-shift
 // deletion must never hide an entry behind a hole).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
 #include <memory>
 #include <random>
@@ -15,8 +16,8 @@
 namespace capuchin::interpose::exec {
 namespace {
 
-TEST(BaseIndex, AgreesWithAMapUnderChurn) {
-  BaseIndex index;
+TEST(FlatIndex, AgreesWithAMapUnderChurn) {
+  FlatIndex index;
   std::map<CUdeviceptr, Block*> truth;
   std::vector<std::unique_ptr<Block>> owned;
   std::mt19937_64 rng(7);
@@ -40,6 +41,61 @@ TEST(BaseIndex, AgreesWithAMapUnderChurn) {
       }
   }
   EXPECT_GT(truth.size(), 1000u);  // the table grew and held many at once
+  // Emptied again in a random order: it shrinks on the way down and never loses an entry.
+  std::vector<CUdeviceptr> keys;
+  for (const auto& [k, b] : truth) keys.push_back(k);
+  std::shuffle(keys.begin(), keys.end(), rng);
+  for (std::size_t i = 0; i < keys.size(); ++i) {
+    index.erase(keys[i]);
+    truth.erase(keys[i]);
+    if (i % 97 == 0)
+      for (const auto& [k, b] : truth) ASSERT_EQ(index.find(k), b) << "after erasing " << i + 1;
+  }
+  EXPECT_EQ(index.size(), 0u);
+  int visited = 0;
+  index.for_each([&](Block&) { ++visited; });
+  EXPECT_EQ(visited, 0);
+}
+
+// The cache of freed blocks: by span, oldest first; a reuse takes the oldest usable one of its
+// span and kind (device-resident first); a deleted block leaves the cache; spans no block
+// holds any more go with their last block.
+TEST(BlockTable, CachesFreedBlocksBySpanOldestFirst) {
+  BlockTable table;
+  std::vector<std::unique_ptr<Block>> blocks;
+  auto make = [&](std::size_t span, Where where) {
+    blocks.push_back(std::make_unique<Block>());
+    Block* b = blocks.back().get();
+    b->base = (1ull << 42) + blocks.size() * (1ull << 24);
+    b->span = span;
+    b->where = where;
+    return b;
+  };
+  Block* a = make(4096, Where::Device);
+  Block* h = make(4096, Where::Host);
+  Block* c = make(4096, Where::Device);
+  Block* big = make(8192, Where::Device);
+  Block* small = make(2048, Where::Device);
+  for (Block* b : {a, h, c, big, small}) table.cache(b);
+  std::vector<Block*> order;
+  table.for_each_cached([&](Block& b) { order.push_back(&b); });
+  EXPECT_EQ(order, (std::vector<Block*>{small, a, h, c, big}));
+  auto any = [](Block&) { return true; };
+  EXPECT_EQ(table.take_cached(4096, Kind::Managed, [&](Block& b) { return &b != a; }), c);  // a refused
+  EXPECT_EQ(table.take_cached(4096, Kind::Vmm, any), nullptr);                               // kind differs
+  EXPECT_EQ(table.take_cached(4096, Kind::Managed, any), a);
+  EXPECT_EQ(table.take_cached(4096, Kind::Managed, any), h);  // on the host: only when no resident one is
+  EXPECT_EQ(table.take_cached(4096, Kind::Managed, any), nullptr);
+  table.cache(c);
+  table.forget(c);  // deleted while cached: unlinked
+  EXPECT_EQ(table.take_cached(4096, Kind::Managed, any), nullptr);
+  EXPECT_FALSE(c->cached);
+  auto gone = table.take_cached_if([&](const Block& b) { return &b == big; });
+  EXPECT_EQ(gone, std::vector<Block*>{big});
+  order.clear();
+  table.for_each_cached([&](Block& b) { order.push_back(&b); });
+  EXPECT_EQ(order, std::vector<Block*>{small});
+  EXPECT_EQ(table.take_cached(2048, Kind::Managed, any), small);
 }
 
 TEST(BlockTable, FindsLiveBlocksOnlyByIdBaseAndInteriorAddress) {
