@@ -404,7 +404,9 @@ CUresult before_launch(Launch& l, const std::uint64_t* words, unsigned nwords, s
   ev.nreads = static_cast<std::uint32_t>(output != nullptr ? order.size() - 1 : order.size());
   ev.nwrites = output != nullptr ? 1 : 0;
   ev.bytes = total;
-  ev.name = e.planning.name_index(reinterpret_cast<std::uint64_t>(l.func), ki != nullptr ? std::string_view(ki->name) : "kernel");
+  if (ki == nullptr) ev.name = e.planning.name_index(0, "kernel");
+  else if ((ev.name = ki->name_index) == ~0u)  // one lookup per function, not per launch
+    ev.name = ki->name_index = e.planning.name_index(reinterpret_cast<std::uint64_t>(l.func), ki->name);
   e.feed(ev, order);
   // Recomputations first: dropped blocks whose producer reads what this launch may write,
   // then dropped blocks it touches.

@@ -27,6 +27,7 @@ struct KernelInfo {
   int output = -1;  // the written parameter; -1: unknown write set
   std::vector<std::uint32_t> offset, size;
   std::uint32_t buffer = 0;  // bytes of the parameter buffer
+  std::uint32_t name_index = ~0u;  // its name's index for the policy (Planning::name_index), once asked
 };
 
 class KernelTable {
