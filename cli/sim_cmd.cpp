@@ -58,6 +58,46 @@ Status write_file(const fs::path& path, const std::string& text) {
   return {};
 }
 
+// The lower bound (sim.hpp) next to a result; none for the unlimited `ideal`.
+struct BoundLine {
+  bool present = false;
+  sim::Bound b;
+  double ratio = 0;
+};
+
+BoundLine bound_for(const sim::PreparedTrace& p, const sim::Comparison& c) {
+  BoundLine l;
+  if (c.run.policy == "ideal" || c.run.budget_bytes == 0) return l;
+  l.present = true;
+  l.b = sim::lower_bound(p, c.run.budget_bytes);
+  l.ratio = l.b.feasible ? l.b.ratio(c.ideal_time_s) : 0.0;
+  return l;
+}
+
+void add_bound_json(nlohmann::ordered_json& j, const BoundLine& l) {
+  if (!l.present) return;
+  j["bound"] = {{"feasible", l.b.feasible},
+                {"ratio", l.ratio},
+                {"line", l.b.event == trace::kNone ? 0 : l.b.event + 2},
+                {"over_bytes", l.b.over_bytes},
+                {"compute_s", l.b.compute_s},
+                {"added_s", l.b.added_s}};
+  if (!l.b.feasible) j["bound"]["why"] = l.b.why;
+}
+
+void print_bound(const BoundLine& l, const sim::Comparison& c) {
+  if (!l.present) return;
+  if (!l.b.feasible) {
+    fmt::print("  lower bound: no policy can run this budget: the kernel at line {} alone needs more ({})\n", l.b.event + 2,
+               l.b.why);
+    return;
+  }
+  fmt::print("  lower bound: no policy runs a steady iteration faster than ratio {:.3f}", l.ratio);
+  if (l.b.event != trace::kNone && l.ratio > 1.0) fmt::print(" (binding at line {}, {} over the budget)", l.b.event + 2, format_bytes(l.b.over_bytes));
+  if (c.run.feasible && l.ratio > 0) fmt::print("; this result is {:.1f}% above it", 100.0 * (c.ratio / l.ratio - 1.0));
+  fmt::print("\n");
+}
+
 nlohmann::ordered_json result_json(const std::string& trace, unsigned iters, const sim::Comparison& c) {
   const sim::SimResult& r = c.run;
   nlohmann::ordered_json j;
@@ -180,13 +220,57 @@ int run_single(const SimOpts& o) {
   if (!o.timeline.empty()) opt.timeline = &timeline;
   const double ideal = sim::ideal_time_s((*l)->prep);
   const auto c = sim::simulate_against_ideal((*l)->prep, **policy, opt, ideal);
-  if (o.json) fmt::print("{}\n", result_json(o.trace, o.iters, c).dump());
-  else print_human(o.trace, o.iters, c, o.budget);
+  const BoundLine bound = bound_for((*l)->prep, c);
+  if (o.json) {
+    auto j = result_json(o.trace, o.iters, c);
+    add_bound_json(j, bound);
+    fmt::print("{}\n", j.dump());
+  } else {
+    print_human(o.trace, o.iters, c, o.budget);
+    print_bound(bound, c);
+  }
   if (!o.timeline.empty()) {
     if (auto s = write_file(o.timeline, sim::timeline_csv((*l)->trace, timeline)); !s)
       return fmt::print(stderr, "capuchin sim: {}\n", s.error().message), 1;
   }
   return c.run.feasible ? 0 : kExitInfeasible;
+}
+
+// `sim bound`: the lower bound alone (no policy run).
+int run_bound(const SimOpts& o) {
+  auto gpu = sim::find_gpu_profile(o.gpu);
+  if (!gpu) return fmt::print(stderr, "capuchin sim bound: {}\n", gpu.error().message), 1;
+  auto l = load(o.trace, *gpu, o.iters);
+  if (!l) return fmt::print(stderr, "{}\n", l.error().message), 1;
+  auto budget = sim::resolve_budget(o.budget, (*l)->prep.liveness.peak_bytes, *gpu);
+  if (!budget) return fmt::print(stderr, "capuchin sim bound: {}\n", budget.error().message), 1;
+  sim::Comparison c;
+  c.run.policy = "bound";
+  c.run.budget_bytes = *budget;
+  c.run.feasible = false;  // no run: the line says nothing of one
+  c.ideal_time_s = sim::ideal_time_s((*l)->prep);
+  const BoundLine b = bound_for((*l)->prep, c);
+  if (o.json) {
+    nlohmann::ordered_json j;
+    j["trace"] = o.trace;
+    j["repeated_iterations"] = o.iters;
+    j["gpu"] = gpu->name;
+    j["simulated"] = true;
+    j["budget_bytes"] = *budget;
+    j["natural_peak_bytes"] = (*l)->prep.liveness.peak_bytes;
+    j["ideal_time_s"] = c.ideal_time_s;
+    add_bound_json(j, b);
+    fmt::print("{}\n", j.dump());
+  } else {
+    fmt::print("{}: simulated on GPU profile {}, budget {} ({}; natural peak {}), ideal iteration {:.3f} ms\n", o.trace,
+               gpu->name, format_bytes(*budget), o.budget, format_bytes((*l)->prep.liveness.peak_bytes),
+               c.ideal_time_s * 1e3);
+    print_bound(b, c);
+    if (b.b.feasible)
+      fmt::print("  ({:.3f} ms of kernels back to back, at least {:.3f} ms more at this budget)\n", b.b.compute_s * 1e3,
+                 b.b.added_s * 1e3);
+  }
+  return b.b.feasible ? 0 : kExitInfeasible;
 }
 
 struct SweepOpts {
@@ -215,11 +299,13 @@ int run_sweep(const SweepOpts& o) {
     for (const auto& b : budgets) {
       auto bytes = sim::resolve_budget(b, prep.liveness.peak_bytes, *gpu);
       if (!bytes) return fmt::print(stderr, "capuchin sim sweep: {}\n", bytes.error().message), 1;
+      const sim::Bound bound = sim::lower_bound(prep, *bytes);
       for (const auto& pname : policies) {
         auto policy = sim::make_policy(pname);
         sim::SimOptions opt;
         opt.budget_bytes = *bytes;
-        rows.push_back({stem, b, *bytes, prep.liveness.peak_bytes, sim::simulate_against_ideal(prep, **policy, opt, ideal)});
+        rows.push_back({stem, b, *bytes, prep.liveness.peak_bytes, sim::simulate_against_ideal(prep, **policy, opt, ideal),
+                        true, bound.feasible ? bound.ratio(ideal) : 0.0});
       }
     }
   }
@@ -268,8 +354,18 @@ void add_sim_command(CLI::App& app, int& exit_code) {
   sweep->add_option("--iters", wo->iters, "simulate the set-up then each trace's last iteration N times")
       ->check(CLI::Range(1u, 100000u));
   sweep->callback([wo, &exit_code] { exit_code = run_sweep(*wo); });
-  simc->callback([so, sweep, &exit_code] {
-    if (!sweep->parsed()) exit_code = run_single(*so);
+
+  auto bo = std::make_shared<SimOpts>();
+  auto* bound = simc->add_subcommand(
+      "bound", "The least steady-iteration ratio any policy could reach at a budget (a lower bound; exit 3: no policy fits)");
+  bound->add_option("--trace", bo->trace, "trace file")->required();
+  bound->add_option("--gpu", bo->gpu, "GPU profile")->capture_default_str();
+  bound->add_option("--budget", bo->budget, std::string("device-memory budget: ") + kBudgetHelp)->capture_default_str();
+  bound->add_option("--iters", bo->iters, "the set-up then the trace's last iteration N times")->check(CLI::Range(1u, 100000u));
+  bound->add_flag("--json", bo->json, "print one JSON object");
+  bound->callback([bo, &exit_code] { exit_code = run_bound(*bo); });
+  simc->callback([so, sweep, bound, &exit_code] {
+    if (!sweep->parsed() && !bound->parsed()) exit_code = run_single(*so);
   });
 }
 

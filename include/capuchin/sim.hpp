@@ -11,6 +11,8 @@
 // never measurements.
 #pragma once
 
+#include <algorithm>
+
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -240,6 +242,37 @@ Comparison simulate_against_ideal(const PreparedTrace& p, Policy& policy, const 
                                   double ideal_time_s);
 double ideal_time_s(const PreparedTrace& p);
 
+// A lower bound on any policy's steady iteration at a budget: "no policy can run this trace
+// at this budget faster than X". For each moment m (a kernel or copy of a steady iteration:
+// the trace's second-to-last when it has three or more), the bytes live at m beyond the budget
+// must be off the device then. A byte of a tensor m does not use is free to shed when it holds
+// no data yet or none that is read again before it is overwritten or freed; any other byte is
+// either recomputed (a tensor the simulator may recompute, at its producers' compute time,
+// cheapest per byte first) or swapped: copied out after its last write before m and back before
+// its next read after m. Each link direction moves at most (window + stretch) x bandwidth, the
+// window being the compute time between those events (capped at one iteration) and the stretch
+// the time the iteration runs beyond its kernels' own (stalls and recomputation); taking the
+// swapped bytes with the widest windows first, the stretch a swap of S bytes needs is
+// max(0, S / bandwidth - K), K = min over the tensors in window order of (bytes before it /
+// bandwidth + its window). So the iteration takes at least its kernels' time C plus
+//   min over S of max(stretch for S swapped, recomputation of the rest),
+// at every moment; the bound is the largest. A moment whose own kernel's tensors exceed the
+// budget makes the budget infeasible for every policy. Relaxations (each can only lower the
+// bound, never raise it above what a policy can do): link latency, the trace's own copies and
+// the copy engines' sharing between moments are ignored; a byte may count as swapped in one
+// direction and recomputed in the other; tensors are split fractionally.
+struct Bound {
+  bool feasible = true;       // false: some kernel's own tensors exceed the budget
+  double compute_s = 0;       // C: the steady iteration's kernels, back to back
+  double added_s = 0;         // the least time any policy adds to C at this budget
+  std::uint32_t event = trace::kNone;  // the binding moment (infeasible: the kernel that does not fit)
+  std::uint64_t over_bytes = 0;        // live beyond the budget there
+  std::string why;                     // infeasible: which kernel needs how much
+  // The bound as a ratio to the ideal iteration (which is at least C): max(1, (C + added) / ideal).
+  double ratio(double ideal_s) const { return ideal_s > 0 ? std::max(1.0, (compute_s + added_s) / ideal_s) : 0.0; }
+};
+Bound lower_bound(const PreparedTrace& p, std::uint64_t budget_bytes);
+
 // Resolves a --budget text (budget.hpp): a size, a share of the profile's memory ("60%") or
 // a multiple of the trace's natural peak ("0.5x").
 Expected<std::uint64_t> resolve_budget(std::string_view text, std::uint64_t natural_peak_bytes, const GpuProfile& gpu);
@@ -252,6 +285,10 @@ struct SweepRow {
   std::uint64_t budget_bytes = 0;
   std::uint64_t natural_peak_bytes = 0;
   Comparison c;
+  // lower_bound at this budget, as a ratio to the ideal (bound_known: computed; 0: infeasible
+  // for every policy).
+  bool bound_known = false;
+  double bound_ratio = 0;
 };
 std::string sweep_markdown(const std::vector<SweepRow>& rows, const std::vector<std::string>& policies,
                            const std::string& gpu);

@@ -53,9 +53,9 @@ std::string sweep_markdown(const std::vector<SweepRow>& rows, const std::vector<
       "\"infeasible\": the policy cannot stay within the budget.\n\n| trace | budget | budget bytes |",
       gpu);
   for (const auto& p : policies) out += fmt::format(" {} |", p);
-  out += "\n| --- | --- | ---: |";
+  out += " bound |\n| --- | --- | ---: |";
   for (std::size_t i = 0; i < policies.size(); ++i) out += " ---: |";
-  out += "\n";
+  out += " ---: |\n";
   // One line per (trace, budget), in first-seen order.
   std::vector<std::pair<std::string, std::string>> keys;
   std::map<std::pair<std::string, std::string>, std::map<std::string, const SweepRow*>> cells;
@@ -74,6 +74,10 @@ std::string sweep_markdown(const std::vector<SweepRow>& rows, const std::vector<
       else if (!it->second->c.run.feasible) out += " infeasible |";
       else out += fmt::format(" {:.3f} |", it->second->c.ratio);
     }
+    // The least ratio any policy could reach here (sim.hpp lower_bound).
+    if (!any->bound_known) out += " - |";
+    else if (any->bound_ratio <= 0) out += " infeasible |";
+    else out += fmt::format(" {:.3f} |", any->bound_ratio);
     out += "\n";
   }
   return out;
@@ -82,16 +86,18 @@ std::string sweep_markdown(const std::vector<SweepRow>& rows, const std::vector<
 std::string sweep_csv(const std::vector<SweepRow>& rows) {
   std::string out =
       "trace,gpu,policy,budget,budget_bytes,natural_peak_bytes,feasible,time_s,ideal_time_s,ratio,stall_s,"
-      "recompute_s,swap_out_bytes,swap_in_bytes,peak_bytes,infeasible_line,infeasible_tensor_id,infeasible_reason\n";
+      "recompute_s,swap_out_bytes,swap_in_bytes,peak_bytes,infeasible_line,infeasible_tensor_id,infeasible_reason,"
+      "bound_ratio\n";
   for (const auto& r : rows) {
     const SimResult& s = r.c.run;
-    out += fmt::format("{},{},{},{},{},{},{},{:.9g},{:.9g},{:.6f},{:.9g},{:.9g},{:.0f},{:.0f},{},{},{},{}\n",
+    out += fmt::format("{},{},{},{},{},{},{},{:.9g},{:.9g},{:.6f},{:.9g},{:.9g},{:.0f},{:.0f},{},{},{},{},{}\n",
                        csv_field(r.trace), csv_field(s.gpu), csv_field(s.policy), csv_field(r.budget), r.budget_bytes,
                        r.natural_peak_bytes, s.feasible ? "true" : "false", s.time_s, r.c.ideal_time_s, r.c.ratio,
                        s.stall_s, s.recompute_s, s.swap_out_bytes, s.swap_in_bytes, s.peak_bytes,
                        s.feasible ? std::string() : std::to_string(s.where.line),
                        s.feasible || s.where.tensor == trace::kNone ? std::string() : std::to_string(s.where.tensor_id),
-                       csv_field(s.feasible ? "" : s.where.reason));
+                       csv_field(s.feasible ? "" : s.where.reason),
+                       r.bound_known ? fmt::format("{:.6f}", r.bound_ratio) : std::string());
   }
   return out;
 }

@@ -37,7 +37,12 @@ TEST(SimReport, MarkdownCsvSvg) {
   const std::vector<std::string> pols{"ideal", "none"};
   const auto md = sweep_markdown(rows, pols, "h200");
   EXPECT_NE(md.find("| trace | budget | budget bytes | ideal | none |"), std::string::npos) << md;
-  EXPECT_NE(md.find("| m<&> | 0.5 | 500 B | 1.000 | infeasible |"), std::string::npos) << md;
+  EXPECT_NE(md.find("| m<&> | 0.5 | 500 B | 1.000 | infeasible | - |"), std::string::npos) << md;  // no bound known
+  std::vector<SweepRow> bounded = rows;
+  for (SweepRow& r : bounded) r.bound_known = true, r.bound_ratio = r.budget == "0.3" ? 0.0 : 1.25;
+  const auto md2 = sweep_markdown(bounded, pols, "h200");
+  EXPECT_NE(md2.find("| m<&> | 0.5 | 500 B | 1.000 | infeasible | 1.250 |"), std::string::npos) << md2;
+  EXPECT_NE(md2.find("| m<&> | 0.3 | 300 B | 1.000 | infeasible | infeasible |"), std::string::npos) << md2;
   EXPECT_NE(md.find("Simulated, GPU profile h200"), std::string::npos);
 
   const auto csv = sweep_csv(rows);

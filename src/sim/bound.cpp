@@ -1,0 +1,222 @@
+// lower_bound (see include/capuchin/sim.hpp): the least time any policy must add to a steady
+// iteration at a budget, moment by moment.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "capuchin/sim.hpp"
+#include "capuchin/units.hpp"
+
+namespace capuchin::sim {
+namespace {
+
+using trace::AccessMode;
+using trace::kNone;
+using trace::Op;
+
+constexpr double kNever = std::numeric_limits<double>::infinity();
+
+// Per tensor, the events that read it (a read or a touch), in order (CSR).
+struct Reads {
+  std::vector<std::uint32_t> offset, event;
+};
+
+Reads reads_of(const trace::Trace& t) {
+  std::vector<std::vector<std::uint32_t>> per(t.tensors.size());
+  for (const auto& a : t.accesses)  // in event order
+    if (a.mode != AccessMode::Write && (per[a.tensor].empty() || per[a.tensor].back() != a.event))
+      per[a.tensor].push_back(a.event);
+  Reads r;
+  r.offset.reserve(per.size() + 1);
+  r.offset.push_back(0);
+  for (const auto& v : per) {
+    r.event.insert(r.event.end(), v.begin(), v.end());
+    r.offset.push_back(static_cast<std::uint32_t>(r.event.size()));
+  }
+  return r;
+}
+
+// First element of [b, e) greater than `ev`, or kNone.
+std::uint32_t next_after(const std::vector<std::uint32_t>& v, std::uint32_t b, std::uint32_t e, std::uint32_t ev) {
+  auto it = std::upper_bound(v.begin() + b, v.begin() + e, ev);
+  return it == v.begin() + e ? kNone : *it;
+}
+// Last element of [b, e) less than `ev`, or kNone.
+std::uint32_t last_before(const std::vector<std::uint32_t>& v, std::uint32_t b, std::uint32_t e, std::uint32_t ev) {
+  auto it = std::lower_bound(v.begin() + b, v.begin() + e, ev);
+  return it == v.begin() + b ? kNone : *(it - 1);
+}
+
+struct Swap {
+  double bytes, window;
+};
+struct Recompute {
+  double bytes, cost_per_byte;
+};
+
+class Moments {
+ public:
+  Moments(const PreparedTrace& p, std::uint64_t budget) : p_(p), t_(*p.trace), budget_(budget), reads_(reads_of(t_)) {
+    bw_ = p.gpu.link_bytes_per_s * p.eff.link;
+    start_.resize(t_.events.size() + 1, 0.0);
+    for (std::size_t e = 0; e < t_.events.size(); ++e)
+      start_[e + 1] = start_[e] + (t_.events[e].op == Op::Kernel ? p.duration_s[e] : 0.0);
+  }
+
+  Bound run() {
+    Bound b;
+    const auto& its = t_.iterations;
+    std::uint32_t from = t_.setup_end, to = static_cast<std::uint32_t>(t_.events.size());
+    if (!its.empty()) {
+      const auto& it = its.size() >= 3 ? its[its.size() - 2] : its.back();
+      from = it.begin, to = it.end;
+    }
+    b.compute_s = cycle_ = start_[to] - start_[from];
+    // Live tensors as the events go by (the moment's live set: allocated, not yet freed).
+    std::vector<std::uint32_t> live;
+    std::vector<std::uint32_t> slot(t_.tensors.size(), kNone);
+    std::uint64_t live_bytes = 0;
+    for (std::uint32_t e = 0; e < to; ++e) {
+      const trace::Event& ev = t_.events[e];
+      if (ev.op == Op::Alloc) {
+        slot[ev.tensor] = static_cast<std::uint32_t>(live.size());
+        live.push_back(ev.tensor);
+        live_bytes += t_.tensors[ev.tensor].bytes;
+      } else if (ev.op == Op::Free && slot[ev.tensor] != kNone) {
+        const std::uint32_t s = slot[ev.tensor];
+        slot[live.back()] = s;
+        live[s] = live.back();
+        live.pop_back();
+        slot[ev.tensor] = kNone;
+        live_bytes -= t_.tensors[ev.tensor].bytes;
+      }
+      if (e < from || (ev.op != Op::Kernel && ev.op != Op::Copy) || live_bytes <= budget_) continue;
+      if (!moment(e, live, live_bytes, b)) return b;
+    }
+    return b;
+  }
+
+ private:
+  // The least time added at moment e (live_bytes > budget); false when e cannot fit at all.
+  bool moment(std::uint32_t e, const std::vector<std::uint32_t>& live, std::uint64_t live_bytes, Bound& b) {
+    const trace::Event& ev = t_.events[e];
+    std::uint64_t working = 0;
+    auto used = [&](std::uint32_t tensor) {
+      for (std::uint32_t a = ev.access_begin; a < ev.access_end; ++a)
+        if (t_.accesses[a].tensor == tensor) return true;
+      return false;
+    };
+    for (std::uint32_t a = ev.access_begin; a < ev.access_end; ++a) {
+      const std::uint32_t tensor = t_.accesses[a].tensor;
+      bool first = true;
+      for (std::uint32_t q = ev.access_begin; q < a; ++q) first = first && t_.accesses[q].tensor != tensor;
+      if (first) working += t_.tensors[tensor].bytes;
+    }
+    if (working > budget_) {
+      b.feasible = false;
+      b.event = e;
+      b.over_bytes = live_bytes - budget_;
+      b.why = "its own tensors need " + format_bytes(working) + ", over the budget of " + format_bytes(budget_);
+      return false;
+    }
+    double over = static_cast<double>(live_bytes - budget_);
+    swaps_.clear();
+    ins_.clear();
+    recomputes_.clear();
+    for (std::uint32_t tensor : live) {
+      if (used(tensor)) continue;
+      const double bytes = static_cast<double>(t_.tensors[tensor].bytes);
+      const std::uint32_t last_write = last_before(p_.write_event, p_.write_offset[tensor], p_.write_offset[tensor + 1], e);
+      const std::uint32_t next_read = next_after(reads_.event, reads_.offset[tensor], reads_.offset[tensor + 1], e);
+      const std::uint32_t next_write = next_after(p_.write_event, p_.write_offset[tensor], p_.write_offset[tensor + 1], e);
+      const std::uint32_t freed = t_.tensors[tensor].free_event;
+      // No data yet, or none read again before it is overwritten or freed: shed for free.
+      if (last_write == kNone || next_read == kNone || (next_write != kNone && next_write < next_read) ||
+          (freed != kNone && freed < next_read)) {
+        over -= bytes;
+        continue;
+      }
+      const double out_window = std::min(cycle_, start_[e] - start_[last_write + 1]);
+      const double in_window = std::min(cycle_, start_[next_read] - start_[e + 1]);
+      swaps_.push_back({bytes, out_window});
+      ins_.push_back({bytes, in_window});
+      if (const double c = recompute_cost(tensor, e); c < kNever) recomputes_.push_back({bytes, c / bytes});
+    }
+    const double cost = over <= 0 ? 0.0 : least_added(over);
+    if (cost > b.added_s) {
+      b.added_s = cost;
+      b.event = e;
+      b.over_bytes = live_bytes - budget_;
+    }
+    return true;
+  }
+
+  // The simulator's rule (SimState::can_recompute): its writers re-run for its next access.
+  double recompute_cost(std::uint32_t tensor, std::uint32_t e) const {
+    const std::uint32_t b = p_.access_offset[tensor], end = p_.access_offset[tensor + 1];
+    auto it = std::lower_bound(p_.access_event.begin() + b, p_.access_event.begin() + end, e);
+    if (it == p_.access_event.begin() + b) return kNever;
+    const std::uint32_t k = static_cast<std::uint32_t>(it - p_.access_event.begin()) - 1;
+    const std::uint32_t next = next_after(p_.access_event, b, end, e);
+    if (next != kNone && !(next < p_.recompute_valid_until[k])) return kNever;
+    return p_.recompute_cost_s[k];
+  }
+
+  // K for a direction: the link time free before the stretch starts, with the widest windows
+  // taken first.
+  double capacity(std::vector<Swap>& v) const {
+    std::sort(v.begin(), v.end(), [](const Swap& a, const Swap& b) { return a.window > b.window; });
+    double k = kNever, before = 0;
+    for (const Swap& s : v) {
+      k = std::min(k, before / bw_ + s.window);
+      before += s.bytes;
+    }
+    return k;
+  }
+
+  // min over S (bytes swapped) of max(stretch(S), recomputation of over - S).
+  double least_added(double over) {
+    const double k = std::min(capacity(swaps_), capacity(ins_));
+    std::sort(recomputes_.begin(), recomputes_.end(),
+              [](const Recompute& a, const Recompute& b) { return a.cost_per_byte < b.cost_per_byte; });
+    double recomputable = 0;
+    for (const Recompute& r : recomputes_) recomputable += r.bytes;
+    auto stretch = [&](double s) { return std::max(0.0, s / bw_ - k); };
+    auto recompute = [&](double bytes) {  // cheapest first, fractionally
+      double cost = 0;
+      for (const Recompute& r : recomputes_) {
+        if (bytes <= 0) break;
+        const double take = std::min(bytes, r.bytes);
+        cost += take * r.cost_per_byte;
+        bytes -= take;
+      }
+      return bytes > 0 ? kNever : cost;
+    };
+    double lo = std::max(0.0, over - recomputable), hi = over;  // swapped bytes
+    if (stretch(hi) <= 0) return 0;
+    if (lo >= hi) return stretch(hi);
+    // stretch rises and recomputation falls with S: the least max is where they cross.
+    for (int i = 0; i < 100 && hi - lo > 1e-6 * over; ++i) {
+      const double mid = (lo + hi) / 2;
+      (stretch(mid) < recompute(over - mid) ? lo : hi) = mid;
+    }
+    // The least max lies in [lo, hi] (stretch below recomputation at lo, not at hi), so it is
+    // at least stretch(lo) and recompute(over - hi): a lower bound wherever exactly it is.
+    return std::max(stretch(lo), recompute(over - hi));
+  }
+
+  const PreparedTrace& p_;
+  const trace::Trace& t_;
+  std::uint64_t budget_;
+  Reads reads_;
+  double bw_ = 0, cycle_ = 0;
+  std::vector<double> start_;  // compute time before each event (kernels back to back)
+  std::vector<Swap> swaps_, ins_;
+  std::vector<Recompute> recomputes_;
+};
+
+}  // namespace
+
+Bound lower_bound(const PreparedTrace& p, std::uint64_t budget_bytes) { return Moments(p, budget_bytes).run(); }
+
+}  // namespace capuchin::sim
