@@ -29,8 +29,8 @@
 // serialises calls); deterministic: the same events and offers in the same order give the
 // same commands. Planning is the owner's (plan::plan_segment, at once or on another thread):
 // the controller never waits for it. Steady state (Locked, following) allocates only to keep
-// the last iterations' events (storage reused once the history is full; a trim keeps the
-// last two iterations and the running one, at least, and moves only those).
+// the last iterations' events (storage reused once the history is full: a trim keeps the
+// newer half, and at least the last two iterations and the running one).
 #pragma once
 
 #include <cstdint>
