@@ -242,15 +242,18 @@ Comparison simulate_against_ideal(const PreparedTrace& p, Policy& policy, const 
                                   double ideal_time_s);
 double ideal_time_s(const PreparedTrace& p);
 
-// A lower bound on any policy's steady iteration at a budget: "no policy can run this trace
-// at this budget faster than X". For each moment m (a kernel or copy of a steady iteration:
-// the trace's second-to-last when it has three or more), the bytes live at m beyond the budget
+// A lower bound on any policy's steady iteration at a budget: "no policy can sustain an
+// iteration of this trace at this budget faster than X", for a steady state in which every
+// iteration does the same work (what `--iters N` simulates). For each moment m (a kernel or
+// copy of the steady iteration: the trace's second-to-last when it has three or more, its only
+// one, or the whole trace without iterations), the bytes live at m beyond the budget
 // must be off the device then. A byte of a tensor m does not use is free to shed when it holds
 // no data yet or none that is read again before it is overwritten or freed; any other byte is
 // either recomputed (a tensor the simulator may recompute, at its producers' compute time,
 // cheapest per byte first) or swapped: copied out after its last write before m and back before
 // its next read after m. Each link direction moves at most (window + stretch) x bandwidth, the
-// window being the compute time between those events (capped at one iteration) and the stretch
+// window being the compute time between those events (a window longer than an iteration is
+// unbounded: in the steady state such a tensor is not written, or not read, again) and the stretch
 // the time the iteration runs beyond its kernels' own (stalls and recomputation); taking the
 // swapped bytes with the widest windows first, the stretch a swap of S bytes needs is
 // max(0, S / bandwidth - K), K = min over the tensors in window order of (bytes before it /
@@ -261,6 +264,11 @@ double ideal_time_s(const PreparedTrace& p);
 // bound, never raise it above what a policy can do): link latency, the trace's own copies and
 // the copy engines' sharing between moments are ignored; a byte may count as swapped in one
 // direction and recomputed in the other; tensors are split fractionally.
+// Not a bound on a finite run's mean, strictly: `simulate` averages iterations 2..N, and a run
+// can do some of the first measured iteration's copies in the unmeasured first one, or skip the
+// last iteration's copies out for an iteration that never comes (a trace that reads a tensor in
+// its last iteration only can even be faster on average); on the repeated shared traces no
+// result of any policy came below it (tests/sim/bound_test.cpp, and 539 runs by hand).
 struct Bound {
   bool feasible = true;       // false: some kernel's own tensors exceed the budget
   double compute_s = 0;       // C: the steady iteration's kernels, back to back
@@ -269,7 +277,11 @@ struct Bound {
   std::uint64_t over_bytes = 0;        // live beyond the budget there
   std::string why;                     // infeasible: which kernel needs how much
   // The bound as a ratio to the ideal iteration (which is at least C): max(1, (C + added) / ideal).
-  double ratio(double ideal_s) const { return ideal_s > 0 ? std::max(1.0, (compute_s + added_s) / ideal_s) : 0.0; }
+  // (1 when nothing is added: the steady iteration's kernels may differ from the mean's.)
+  double ratio(double ideal_s) const {
+    if (ideal_s <= 0) return 0.0;
+    return added_s > 0 ? std::max(1.0, (compute_s + added_s) / ideal_s) : 1.0;
+  }
 };
 Bound lower_bound(const PreparedTrace& p, std::uint64_t budget_bytes);
 

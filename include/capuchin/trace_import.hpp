@@ -19,13 +19,20 @@
 //                       before it), dur_ns = TIME.
 //   MUTATE              an in-place operator (add_, an optimizer step): a kernel reading ARGS
 //                       and writing the storages of ARGS[i] for i in MUTATE, dur_ns = TIME.
+//                       (parse.py gives each mutated tensor a new version of the same size and
+//                       releases the old one, for DTR's rematerialisation; in memory it is the
+//                       same storage written in place, which is what a trace records.)
 //   COPY dst src        a new name for src's storage.
 //   COPY_FROM dst src   dst now names src's storage; dst's old storage loses that name.
 //   RELEASE n           the framework dropped the name n (one of an undefined name is
-//                       counted and ignored, as parse.py does by default).
+//                       counted and ignored, as parse.py does by default). The name is gone: a
+//                       later use of it is an error here (parse.py keeps it mapped; no log in
+//                       ../shared/external does that).
 //   ANNOTATE BACKWARD   noted only.
 // A storage is freed when its last name is released; storages still named at the end of the
-// log (outputs, parameters, gradients) live to the end of the trace. Zero-byte results get
+// log (outputs, parameters, gradients) live to the end of the trace, unread after their last
+// use (parse.py pins them at the end for DTR's simulator; here a policy may shed them once
+// dead, as the simulator does for any trace's final tensors). Zero-byte results get
 // no allocation (an access to them is no access). The trace is one iteration (`iter` 1 before
 // the first operator) of kernels with measured durations: `capuchin sim` charges them as
 // measured whatever the profile, and only copies and recomputations by the profile.

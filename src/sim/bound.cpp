@@ -66,7 +66,8 @@ class Moments {
   Bound run() {
     Bound b;
     const auto& its = t_.iterations;
-    std::uint32_t from = t_.setup_end, to = static_cast<std::uint32_t>(t_.events.size());
+    // Without iterations the simulator measures the whole trace: so does the bound.
+    std::uint32_t from = 0, to = static_cast<std::uint32_t>(t_.events.size());
     if (!its.empty()) {
       const auto& it = its.size() >= 3 ? its[its.size() - 2] : its.back();
       from = it.begin, to = it.end;
@@ -126,6 +127,7 @@ class Moments {
     for (std::uint32_t tensor : live) {
       if (used(tensor)) continue;
       const double bytes = static_cast<double>(t_.tensors[tensor].bytes);
+      if (bytes <= 0) continue;
       const std::uint32_t last_write = last_before(p_.write_event, p_.write_offset[tensor], p_.write_offset[tensor + 1], e);
       const std::uint32_t next_read = next_after(reads_.event, reads_.offset[tensor], reads_.offset[tensor + 1], e);
       const std::uint32_t next_write = next_after(p_.write_event, p_.write_offset[tensor], p_.write_offset[tensor + 1], e);
@@ -136,8 +138,12 @@ class Moments {
         over -= bytes;
         continue;
       }
-      const double out_window = std::min(cycle_, start_[e] - start_[last_write + 1]);
-      const double in_window = std::min(cycle_, start_[next_read] - start_[e + 1]);
+      // In the steady state every iteration does the same work: a tensor last written more
+      // than an iteration ago is never written again (its host copy, once made, stays valid)
+      // and one read next more than an iteration later is not read again; either way that
+      // direction costs no link time (an unbounded window).
+      const double out_window = window(start_[e] - start_[last_write + 1]);
+      const double in_window = window(start_[next_read] - start_[e + 1]);
       swaps_.push_back({bytes, out_window});
       ins_.push_back({bytes, in_window});
       if (const double c = recompute_cost(tensor, e); c < kNever) recomputes_.push_back({bytes, c / bytes});
@@ -150,6 +156,8 @@ class Moments {
     }
     return true;
   }
+
+  double window(double span) const { return span > cycle_ ? kNever : span; }
 
   // The simulator's rule (SimState::can_recompute): its writers re-run for its next access.
   double recompute_cost(std::uint32_t tensor, std::uint32_t e) const {

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <nlohmann/json.hpp>
@@ -68,8 +69,17 @@ class Converter {
       (setup_alloc ? setup : body).push_back(k);
     }
     sum_.setup_constants = setup.size();
-    for (std::size_t k : setup)
+    // The peak as emitted (constants moved to the set-up are held from its start).
+    std::uint64_t live = 0;
+    sum_.peak_bytes = 0;
+    auto held = [&](const Pending& p) {
+      if (p.op == Op::Alloc) sum_.peak_bytes = std::max(sum_.peak_bytes, live += p.bytes);
+      if (p.op == Op::Free) live -= storages_[p.storage].bytes;
+    };
+    for (std::size_t k : setup) {
+      held(events_[k]);
       if (auto s = out(view(events_[k], Role::Param)); !s) return s;
+    }
     EventView it;
     it.op = Op::Iter;
     it.n = 1;
@@ -77,6 +87,7 @@ class Converter {
     for (std::size_t k : body) {
       const Pending& p = events_[k];
       const Role role = p.op == Op::Alloc && storages_[p.storage].constant ? Role::Input : Role::None;
+      held(p);
       if (auto s = out(view(p, role)); !s) return s;
     }
     sum_.events = setup.size() + 1 + body.size();
@@ -120,15 +131,27 @@ class Converter {
   std::optional<std::int64_t> number(const json& j, const char* key) const {
     auto it = j.find(key);
     if (it == j.end()) return std::nullopt;
-    if (it->is_number_integer()) return it->get<std::int64_t>();
-    if (it->is_number()) return static_cast<std::int64_t>(it->get<double>());
-    if (!it->is_string()) return std::nullopt;
-    const std::string s = it->get<std::string>();
-    char* end = nullptr;
-    errno = 0;
-    const double v = std::strtod(s.c_str(), &end);
-    if (s.empty() || end != s.c_str() + s.size() || errno != 0) return std::nullopt;
-    return static_cast<std::int64_t>(v);
+    return integer(*it);
+  }
+
+  // An integer as a JSON number or a string of one ("4096", "9.0e9"); nothing for NaN, an
+  // infinity or a value past int64 (casting those would be undefined).
+  static std::optional<std::int64_t> integer(const json& v) {
+    if (v.is_number_integer()) return v.get<std::int64_t>();
+    double d = 0;
+    if (v.is_number()) {
+      d = v.get<double>();
+    } else if (v.is_string()) {
+      const std::string s = v.get<std::string>();
+      char* end = nullptr;
+      errno = 0;
+      d = std::strtod(s.c_str(), &end);
+      if (s.empty() || end != s.c_str() + s.size() || errno != 0) return std::nullopt;
+    } else {
+      return std::nullopt;
+    }
+    if (!std::isfinite(d) || d < -9.2e18 || d > 9.2e18) return std::nullopt;
+    return static_cast<std::int64_t>(d);
   }
 
   Expected<std::string> name_field(const json& j, const char* key) const {
@@ -170,7 +193,6 @@ class Converter {
     p.id = st.id;
     p.storage = s;
     events_.push_back(std::move(p));
-    live_ -= st.bytes;
     ++sum_.frees;
   }
 
@@ -184,34 +206,31 @@ class Converter {
     p.bytes = bytes;
     p.storage = s;
     events_.push_back(std::move(p));
-    live_ += bytes;
-    sum_.peak_bytes = std::max(sum_.peak_bytes, live_);
     ++sum_.storages;
     return s;
   }
 
-  // The MEMORY line after a CONSTANT or a CALL's result `n`, and its bytes.
-  Expected<std::uint64_t> memory_line(const std::string& n) {
-    if (++line_ >= lines_.size()) return fail(line_ - 1, "'" + n + "' has no MEMORY line after it");
+  // The next line, which must be the `what` line (MEMORY, ALIAS) of `n`: its number field.
+  Expected<std::int64_t> describing_line(const char* what, const std::string& n, const char* missing) {
+    if (++line_ >= lines_.size()) return fail(line_ - 1, "'" + n + "' has no " + what + " line after " + missing);
     auto j = parse(line_);
     if (!j) return Unexpected{j.error()};
-    if (field(*j, "INSTRUCTION") != "MEMORY" || field(*j, "NAME") != n)
-      return fail(line_, "expected the MEMORY line of '" + n + "'");
-    auto b = number(*j, "MEMORY");
-    if (!b || *b < 0) return fail(line_, "MEMORY is not a byte count");
+    if (field(*j, "INSTRUCTION") != what || field(*j, "NAME") != n)
+      return fail(line_, std::string("expected the ") + what + " line of '" + n + "'");
+    auto v = number(*j, what);
+    if (!v) return fail(line_, std::string(what) + " is not an integer");
+    return *v;
+  }
+
+  // The MEMORY line after a CONSTANT or a CALL's result `n`: its bytes.
+  Expected<std::uint64_t> memory_line(const std::string& n) {
+    auto b = describing_line("MEMORY", n, "it");
+    if (!b) return Unexpected{b.error()};
+    if (*b < 0) return fail(line_, "MEMORY is not a byte count");
     return static_cast<std::uint64_t>(*b);
   }
 
-  Expected<std::int64_t> alias_line(const std::string& n) {
-    if (++line_ >= lines_.size()) return fail(line_ - 1, "'" + n + "' has no ALIAS line after its MEMORY");
-    auto j = parse(line_);
-    if (!j) return Unexpected{j.error()};
-    if (field(*j, "INSTRUCTION") != "ALIAS" || field(*j, "NAME") != n)
-      return fail(line_, "expected the ALIAS line of '" + n + "'");
-    auto a = number(*j, "ALIAS");
-    if (!a) return fail(line_, "ALIAS is not an integer");
-    return *a;
-  }
+  Expected<std::int64_t> alias_line(const std::string& n) { return describing_line("ALIAS", n, "its MEMORY"); }
 
   Expected<std::uint64_t> time_field(const json& j) const {
     auto t = number(j, "TIME");
@@ -322,9 +341,7 @@ class Converter {
     if (m == j.end() || !m->is_array()) return fail(line_, "no MUTATE array");
     std::vector<std::uint32_t> writes;
     for (const json& e : *m) {
-      std::int64_t k = -1;
-      if (e.is_number_integer()) k = e.get<std::int64_t>();
-      else if (e.is_string()) k = std::strtoll(e.get<std::string>().c_str(), nullptr, 10);
+      const std::int64_t k = integer(e).value_or(-1);
       if (k < 0 || static_cast<std::size_t>(k) >= args->size())
         return fail(line_, "MUTATE holds " + e.dump() + ", not an index into ARGS");
       writes.push_back((*reads)[static_cast<std::size_t>(k)]);
@@ -397,7 +414,7 @@ class Converter {
   std::unordered_map<std::string, std::uint32_t> names_;  // a log name -> its storage
   std::vector<Storage> storages_;
   std::vector<Pending> events_;
-  std::uint64_t next_id_ = 0, live_ = 0;
+  std::uint64_t next_id_ = 0;
   SimrdSummary sum_;
 };
 
@@ -439,7 +456,10 @@ Expected<SimrdSummary> import_simrd_file(const std::string& in, const std::strin
   const bool gz = out.size() >= 3 && out.compare(out.size() - 3, 3, ".gz") == 0;
   const std::string tmp = out + ".partial-" + std::to_string(::getpid()) + (gz ? ".gz" : "");
   auto w = TraceWriter::open(tmp, h);
-  if (!w) return Unexpected{w.error()};
+  if (!w) {
+    std::remove(tmp.c_str());  // it may exist, if only the header could not be written
+    return Unexpected{w.error()};
+  }
   auto sum = import_simrd(*log, in, [&](const EventView& ev) { return w->write(ev); });
   Status closed = w->close();
   if (sum && !closed) sum = Unexpected{closed.error()};

@@ -8,6 +8,7 @@
 #include <filesystem>
 
 #include "capuchin/sim.hpp"
+#include "trace_files.hpp"
 #include "capuchin/trace_repeat.hpp"
 
 namespace capuchin::sim {
@@ -55,15 +56,6 @@ TEST(LowerBound, SwapAgainstRecomputeAtTheCrossing) {
   EXPECT_FALSE(none.feasible);
   EXPECT_EQ(none.event, 3u);
   EXPECT_EQ(none.why, "its own tensors need 976.6 KiB, over the budget of 878.9 KiB");
-}
-
-std::vector<std::string> trace_files() {
-  std::vector<std::string> files{std::string(CAPUCHIN_TEST_DATA) + "/resnet18-b16.jsonl.gz"};
-  for (const char* n : {"mobilenet_v2-b16.jsonl.gz", "tiny_transformer-b8.jsonl.gz"}) {
-    const std::string p = std::string(CAPUCHIN_SHARED_TRACES) + "/" + n;
-    if (std::filesystem::exists(p)) files.push_back(p);
-  }
-  return files;
 }
 
 TEST(LowerBound, NeverAboveAnyPolicyOnRealTraces) {

@@ -7,18 +7,10 @@
 #include <filesystem>
 
 #include "capuchin/sim.hpp"
+#include "trace_files.hpp"
 
 namespace capuchin::sim {
 namespace {
-
-std::vector<std::string> trace_files() {
-  std::vector<std::string> files{std::string(CAPUCHIN_TEST_DATA) + "/resnet18-b16.jsonl.gz"};
-  for (const char* n : {"mobilenet_v2-b16.jsonl.gz", "tiny_transformer-b8.jsonl.gz"}) {
-    const std::string p = std::string(CAPUCHIN_SHARED_TRACES) + "/" + n;
-    if (std::filesystem::exists(p)) files.push_back(p);
-  }
-  return files;
-}
 
 // The most bytes one kernel touches (the smallest budget any policy could meet).
 std::uint64_t max_kernel_working_set(const trace::Trace& t) {
