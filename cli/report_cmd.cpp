@@ -109,10 +109,16 @@ Status add_trace(const trace::Trace& t, const std::string& gpu, const std::strin
   f.meta["feasible"] = v->managed.feasible;
   f.meta["peak_bytes"] = v->managed.peak_bytes;
   add_simulated_actions(t, *v, f);
+  const double bound = v->bound.feasible ? v->bound.ratio(v->natural.time_s) : 0.0;
+  f.meta["bound_ratio"] = bound;  // 0: no policy fits the budget (sim.hpp lower_bound)
+  const std::string bound_words =
+      v->bound.feasible ? fmt::format(" No policy sustains a steady iteration under {:.3f} ms at this budget (lower bound, ratio {:.3f}).",
+                                      bound * v->natural.time_s * 1e3, bound)
+                        : " No policy fits this budget: one kernel's own tensors exceed it (lower bound).";
   f.mem_note = fmt::format("Simulated on GPU profile {}: capuchin at budget {} ({}), {} feasible, peak {}; steady iteration {:.3f} ms "
-                           "vs {:.3f} ms unmanaged. The green line is what the simulated run held on the device at each moment.",
+                           "vs {:.3f} ms unmanaged.{} The green line is what the simulated run held on the device at each moment.",
                            v->gpu, format_bytes(v->budget_bytes), escape_markup(budget), v->managed.feasible ? "run" : "run NOT",
-                           format_bytes(v->managed.peak_bytes), v->managed.time_s * 1e3, v->natural.time_s * 1e3);
+                           format_bytes(v->managed.peak_bytes), v->managed.time_s * 1e3, v->natural.time_s * 1e3, bound_words);
   return {};
 }
 

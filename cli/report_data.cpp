@@ -118,6 +118,7 @@ Expected<SimulatedView> simulate_view(const trace::Trace& t, const std::string& 
   if (!b) return Unexpected{b.error()};
   v.budget_text = budget;
   v.budget_bytes = *b;
+  v.bound = sim::lower_bound(*prep, *b);
   auto policy = plan::make_capuchin_policy();
   sim::SimOptions m;
   m.budget_bytes = *b;

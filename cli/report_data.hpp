@@ -36,6 +36,7 @@ struct SimulatedView {
   std::uint64_t budget_bytes = 0;            // 0: no budget given (no managed run)
   std::uint64_t natural_peak_bytes = 0;
   sim::SimResult natural, managed;            // ideal (unlimited) and capuchin under the budget
+  sim::Bound bound;                           // under the budget: the least any policy could reach
   std::vector<sim::TimelineEntry> natural_tl, managed_tl;
   std::vector<MemPoint> natural_mem, managed_mem;  // live bytes / resident bytes over time
   std::vector<sim::MemoryChange> managed_changes;  // the capuchin run's memory changes, in time order

@@ -64,6 +64,11 @@ memory)
     [ "$b" = "$(field "$sim" budget_bytes)" ] || fail "$name: report budget $b != sim's $(field "$sim" budget_bytes)"
     [ "$feasible" = True ] || fail "$name: the report says the run is not feasible"
     grep -q 'run feasible' "$out/$name.html" || fail "$name: the headline does not say 'run feasible'"
+    # The lower bound (sim bound) is in the report, as sim prints it, and not above the run.
+    python3 -c 'import json,sys; r=json.loads(sys.argv[1])["bound_ratio"]; s=json.loads(sys.argv[2]);
+assert r > 1 and abs(r - s["bound"]["ratio"]) < 1e-9 and r <= s["ratio"] * (1 + 1e-9), (r, s["bound"], s["ratio"])' \
+      "$meta" "$sim" || fail "$name: the report's bound is not sim's, or above the run"
+    grep -q 'No policy sustains a steady iteration under' "$out/$name.html" || fail "$name: the note does not give the bound"
     peak=$(field "$sim" peak_bytes)
     res=$(awk '$1 == "capuchin-resident" { print $2 }' "$out/$name.series")
     [ -n "$res" ] || fail "$name: no capuchin resident series in the report"
