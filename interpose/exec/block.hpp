@@ -173,8 +173,8 @@ class FlatIndex {
 
 // Blocks by allocation id and by address. A block keeps its base from its creation to its
 // deletion (a cached block is reused at the same address), so the address index changes only
-// then; an allocation or a free flips `live` and touches the id map and the cache, whose nodes
-// come from a pool (no malloc per event once warm).
+// then; an allocation or a free flips `live`, inserts or erases its id in a flat index and
+// links or unlinks it in its span's cache list (no allocation per event once warm).
 class BlockTable {
  public:
   Block* by_id(std::uint64_t id) const { return id == kNoBlockId ? nullptr : by_id_.find(id); }

@@ -63,8 +63,7 @@ Step Controller::on_event(const Event& e, std::span<const std::uint64_t> ids, st
   if (!locked_ && (hist_.size() >= next_try_ || is(e, Op::Sync))) try_lock(st);
   // Half the history stays, even while locked: a lock on a loop inside the iteration ends at
   // its first mismatch, and the relearn finds the whole iteration only in a history holding two
-  // of it (trimming to the locked period's last two repeats made such a job relearn the loop,
-  // and plan it, at every phase change: host_replay's curve, 100k live, 2.6x per alloc/free).
+  // of it (trimming to the locked period's last repeats would leave it only the loop to find).
   const std::size_t keep = std::max<std::size_t>(opt_.max_history / 2, 2 * pattern_.size() + pos_);
   if (hist_.size() > opt_.max_history && hist_.size() > keep) trim_history(hist_.size() - keep);
   return st;

@@ -1,7 +1,6 @@
 // lower_bound (see include/capuchin/sim.hpp): the least time any policy must add to a steady
 // iteration at a budget, moment by moment.
 #include <algorithm>
-#include <cmath>
 #include <limits>
 
 #include "capuchin/sim.hpp"

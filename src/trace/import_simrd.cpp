@@ -293,17 +293,30 @@ class Converter {
     return define(*n, allocate(*bytes, true));
   }
 
-  Status call(const json& j) {
+  // What a CALL and a MUTATE both have: NAME, TIME, and ARGS resolved to their storages.
+  struct Operator {
+    std::string name;
+    std::uint64_t ns = 0;
+    std::vector<std::uint32_t> reads;  // one per argument
+  };
+  Expected<Operator> operator_of(const json& j) const {
     auto op = name_field(j, "NAME");
-    auto results = names_field(j, "RESULT");
     auto args = names_field(j, "ARGS");
     auto ns = time_field(j);
     if (!op) return Unexpected{op.error()};
-    if (!results) return Unexpected{results.error()};
     if (!args) return Unexpected{args.error()};
     if (!ns) return Unexpected{ns.error()};
     auto reads = arg_storages(*args);
     if (!reads) return Unexpected{reads.error()};
+    return Operator{std::move(*op), *ns, std::move(*reads)};
+  }
+
+  Status call(const json& j) {
+    auto o = operator_of(j);
+    if (!o) return Unexpected{o.error()};
+    auto results = names_field(j, "RESULT");
+    if (!results) return Unexpected{results.error()};
+    const std::vector<std::uint32_t>& reads = o->reads;
     std::vector<std::uint32_t> writes;
     for (const std::string& r : *results) {
       auto bytes = memory_line(r);
@@ -312,9 +325,9 @@ class Converter {
       if (!alias) return Unexpected{alias.error()};
       std::uint32_t s = kNoStorage;
       if (*alias >= 0) {
-        if (static_cast<std::size_t>(*alias) >= args->size())
+        if (static_cast<std::size_t>(*alias) >= reads.size())
           return fail(line_, "ALIAS " + std::to_string(*alias) + " of '" + r + "' is not an index into the CALL's ARGS");
-        s = (*reads)[static_cast<std::size_t>(*alias)];
+        s = reads[static_cast<std::size_t>(*alias)];
         ++sum_.aliases;
       } else {
         s = allocate(*bytes, false);
@@ -323,30 +336,24 @@ class Converter {
       }
       if (auto d = define(r, s); !d) return d;
     }
-    kernel(*op, *ns, *reads, writes);
+    kernel(o->name, o->ns, reads, writes);
     ++sum_.calls;
     return {};
   }
 
   Status mutate(const json& j) {
-    auto op = name_field(j, "NAME");
-    auto args = names_field(j, "ARGS");
-    auto ns = time_field(j);
-    if (!op) return Unexpected{op.error()};
-    if (!args) return Unexpected{args.error()};
-    if (!ns) return Unexpected{ns.error()};
-    auto reads = arg_storages(*args);
-    if (!reads) return Unexpected{reads.error()};
+    auto o = operator_of(j);
+    if (!o) return Unexpected{o.error()};
     auto m = j.find("MUTATE");
     if (m == j.end() || !m->is_array()) return fail(line_, "no MUTATE array");
     std::vector<std::uint32_t> writes;
     for (const json& e : *m) {
       const std::int64_t k = integer(e).value_or(-1);
-      if (k < 0 || static_cast<std::size_t>(k) >= args->size())
+      if (k < 0 || static_cast<std::size_t>(k) >= o->reads.size())
         return fail(line_, "MUTATE holds " + e.dump() + ", not an index into ARGS");
-      writes.push_back((*reads)[static_cast<std::size_t>(k)]);
+      writes.push_back(o->reads[static_cast<std::size_t>(k)]);
     }
-    kernel(*op, *ns, *reads, writes);  // in place: its written storages are read too
+    kernel(o->name, o->ns, o->reads, writes);  // in place: its written storages are read too
     ++sum_.mutates;
     return {};
   }

@@ -258,6 +258,42 @@ TEST(Controller, ALateSwapInMakesTheNextBoundaryRequestAPlanCarryingIt) {
   EXPECT_TRUE(c.following());  // the old plan is followed until the new one is adopted
 }
 
+// Without period re-checks while locked: a loop inside the iteration that leaves no bytes
+// behind (a temporary per step, as a model's identical layers can) repeats long before the
+// iteration does, so the controller locks on it first; the lock ends at the first event after
+// the loop, and the whole iteration is learned and then kept, iteration after iteration.
+TEST(Controller, ALockOnALoopInsideTheIterationGivesWayToTheIteration) {
+  Controller c;
+  Stream s(c);
+  s.setup();
+  constexpr int kSteps = 20;
+  std::uint64_t next = 1000;
+  auto iteration = [&] {
+    const std::uint64_t in = next++;
+    s.alloc(in, 1 << 16);
+    for (int k = 0; k < kSteps; ++k) {
+      const std::uint64_t t = next++;
+      s.alloc(t, 1 << 12);
+      s.kernel(0xe0, {t, in});
+      s.free(t);
+    }
+    s.kernel(0xf0, {in, Stream::kWeights});
+    s.free(in);
+    s.sync();
+  };
+  iteration();
+  EXPECT_GE(c.stats().locks, 1u);  // on the loop: the iteration has not repeated yet
+  EXPECT_GE(c.stats().relearns, 1u);  // and that lock ended at the first event after the loop
+  for (int i = 0; i < 4; ++i) iteration();
+  const std::uint32_t iteration_events = 1 + 3 * kSteps + 3;
+  ASSERT_TRUE(c.locked());
+  EXPECT_EQ(c.period(), iteration_events);
+  const int relearns = s.relearns;
+  for (int i = 0; i < 4; ++i) iteration();
+  EXPECT_EQ(s.relearns, relearns);  // kept once learned
+  EXPECT_EQ(c.period(), iteration_events);
+}
+
 TEST(Controller, AnAnswerToAnOldRequestIsDropped) {
   Controller c;
   Stream s(c);
