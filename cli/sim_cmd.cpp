@@ -118,6 +118,8 @@ nlohmann::ordered_json result_json(const std::string& trace, unsigned iters, con
   j["swap_out_bytes"] = r.swap_out_bytes;
   j["swap_in_bytes"] = r.swap_in_bytes;
   j["steady_iterations"] = r.steady_iterations;
+  j["warmup_iterations"] = r.warmup_iterations;  // --iters: iterations 2.. before the run settled
+  j["warmup_time_s"] = r.warmup_time_s;
   j["iteration_time_s"] = r.iteration_time_s;
   j["faults"] = r.faults;
   j["rejected_actions"] = r.rejected_actions;
@@ -145,8 +147,13 @@ void print_human(const std::string& trace, unsigned iters, const sim::Comparison
                r.where.tensor_id, r.where.reason);
     return;
   }
-  fmt::print("  time per steady iteration (mean over iterations 2..{}): {:.3f} ms (ideal {:.3f} ms), ratio {:.3f}\n",
-             r.iteration_time_s.size(), r.time_s * 1e3, c.ideal_time_s * 1e3, c.ratio);
+  const std::size_t n = r.iteration_time_s.size();
+  fmt::print("  time per steady iteration (mean over iterations {}..{}{}): {:.3f} ms (ideal {:.3f} ms), ratio {:.3f}\n",
+             n >= 2 ? n - r.steady_iterations + 1 : 1, n, iters > 0 ? ", once settled" : "", r.time_s * 1e3,
+             c.ideal_time_s * 1e3, c.ratio);
+  if (r.warmup_iterations > 0)
+    fmt::print("  warm-up: iterations 2..{} took {:.3f} ms each (ratio {:.3f}), not counted above\n", r.warmup_iterations + 1,
+               r.warmup_time_s * 1e3, c.ideal_time_s > 0 ? r.warmup_time_s / c.ideal_time_s : 0.0);
   fmt::print("  stall {:.3f} ms, recompute {:.3f} ms per iteration\n", r.stall_s * 1e3, r.recompute_s * 1e3);
   fmt::print("  swapped out {} / in {} per iteration; peak device bytes {} ({})\n",
              format_bytes(static_cast<std::uint64_t>(r.swap_out_bytes)),
@@ -217,6 +224,7 @@ int run_single(const SimOpts& o) {
   std::vector<sim::TimelineEntry> timeline;
   sim::SimOptions opt;
   opt.budget_bytes = *budget;
+  opt.repeated = o.iters > 0;
   if (!o.timeline.empty()) opt.timeline = &timeline;
   const double ideal = sim::ideal_time_s((*l)->prep);
   const auto c = sim::simulate_against_ideal((*l)->prep, **policy, opt, ideal);
@@ -304,6 +312,7 @@ int run_sweep(const SweepOpts& o) {
         auto policy = sim::make_policy(pname);
         sim::SimOptions opt;
         opt.budget_bytes = *bytes;
+        opt.repeated = o.iters > 0;
         rows.push_back({stem, b, *bytes, prep.liveness.peak_bytes, sim::simulate_against_ideal(prep, **policy, opt, ideal),
                         true, bound.feasible ? bound.ratio(ideal) : 0.0});
       }
@@ -338,7 +347,7 @@ void add_sim_command(CLI::App& app, int& exit_code) {
   simc->add_option("--policy", so->policy, names)->capture_default_str();
   simc->add_option("--iters", so->iters,
                    "simulate the set-up then the trace's last iteration N times (as sim_trace_replay runs it) "
-                   "instead of the trace as it is; steady time: mean over iterations 2..N")
+                   "instead of the trace as it is; steady time: mean over the iterations once the run has settled (each within 1% of the last), the warm-up before them reported apart")
       ->check(CLI::Range(1u, 100000u));
   simc->add_flag("--json", so->json, "print one JSON object");
   simc->add_option("--timeline", so->timeline, "write the simulated timeline (CSV) to this file");

@@ -57,6 +57,12 @@ struct PlanOptions {
   bool swap_persistent = true;       // improvement over the paper: parameters/optimizer state too
   bool allow_recompute = true;
   bool allow_swap = true;
+  // Improvements over the paper (capuchin-paper turns them off): a dropped input recomputed
+  // for another recomputation is dropped again after it, instead of staying until its own
+  // access; the cost-ordered phase is repeated while it accepts anything, since a choice that
+  // brings memory back can make an earlier-rejected candidate useful again.
+  bool redrop_chains = true;
+  bool repeat_rounds = true;
   // Feedback: extra lead (seconds) for the swap-in serving pattern position `access` of a
   // tensor, learned from late arrivals in earlier iterations.
   std::map<std::pair<TensorRef, std::uint32_t>, double> extra_lead_s;
@@ -77,11 +83,16 @@ struct Plan {
 Plan make_plan(const sim::PreparedTrace& p, const learn::Pattern& pattern, const PlanOptions& opt);
 std::string plan_to_json(const Plan& plan, const learn::Pattern& pattern, const trace::Trace& t);
 
-// The `capuchin` policy for the simulator: the executor's own policy (policy::Controller:
+// The `capuchin` policies for the simulator: the executor's own policy (policy::Controller:
 // the iteration learned from the event-signature period, passive until a plan for it is
 // ready, then the plan followed from the next iteration boundary, with feedback for late
-// swap-ins) driven by simulated events. allow_recompute = false is `capuchin-swap`: swaps
-// only, as the executor does without declared kernel outputs.
-std::unique_ptr<sim::Policy> make_capuchin_policy(bool allow_recompute = true);
+// swap-ins) driven by simulated events.
+enum class CapuchinVariant : std::uint8_t {
+  Full,   // `capuchin`: what libcapuchin.so runs, with recomputation
+  Swap,   // `capuchin-swap`: swaps only, as the executor does without declared kernel outputs
+  Paper,  // `capuchin-paper`: Capuchin as published (Peng et al., ASPLOS'20) - see SegmentJob::paper;
+          // passive mode swaps the least recently used tensors
+};
+std::unique_ptr<sim::Policy> make_capuchin_policy(CapuchinVariant v = CapuchinVariant::Full);
 
 }  // namespace capuchin::plan

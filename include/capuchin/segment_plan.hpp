@@ -87,6 +87,10 @@ struct SegmentJob {
   std::uint64_t baseline = 0;  // bytes live at the end of the segment
   bool simcuda = false;        // model simcuda's cost constants (the figures are simulated)
   bool allow_recompute = false;
+  // Plan as the paper did (the `capuchin-paper` baseline): feature maps only (no parameter or
+  // optimizer-state swaps across iterations), a recomputation's dropped inputs kept once
+  // recomputed, one pass of the hybrid phase (PlanOptions' improvements off).
+  bool paper = false;
   bool want_json = false;
   std::string gpu = "h100";    // GPU profile when not simcuda (capuchin sim --list-gpus)
   std::string dump_dir;        // if set: the segment trace and the plan are written there

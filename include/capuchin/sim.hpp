@@ -197,6 +197,13 @@ struct SimOptions {
   // sub-range run must account for although the range allocates it later (e.g. optimizer
   // state a first iteration creates at its end, present from the start of the next).
   std::vector<std::pair<std::uint32_t, std::uint64_t>> held_until;
+  // The trace's iterations are copies of one (`--iters N`, trace::repeat_last_iteration): the
+  // steady figures are then those of the run once it has settled, the iterations from the
+  // first one after which every iteration takes within 1% of the last one's time (a policy
+  // learning and planning, such as capuchin's, settles a few iterations in); the iterations
+  // before it (but the first) are its warm-up, reported apart. Else the steady figures are
+  // the mean over iterations 2.. .
+  bool repeated = false;
 };
 
 struct Infeasibility {
@@ -215,13 +222,16 @@ struct SimResult {
   bool feasible = true;
   Infeasibility where;              // when !feasible
   // Per steady iteration (mean over iterations 2.. when there are two or more, else the
-  // only iteration, else the whole trace).
+  // only iteration, else the whole trace; with SimOptions::repeated, over the settled
+  // iterations only).
   double time_s = 0;
   double stall_s = 0;
   double recompute_s = 0;
   double swap_out_bytes = 0;
   double swap_in_bytes = 0;
-  std::uint32_t steady_iterations = 0;
+  std::uint32_t steady_iterations = 0;   // the last ones
+  std::uint32_t warmup_iterations = 0;   // SimOptions::repeated: iterations 2.. before the steady ones
+  double warmup_time_s = 0;              // their mean (0 when none)
   std::vector<double> iteration_time_s;  // every iteration
   double total_time_s = 0;               // the whole trace
   std::uint64_t peak_bytes = 0;          // most device bytes held at once

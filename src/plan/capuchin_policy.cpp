@@ -16,7 +16,8 @@
 //   - Feedback: a planned swap-in still in flight (or skipped) when its access begins is
 //     reported to the controller with its lateness.
 // `capuchin` plans and recomputes what the trace says can be recomputed; `capuchin-swap`
-// swaps only, as the executor does without declared kernel outputs.
+// swaps only, as the executor does without declared kernel outputs; `capuchin-paper` plans as
+// the paper did (SegmentJob::paper) and swaps least recently used tensors under pressure.
 // Contract: uses only what the runtime would know (events issued so far, the profile's
 // durations, which the executor measures).
 #include <algorithm>
@@ -40,8 +41,15 @@ using trace::Op;
 
 class CapuchinPolicy final : public sim::Policy {
  public:
-  explicit CapuchinPolicy(bool allow_recompute) : allow_recompute_(allow_recompute) {}
-  std::string_view name() const override { return allow_recompute_ ? "capuchin" : "capuchin-swap"; }
+  explicit CapuchinPolicy(CapuchinVariant v) : variant_(v), allow_recompute_(v != CapuchinVariant::Swap) {}
+  std::string_view name() const override {
+    switch (variant_) {
+      case CapuchinVariant::Swap: return "capuchin-swap";
+      case CapuchinVariant::Paper: return "capuchin-paper";
+      case CapuchinVariant::Full: break;
+    }
+    return "capuchin";
+  }
 
   void start(const sim::SimState& s) override {
     controller_.emplace();  // (not assignable: its pool)
@@ -69,6 +77,7 @@ class CapuchinPolicy final : public sim::Policy {
       r->job.names = t.names;
       r->job.budget = s.budget_bytes;
       r->job.allow_recompute = allow_recompute_;
+      r->job.paper = variant_ == CapuchinVariant::Paper;
       if (const char* dump = std::getenv("CAPUCHIN_PLAN_DUMP"); dump != nullptr && dump[0] != '\0') r->job.dump_dir = dump;
       auto made = plan_segment(r->job, &model_);
       std::shared_ptr<const SegmentPlan> p;
@@ -90,6 +99,16 @@ class CapuchinPolicy final : public sim::Policy {
       cands_.push_back({tn, s.bytes(tn), idle, drop ? s.recompute_cost_s(tn) : swap, drop});
     }
     std::uint64_t freed = 0;
+    if (variant_ == CapuchinVariant::Paper) {  // the paper's passive mode: swap out, least recently used first
+      std::sort(cands_.begin(), cands_.end(), [](const policy::VictimCandidate& a, const policy::VictimCandidate& b) {
+        return a.idle != b.idle ? a.idle > b.idle : a.handle < b.handle;
+      });
+      for (std::size_t k = 0; k < cands_.size() && freed < bytes_short; ++k) {
+        out.push_back({static_cast<std::uint32_t>(cands_[k].handle), ActionKind::Evict});
+        freed += cands_[k].bytes;
+      }
+      return;
+    }
     for (policy::VictimOrder order(cands_); !order.done() && freed < bytes_short;) {
       const policy::VictimCandidate& v = order.next();
       out.push_back({static_cast<std::uint32_t>(v.handle), v.drop ? ActionKind::Drop : ActionKind::Evict});
@@ -188,6 +207,7 @@ class CapuchinPolicy final : public sim::Policy {
     return true;
   }
 
+  const CapuchinVariant variant_;
   const bool allow_recompute_;
   std::optional<policy::Controller> controller_;
   PlanModel model_;
@@ -200,8 +220,8 @@ class CapuchinPolicy final : public sim::Policy {
 
 }  // namespace
 
-std::unique_ptr<sim::Policy> make_capuchin_policy(bool allow_recompute) {
-  return std::make_unique<CapuchinPolicy>(allow_recompute);
+std::unique_ptr<sim::Policy> make_capuchin_policy(CapuchinVariant v) {
+  return std::make_unique<CapuchinPolicy>(v);
 }
 
 }  // namespace capuchin::plan

@@ -142,6 +142,12 @@ class Planner {
   // An accepted saving of tensor r ends at position `at` instead (it is needed there): the
   // memory comes back from `at`, a swap's prefetch moves to `at`.
   void shorten(std::uint32_t r, std::size_t idx, std::uint32_t at);
+  // A dropped tensor r recomputed at `at` as the input of another recomputation: dropped
+  // again right after it (its own recomputation at its access stays planned) when what it
+  // saves after `at` is still needed, else kept from `at` on (shorten). A chain of dropped
+  // activations recomputed for one access would otherwise come back whole and stay until
+  // each one's own access.
+  void redrop(std::uint32_t r, std::size_t idx, std::uint32_t at);
   // Added cost of recomputing the dropped inputs of `tensor`'s writers (up to `upto`) at
   // position `at`, recursively; -1 when an input is swapped out then.
   double inputs_cost(std::uint32_t tensor, std::uint32_t upto, std::uint32_t at, int depth,
@@ -164,6 +170,7 @@ class Planner {
   CopyEngine d2h_, h2d_;
   std::vector<Candidate> cands_;
   std::vector<std::vector<OffRec>> off_;    // per trace tensor: accepted savings
+  std::vector<TensorRef> ref_of_;  // per trace tensor: how the plan names it
   std::vector<std::vector<std::uint32_t>> needed_at_;  // per trace tensor: positions a recompute reads it
   Plan plan_;
 };
@@ -233,6 +240,23 @@ void Planner::shorten(std::uint32_t r, std::size_t idx, std::uint32_t at) {
   if (!rec.drop) plan_.decisions[rec.prefetch].at = std::min(plan_.decisions[rec.prefetch].at, at);
 }
 
+void Planner::redrop(std::uint32_t r, std::size_t idx, std::uint32_t at) {
+  const OffRec rec = off_[r][idx];
+  const std::uint64_t bytes = t_.tensors[r].bytes;
+  // Kept instead when its return after `at` puts no position over the target.
+  if (!rec.off.covers(at) || rec.off.s > rec.off.e || at + 1 >= rec.off.e ||
+      tree_.max(at + 1, rec.off.e) + static_cast<std::int64_t>(bytes) <= static_cast<std::int64_t>(target_)) {
+    shorten(r, idx, at);
+    return;
+  }
+  needed_at_[r].push_back(at);
+  tree_.add(at, at + 1, static_cast<std::int64_t>(bytes));
+  off_[r][idx].off.e = at;
+  off_[r].push_back({Off{at + 1, rec.off.e}, true, rec.from_event, rec.cost_s});
+  plan_.decisions.push_back({at + 1, Act::Drop, ref_of_[r], bytes, at, Reason::Msps, 0, rec.cost_s, 0});
+  plan_.expected_overhead_s += rec.cost_s;  // its own recomputation at its access runs as well
+}
+
 double Planner::inputs_cost(std::uint32_t tensor, std::uint32_t upto, std::uint32_t at, int depth,
                             std::vector<std::pair<std::uint32_t, std::size_t>>& nested, std::vector<std::uint32_t>& plain) {
   if (depth > 64) return -1;
@@ -294,7 +318,10 @@ bool Planner::try_recompute(const Candidate& c, bool accept, double* cost) {
   if (cost) *cost = rc;
   if (!accept) return true;
   for (std::uint32_t r : plain) needed_at_[r].push_back(o.e);
-  for (const auto& [r, idx] : nested) shorten(r, idx, o.e);  // inputs back from o.e on
+  for (const auto& [r, idx] : nested) {  // inputs back at o.e
+    if (off_[r][idx].drop && opt_.redrop_chains) redrop(r, idx, o.e);
+    else shorten(r, idx, o.e);
+  }
   lower(o, c.bytes);
   off_[c.tensor].push_back({o, true, ev(c.a), own});
   const double msps = static_cast<double>(c.bytes) / rc;
@@ -334,6 +361,8 @@ Plan Planner::run() {
   std::vector<std::int64_t> mem(n_, static_cast<std::int64_t>(opt_.baseline_bytes));
   std::vector<std::uint32_t> local_of(nt, kNone);
   for (std::uint32_t k = 0; k < pat_.local_tensors.size(); ++k) local_of[pat_.local_tensors[k]] = k;
+  ref_of_.resize(nt);
+  for (std::uint32_t tn = 0; tn < nt; ++tn) ref_of_[tn] = local_of[tn] != kNone ? TensorRef{true, local_of[tn]} : TensorRef{false, tn};
   std::vector<std::vector<std::uint32_t>> acc(nt);
   std::vector<std::uint32_t> alloc_pos(nt, kNone), free_pos(nt, kNone);
   for (std::uint32_t i = 0; i < n_; ++i) {
@@ -367,7 +396,7 @@ Plan Planner::run() {
     const bool local = alloc_pos[tn] != kNone;
     if (local && free_pos[tn] == kNone) continue;  // survivor: allocated here, kept after
     if (!local && (!opt_.swap_persistent || free_pos[tn] != kNone || t_.tensors[tn].free_event != kNone)) continue;
-    const TensorRef ref = local ? TensorRef{true, local_of[tn]} : TensorRef{false, tn};
+    const TensorRef ref = ref_of_[tn];
     const std::uint64_t bytes = t_.tensors[tn].bytes;
     auto add = [&](std::uint32_t a, std::uint32_t b) {
       const bool wrap = b < a;
@@ -418,23 +447,31 @@ Plan Planner::run() {
   };
   using Entry = std::pair<double, std::uint32_t>;  // cost per byte, candidate
   std::priority_queue<Entry, std::vector<Entry>, std::greater<>> heap;
-  for (std::uint32_t k = 0; k < cands_.size(); ++k) {
-    Option o;
-    if (!cands_[k].done && evaluate(cands_[k], o)) heap.push({o.per_byte, k});
-  }
-  while (!heap.empty() && tree_.max(0, n_) > static_cast<std::int64_t>(target_)) {
-    const auto [key, k] = heap.top();
-    heap.pop();
-    Candidate& c = cands_[k];
-    Option o;
-    if (!evaluate(c, o)) continue;  // no longer useful or possible
-    if (!heap.empty() && o.per_byte > heap.top().first * (1 + 1e-9) + 1e-18) {
-      heap.push({o.per_byte, k});  // got worse: let the next best go first
-      continue;
+  // A candidate that is of no use when popped may become useful again once a later choice
+  // brings memory back (a recomputation's inputs): rounds repeat while they accept anything.
+  for (bool progress = true; progress && tree_.max(0, n_) > static_cast<std::int64_t>(target_);) {
+    progress = false;
+    for (std::uint32_t k = 0; k < cands_.size(); ++k) {
+      Option o;
+      if (!cands_[k].done && evaluate(cands_[k], o)) heap.push({o.per_byte, k});
     }
-    c.done = true;
-    if (o.swap) accept_swap(c, o.sp, o.sp.late > 0 ? Reason::LeastSwapCost : (c.b < c.a ? Reason::CrossIteration : Reason::FreeTime));
-    else try_recompute(c, true, nullptr);
+    while (!heap.empty() && tree_.max(0, n_) > static_cast<std::int64_t>(target_)) {
+      const auto [key, k] = heap.top();
+      heap.pop();
+      Candidate& c = cands_[k];
+      Option o;
+      if (!evaluate(c, o)) continue;  // of no use now
+      if (!heap.empty() && o.per_byte > heap.top().first * (1 + 1e-9) + 1e-18) {
+        heap.push({o.per_byte, k});  // got worse: let the next best go first
+        continue;
+      }
+      c.done = true;
+      progress = true;
+      if (o.swap) accept_swap(c, o.sp, o.sp.late > 0 ? Reason::LeastSwapCost : (c.b < c.a ? Reason::CrossIteration : Reason::FreeTime));
+      else try_recompute(c, true, nullptr);
+    }
+    heap = {};
+    if (!opt_.repeat_rounds) break;
   }
 
   const std::int64_t peak = tree_.max(0, n_);

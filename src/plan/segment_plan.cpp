@@ -239,6 +239,7 @@ Expected<SegmentPlan, std::string> plan_segment(const SegmentJob& job, const Pla
   opt.budget_bytes = job.budget;
   opt.baseline_bytes = baseline;
   opt.allow_recompute = job.allow_recompute;
+  if (job.paper) opt.swap_persistent = opt.redrop_chains = opt.repeat_rounds = false;
   // Feedback: a swap-in that was late at a segment position gets an earlier in-trigger. The
   // tensor is found as the event at that position names it after the rotation (map_b).
   if (!job.late.empty()) {

@@ -10,6 +10,7 @@
 // releases in stream order. Accessing a tensor that is not resident stalls compute until it
 // is swapped in (on demand) or recomputed (its writers re-run, inputs made resident first).
 #include <algorithm>
+#include <cmath>
 #include <deque>
 #include <limits>
 
@@ -27,6 +28,15 @@ using Lane = TimelineEntry::Lane;
 using Kind = TimelineEntry::Kind;
 
 namespace {
+
+// The index of the first settled iteration of a repeated run (SimOptions::repeated): the
+// earliest k >= 1 from which every iteration takes within 1% of the last one's time.
+std::size_t settled_from(const std::vector<double>& t) {
+  const double last = t.back();
+  std::size_t k = t.size() - 1;
+  while (k > 1 && std::abs(t[k - 1] - last) <= 0.01 * last) --k;
+  return k;
+}
 
 struct Release {
   double time;
@@ -459,8 +469,11 @@ SimResult Engine::run() {
   Mark from{0, 0, 0, 0, 0};
   std::size_t iters = marks.size() - 1;
   if (iters >= 2) {
-    from = marks[1];
-    iters -= 1;
+    const std::size_t settled = opt_.repeated ? settled_from(r_.iteration_time_s) : 1;
+    from = marks[settled];
+    iters -= settled;
+    r_.warmup_iterations = static_cast<std::uint32_t>(settled - 1);
+    if (settled > 1) r_.warmup_time_s = (marks[settled].time - marks[1].time) / static_cast<double>(settled - 1);
   } else if (iters == 1) {
     from = marks[0];
   } else {

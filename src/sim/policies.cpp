@@ -206,7 +206,7 @@ class CheckpointSqrtPolicy final : public ScheduledPolicy {
 }  // namespace
 
 std::vector<std::string> policy_names() {
-  return {"ideal", "none", "lru-uvm", "vdnn", "dtr", "checkpoint-sqrt", "capuchin", "capuchin-swap"};
+  return {"ideal", "none", "lru-uvm", "vdnn", "dtr", "checkpoint-sqrt", "capuchin", "capuchin-swap", "capuchin-paper"};
 }
 
 Expected<std::unique_ptr<Policy>> make_policy(std::string_view name) {
@@ -217,8 +217,9 @@ Expected<std::unique_ptr<Policy>> make_policy(std::string_view name) {
   else if (name == "vdnn") p = std::make_unique<VdnnPolicy>();
   else if (name == "dtr") p = std::make_unique<DtrPolicy>();
   else if (name == "checkpoint-sqrt") p = std::make_unique<CheckpointSqrtPolicy>();
-  else if (name == "capuchin") p = plan::make_capuchin_policy(true);  // src/plan/
-  else if (name == "capuchin-swap") p = plan::make_capuchin_policy(false);
+  else if (name == "capuchin") p = plan::make_capuchin_policy(plan::CapuchinVariant::Full);  // src/plan/
+  else if (name == "capuchin-swap") p = plan::make_capuchin_policy(plan::CapuchinVariant::Swap);
+  else if (name == "capuchin-paper") p = plan::make_capuchin_policy(plan::CapuchinVariant::Paper);
   if (p) return p;
   std::string known;
   for (const auto& n : policy_names()) known += (known.empty() ? "" : ", ") + n;

@@ -172,6 +172,63 @@ TEST(Plan, FeedbackMovesALateInTriggerEarlier) {
   EXPECT_EQ(t->names[t->events[pat.events[after.decisions.back().at].trace_event].name], "late1");
 }
 
+// A chain A -> B -> C of cheap activations. Dropping A, then B (whose recomputation before
+// `bwd_b` must recompute A first) fits a 3 MB budget only if A is dropped again after serving
+// B's recomputation: A's own use is after a 2.5 MB tensor that leaves no room for it. Kept
+// from there on (as the paper's lineage recomputation leaves it), A puts `late` over budget.
+TEST(Plan, DropsARecomputedInputAgainAfterTheRecomputationItServed) {
+  auto t = trace::parse_trace(R"({"format":"capuchin-trace","version":1}
+{"op":"alloc","id":0,"bytes":1000}
+{"op":"alloc","id":1,"bytes":1000}
+{"op":"alloc","id":2,"bytes":1000000}
+{"op":"kernel","name":"kA","reads":[0],"writes":[2],"dur_ns":100000}
+{"op":"alloc","id":3,"bytes":1000000}
+{"op":"kernel","name":"kB","reads":[2],"writes":[3],"dur_ns":100000}
+{"op":"alloc","id":4,"bytes":1000000}
+{"op":"kernel","name":"kC","reads":[3],"writes":[4],"dur_ns":500000}
+{"op":"alloc","id":5,"bytes":1500000}
+{"op":"kernel","name":"kM1","reads":[0],"writes":[5],"dur_ns":100000}
+{"op":"kernel","name":"kM2","reads":[5],"writes":[1],"dur_ns":100000}
+{"op":"free","id":5}
+{"op":"kernel","name":"bwd_c","reads":[4],"writes":[1],"dur_ns":100000}
+{"op":"free","id":4}
+{"op":"alloc","id":6,"bytes":2000000}
+{"op":"kernel","name":"kN1","reads":[0],"writes":[6],"dur_ns":100000}
+{"op":"kernel","name":"kN2","reads":[6],"writes":[1],"dur_ns":100000}
+{"op":"free","id":6}
+{"op":"kernel","name":"bwd_b","reads":[3],"writes":[1],"dur_ns":100000}
+{"op":"free","id":3}
+{"op":"alloc","id":7,"bytes":2500000}
+{"op":"kernel","name":"late1","reads":[0],"writes":[7],"dur_ns":100000}
+{"op":"kernel","name":"late2","reads":[7],"writes":[1],"dur_ns":100000}
+{"op":"free","id":7}
+{"op":"kernel","name":"bwd_a","reads":[2],"writes":[1],"dur_ns":100000}
+{"op":"free","id":2}
+{"op":"sync"}
+)");
+  ASSERT_TRUE(t) << t.error().message();
+  auto p = sim::prepare(*t, toy_gpu(), exact());
+  ASSERT_TRUE(p);
+  const learn::Pattern pat = learn::make_pattern(*t, trace::Iteration{1, 2, static_cast<std::uint32_t>(t->events.size())});
+  PlanOptions opt;
+  opt.budget_bytes = 3'000'000;
+  opt.baseline_bytes = 2000;
+  opt.margin = 0;
+  opt.allow_swap = false;
+  opt.redrop_chains = false;
+  const Plan kept = make_plan(*p, pat, opt);
+  EXPECT_FALSE(kept.fits);
+  opt.redrop_chains = true;
+  const Plan plan = make_plan(*p, pat, opt);
+  EXPECT_TRUE(plan.fits);
+  EXPECT_LE(plan.planned_peak_bytes, 3'000'000u);
+  EXPECT_EQ(plan.recomputes, 2u);  // A and B; A is recomputed twice (for B, then for bwd_a)
+  int drops_of_a = 0;
+  for (const Decision& d : plan.decisions)
+    if (d.act == Act::Drop && d.tensor.local && pat.local_tensors[d.tensor.index] == 2) ++drops_of_a;
+  EXPECT_EQ(drops_of_a, 2);
+}
+
 // The same through plan_segment, as the executor and the simulator's policy ask for plans:
 // a late arrival reported at a segment position moves that swap-in earlier.
 TEST(Plan, SegmentFeedbackMovesALateInTriggerEarlier) {

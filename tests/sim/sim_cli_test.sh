@@ -62,6 +62,9 @@ out=$("$bin" sim --trace "$trace" --gpu simcuda --policy ideal --iters 5 --json)
 check "--iters exits 0" test $? -eq 0
 check "--iters 5 gives 5 iteration times" python3 -c \
   'import json, sys; j = json.loads(sys.argv[1]); assert j["repeated_iterations"] == 5 and len(j["iteration_time_s"]) == 5 and j["steady_iterations"] == 4' "$out"
+out=$("$bin" sim --trace "$trace" --gpu h200 --budget 0.8x --policy capuchin-paper --iters 6 --json)
+check "capuchin-paper runs, settles after a warm-up reported apart" python3 -c \
+  'import json, sys; j = json.loads(sys.argv[1]); assert j["policy"] == "capuchin-paper" and j["feasible"] and j["warmup_iterations"] >= 1 and j["steady_iterations"] + j["warmup_iterations"] + 1 == 6 and j["warmup_time_s"] > j["time_s"]' "$out"
 out=$("$bin" sim --trace "$trace" --gpu simcuda --policy ideal --json)
 check "without --iters: the trace's own 3 iterations" grep -q '"repeated_iterations":0,.*"steady_iterations":2' <<<"$out"
 out=$("$bin" sim --trace "$trace" --gpu simcuda --policy ideal --iters 5)

@@ -266,6 +266,32 @@ TEST(SimTiming, SteadyIterationsExcludeTheFirst) {
   EXPECT_NEAR(r.iteration_time_s[0], 600 * ns, 1e-15);
 }
 
+TEST(SimTiming, ARepeatedRunIsSteadyOnceSettledWithItsWarmUpApart) {
+  // Iterations: 600 ns (set-up work), 500 ns (a policy still learning), 300, 100, 100, 100.
+  std::string text = kHeader + R"({"op":"alloc","id":0,"bytes":10}
+)";
+  int n = 0;
+  for (int ns_per : {600, 500, 300, 100, 100, 100})
+    text += R"({"op":"iter","n":)" + std::to_string(++n) + R"(}
+{"op":"kernel","name":"k","reads":[],"writes":[0],"dur_ns":)" + std::to_string(ns_per) + "}\n";
+  auto f = load(text);
+  auto none = make_policy("none");
+  SimOptions o;
+  o.budget_bytes = 10;
+  o.repeated = true;
+  const SimResult r = simulate(f->p, **none, o);
+  ASSERT_TRUE(r.feasible);
+  EXPECT_EQ(r.steady_iterations, 3u);  // 4..6: each within 1% of the last
+  EXPECT_NEAR(r.time_s, 100 * ns, 1e-15);
+  EXPECT_EQ(r.warmup_iterations, 2u);  // 2 and 3
+  EXPECT_NEAR(r.warmup_time_s, 400 * ns, 1e-15);
+  o.repeated = false;  // a trace as it is: every iteration but the first
+  const SimResult plain = simulate(f->p, **none, o);
+  EXPECT_EQ(plain.steady_iterations, 5u);
+  EXPECT_NEAR(plain.time_s, 220 * ns, 1e-15);
+  EXPECT_EQ(plain.warmup_iterations, 0u);
+}
+
 TEST(SimTiming, InvalidActionsAreCountedNotApplied) {
   auto f = load(kSwapTrace);
   // Evicting a tensor the current kernel uses (pinned), and an index out of range.
