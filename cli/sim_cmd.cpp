@@ -148,8 +148,10 @@ void print_human(const std::string& trace, unsigned iters, const sim::Comparison
     return;
   }
   const std::size_t n = r.iteration_time_s.size();
-  fmt::print("  time per steady iteration (mean over iterations {}..{}{}): {:.3f} ms (ideal {:.3f} ms), ratio {:.3f}\n",
-             n >= 2 ? n - r.steady_iterations + 1 : 1, n, iters > 0 ? ", once settled" : "", r.time_s * 1e3,
+  const std::string window = n == 0 ? "the whole trace: it has no iterations"
+                                    : fmt::format("mean over iterations {}..{}{}", n - r.steady_iterations + 1, n,
+                                                  iters > 0 ? ", once settled" : "");
+  fmt::print("  time per steady iteration ({}): {:.3f} ms (ideal {:.3f} ms), ratio {:.3f}\n", window, r.time_s * 1e3,
              c.ideal_time_s * 1e3, c.ratio);
   if (r.warmup_iterations > 0)
     fmt::print("  warm-up: iterations 2..{} took {:.3f} ms each (ratio {:.3f}), not counted above\n", r.warmup_iterations + 1,

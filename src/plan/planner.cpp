@@ -243,8 +243,9 @@ void Planner::shorten(std::uint32_t r, std::size_t idx, std::uint32_t at) {
 void Planner::redrop(std::uint32_t r, std::size_t idx, std::uint32_t at) {
   const OffRec rec = off_[r][idx];
   const std::uint64_t bytes = t_.tensors[r].bytes;
-  // Kept instead when its return after `at` puts no position over the target.
-  if (!rec.off.covers(at) || rec.off.s > rec.off.e || at + 1 >= rec.off.e ||
+  // (A drop's saving never wraps, and inputs_cost names only savings covering `at`.) Kept
+  // instead when its return after `at` puts no position over the target.
+  if (at + 1 >= rec.off.e ||
       tree_.max(at + 1, rec.off.e) + static_cast<std::int64_t>(bytes) <= static_cast<std::int64_t>(target_)) {
     shorten(r, idx, at);
     return;
