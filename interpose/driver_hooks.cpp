@@ -196,12 +196,15 @@ CUresult executor_launch(const Variant& v, pfn_LaunchKernel real_plain, pfn_Laun
     sl->launch.func = f;
     sl->set_geometry(gx, gy, gz, bx, by, bz, shmem, s);
     if (const CUresult e = sl->prepare(); e != CUDA_SUCCESS) return e;
+    sl->before_forward();
     sl->timer.begin(s, thread_flag(v) != 0);
   }
-  const CUresult r = real_ex != nullptr ? real_ex(cfg, f, params, extra)
-                                        : real_plain(f, gx, gy, gz, bx, by, bz, shmem, s, params, extra);
+  auto call = [&] {
+    return real_ex != nullptr ? real_ex(cfg, f, params, extra) : real_plain(f, gx, gy, gz, bx, by, bz, shmem, s, params, extra);
+  };
+  const CUresult r = call();
   ErrnoKeeper keep;
-  sl->finish(r == CUDA_SUCCESS, u64(f), u64(s));
+  sl->finish(r == CUDA_SUCCESS, u64(f), u64(s), call);
   return r;
 }
 

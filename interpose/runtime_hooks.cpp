@@ -97,11 +97,12 @@ cudaError_t executor_launch_rt(Real real, const void* f, dim3 g, dim3 b, size_t 
     sl->launch.func = layout != nullptr ? reinterpret_cast<CUfunction>(layout->func) : nullptr;
     sl->set_geometry(g.x, g.y, g.z, b.x, b.y, b.z, static_cast<unsigned>(shm), reinterpret_cast<CUstream>(s));
     if (const CUresult e = sl->prepare(); e != CUDA_SUCCESS) return rt_error(e);
+    sl->before_forward();
     sl->timer.begin(reinterpret_cast<CUstream>(s), pt);
   }
   const cudaError_t r = real();
   ErrnoKeeper keep;
-  sl->finish(r == cudaSuccess, u64(f), u64(s));
+  sl->finish(r == cudaSuccess, u64(f), u64(s), [&] { return real() == cudaSuccess ? CUDA_SUCCESS : CUDA_ERROR_LAUNCH_FAILED; });
   return r;
 }
 

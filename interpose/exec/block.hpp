@@ -91,6 +91,7 @@ struct Block {
   std::uint64_t freed_iteration = 0;
   // recomputation
   std::uint32_t version = 0;  // bumped by every event that may write it
+  bool holds_data = false;    // anything may have written it since its allocation (write_sets.hpp)
   // BlockTable's (block_table.cpp)
   bool live = false;     // allocated to the job (else cached after a free)
   bool indexed = false;  // in the table's address index (from its first allocation to its deletion)

@@ -34,6 +34,7 @@ const char* to_string(Action a) {
     case Action::Relearn: return "relearn";
     case Action::Budget: return "budget";
     case Action::Oom: return "oom";
+    case Action::Verdict: return "verdict";
     case Action::Count: break;
   }
   return "?";

@@ -16,7 +16,7 @@
 namespace capuchin::interpose::exec {
 
 enum class Action : std::uint8_t {
-  Evict, Prefetch, SwapinOnDemand, Stall, Drop, Recompute, Fallback, Plan, Relearn, Budget, Oom, Count
+  Evict, Prefetch, SwapinOnDemand, Stall, Drop, Recompute, Fallback, Plan, Relearn, Budget, Oom, Verdict, Count
 };
 const char* to_string(Action a);
 

@@ -7,6 +7,8 @@
 #include <dlfcn.h>
 
 #include <algorithm>
+#include <atomic>
+#include <thread>
 #include <cinttypes>
 #include <cstring>
 #include <string_view>
@@ -175,6 +177,7 @@ bool alloc(CUdeviceptr* out, std::size_t bytes, CUstream s, bool per_thread, boo
   }
   b->id = record_alloc(b->base, bytes, stream_ordered ? AllocSub::Async : AllocSub::Device,
                        reinterpret_cast<std::uint64_t>(s), per_thread ? kPerThread : 0);
+  b->holds_data = false;
   e.blocks.add_live(b);
   policy::Event ev = event(Op::Alloc, op_signature(Op::Alloc, bytes));
   ev.id = b->id;
@@ -334,6 +337,55 @@ std::shared_ptr<Producer> capture_producer(const Launch& l, const KernelInfo& ki
   return p;
 }
 
+// Probations in flight (begun in before_launch, ended after the launch or its failure), and
+// whether a graph capture has begun in this process: then no probation starts again (the
+// window between the two checks, a probation begun while another thread starts the first
+// capture, is not closed).
+std::atomic<int> g_probations_in_flight{0};
+std::atomic<bool> g_no_more_probations{false};
+
+bool may_probe() { return !g_no_more_probations.load(std::memory_order_seq_cst) && !any_capture_active(); }
+
+void end_probation(Launch& l) {
+  if (l.probation && l.probation->counted) {
+    l.probation->counted = false;
+    g_probations_in_flight.fetch_sub(1, std::memory_order_seq_cst);
+  }
+}
+
+// This launch is its shape's probation: the blocks it touches, by position, to hash.
+void start_probation(Launch& l, const Shape& shape, const std::vector<Block*>& cur) {
+  g_probations_in_flight.fetch_add(1, std::memory_order_seq_cst);
+  l.probation = std::make_unique<Probation>();
+  l.probation->counted = true;
+  if (!may_probe()) l.probation->ok = false;  // a capture began meanwhile: nothing is done
+  l.probation->ranges.reserve(cur.size());
+  for (std::size_t i = 0; i < cur.size(); ++i)
+    l.probation->ranges.push_back({cur[i]->id, cur[i]->base, cur[i]->bytes, ((shape.fresh_mask >> i) & 1u) != 0});
+}
+
+// After a probation (under the lock): the shape's verdict learned and logged, and the producers
+// before_launch made for its fresh blocks kept for the outputs only.
+void conclude_probation(Executor& e, Launch& l) {
+  const Probation& p = *l.probation;
+  const WriteSets::Known k = p.verdict;
+  e.write_sets.learn(l.func, l.shape, k);
+  std::uint64_t first = kNoBlockId, out_bytes = 0;
+  for (std::size_t i = 0; i < p.ranges.size(); ++i)
+    if (((k.outputs >> i) & 1u) != 0) {
+      if (first == kNoBlockId) first = p.ranges[i].id;
+      out_bytes += p.ranges[i].bytes;
+    }
+  const KernelInfo* ki = l.func != nullptr ? &e.kernels.info(e.api, l.func, l.layout) : nullptr;
+  e.decisions.record(Action::Verdict, first, out_bytes, to_string(k.verdict), -1, ki != nullptr ? ki->name.c_str() : nullptr);
+  std::erase_if(l.made, [&](const auto& m) {
+    if (k.verdict != Verdict::Replayable) return true;
+    for (std::size_t i = 0; i < p.ranges.size(); ++i)
+      if (p.ranges[i].id == m.first) return ((k.outputs >> i) & 1u) == 0;
+    return true;
+  });
+}
+
 void unpin(Executor& e, const std::uint64_t* ids, unsigned n) {
   for (unsigned i = 0; i < n; ++i)
     if (Block* b = e.blocks.by_id(ids[i]); b != nullptr && b->pins > 0) --b->pins;
@@ -393,16 +445,32 @@ CUresult before_launch(Launch& l, const std::uint64_t* words, unsigned nwords, s
     output = e.blocks.by_addr(ptr);
     if (output != nullptr && std::find(cur.begin(), cur.end(), output) == cur.end()) output = nullptr;
   }
-  // The policy's event: reads then the declared write, else a touch list.
+  // Undeclared kernels: the shape's inferred write set, or a probation to learn it.
+  WriteSets::Known known;
+  Shape shape;
+  bool probe = false;  // begun at the end, once nothing can fail
+  if (output == nullptr && ki != nullptr && e.opt.recompute && e.opt.infer_writes && l.complete_scan && !l.other_device) {
+    shape = shape_of(l.func, *ki, l.params, cur);
+    if (shape.usable) known = e.write_sets.lookup(shape.key);
+    if (known.verdict == Verdict::Unknown && shape.usable && shape.fresh_mask != 0 && may_probe() &&
+        e.write_sets.begin_probation(l.func))
+      probe = true;
+  }
+  const std::uint32_t writes = output != nullptr ? 0u : known.verdict == Verdict::Replayable ? known.outputs : 0u;
+  auto written = [&](std::size_t i) { return output != nullptr ? cur[i] == output : writes != 0 ? ((writes >> i) & 1u) != 0 : true; };
+  // The policy's event: reads then the writes when they are known, else a touch list.
   std::vector<std::uint64_t>& order = scratch().ids;
   order.clear();
-  for (Block* b : cur)
-    if (b != output) order.push_back(b->id);
-  if (output != nullptr) order.push_back(output->id);
+  for (std::size_t i = 0; i < cur.size(); ++i)
+    if (!written(i) || (output == nullptr && writes == 0)) order.push_back(cur[i]->id);
+  const std::uint32_t nreads = static_cast<std::uint32_t>(order.size());
+  if (output != nullptr || writes != 0)
+    for (std::size_t i = 0; i < cur.size(); ++i)
+      if (written(i)) order.push_back(cur[i]->id);
   policy::Event ev = event(Op::Kernel, sig);
-  ev.touch = output == nullptr;
-  ev.nreads = static_cast<std::uint32_t>(output != nullptr ? order.size() - 1 : order.size());
-  ev.nwrites = output != nullptr ? 1 : 0;
+  ev.touch = output == nullptr && writes == 0;
+  ev.nreads = ev.touch ? static_cast<std::uint32_t>(order.size()) : nreads;
+  ev.nwrites = ev.touch ? 0 : static_cast<std::uint32_t>(order.size()) - nreads;
   ev.bytes = total;
   if (ki == nullptr) ev.name = e.planning.name_index(0, "kernel");
   else if ((ev.name = ki->name_index) == ~0u)  // one lookup per function, not per launch
@@ -410,8 +478,8 @@ CUresult before_launch(Launch& l, const std::uint64_t* words, unsigned nwords, s
   e.feed(ev, order);
   // Recomputations first: dropped blocks whose producer reads what this launch may write,
   // then dropped blocks it touches.
-  for (Block* b : cur)
-    if (output == nullptr || b == output) e.materialize_dependents(*b);
+  for (std::size_t i = 0; i < cur.size(); ++i)
+    if (written(i)) e.materialize_dependents(*cur[i]);
   if (!l.complete_scan) {  // accesses unknown: nothing may be missing from its address or moving
     if (CUresult r = e.settle_for_unknown_access(ds); r != CUDA_SUCCESS) {
       unpin(cur);
@@ -426,12 +494,14 @@ CUresult before_launch(Launch& l, const std::uint64_t* words, unsigned nwords, s
     }
   }
   const std::uint64_t now = e.tick();
-  for (Block* b : cur) {
+  for (std::size_t i = 0; i < cur.size(); ++i) {
+    Block* b = cur[i];
     b->last_tick = now;
     ++b->forwarded;
+    b->holds_data = true;
     // What it may write is changed from now on (another thread may look before after_launch):
     // no replay of its old producer.
-    if (output == nullptr || b == output) {
+    if (written(i)) {
       ++b->version;
       b->producer.reset();
     }
@@ -446,10 +516,18 @@ CUresult before_launch(Launch& l, const std::uint64_t* words, unsigned nwords, s
   l.timing = l.other_device ? -1 : e.planning.begin_timing(ds, sig);  // timing events are the executor's device's
   if (output != nullptr && e.opt.recompute && output->kind == Kind::Vmm && !ki->offset.empty())
     l.producer = capture_producer(l, *ki, ds, cur, output);
+  // A replayable shape's outputs, and a probation's candidates (kept if it says replayable).
+  if (probe) start_probation(l, shape, cur);
+  const std::uint32_t may_make = writes != 0 ? writes : probe ? shape.fresh_mask : 0u;
+  for (std::size_t i = 0; may_make != 0 && i < cur.size(); ++i)
+    if (((may_make >> i) & 1u) != 0 && e.mem(*cur[i]).droppable())
+      l.made.emplace_back(cur[i]->id, capture_producer(l, *ki, ds, cur, cur[i]));
+  l.shape = shape.key;
   return CUDA_SUCCESS;
 }
 
 void after_launch(Launch& l, const std::vector<Block*>& touched, bool launched) {
+  end_probation(l);  // before the lock: before_capture waits for it without the lock
   if (!l.active) return;
   l.active = false;
   Executor& e = *g_ex;
@@ -462,6 +540,9 @@ void after_launch(Launch& l, const std::vector<Block*>& touched, bool launched) 
     if (!ev) e.await_stream(ds);  // no event to order later moves by: the launch is done now
     if (l.output != kNoBlockId)
       if (Block* out = e.blocks.by_id(l.output)) out->producer = std::move(l.producer);
+    if (l.probation) conclude_probation(e, l);
+    for (auto& [id, producer] : l.made)
+      if (Block* out = e.blocks.by_id(id)) out->producer = std::move(producer);
     if (!l.complete_scan) e.mark_unknown_use(ds);
   } else {
     e.planning.cancel_timing(l.timing);
@@ -477,7 +558,17 @@ void after_launch(Launch& l, const std::vector<Block*>& touched, bool launched) 
   }
   e.events.unref(ev);
   l.producer.reset();
+  l.made.clear();
+  l.probation.reset();
 }
+
+void probe_before(Launch& l) {
+  if (l.probation && l.probation->ok) probation_before(g_ex->api, *l.probation);
+}
+
+void probe_done(Launch& l) { end_probation(l); }
+
+const Api& probation_api() { return g_ex->api; }
 
 CUresult before_copy(std::uint64_t dst, std::uint64_t src, std::size_t bytes, CUstream s, bool per_thread, bool memset,
                      CopyToken& t) {
@@ -537,7 +628,9 @@ CUresult before_copy(std::uint64_t dst, std::uint64_t src, std::size_t bytes, CU
   if (d != nullptr) {  // changed from now on (another thread may look before after_copy)
     ++d->version;
     d->producer.reset();
+    d->holds_data = true;
   }
+  if (sb != nullptr) sb->holds_data = true;
   return CUDA_SUCCESS;
 }
 
@@ -571,6 +664,10 @@ void before_stream_destroy(CUstream s, bool per_thread) {
 void before_capture() {
   Executor* ex = running();
   if (ex == nullptr) return;
+  // A probation's synchronisations and copies would invalidate a capture: none starts from now
+  // on, and the ones in flight (other threads) end first (never under the lock: they take it).
+  g_no_more_probations.store(true, std::memory_order_seq_cst);
+  while (g_probations_in_flight.load(std::memory_order_seq_cst) != 0) std::this_thread::yield();
   Held held(*ex);
   ex->activity.settle_all(ex->events);
 }

@@ -353,6 +353,7 @@ void Executor::invalidate_producers() {
   blocks.for_each_live([](Block& b) {
     ++b.version;
     b.producer.reset();
+    b.holds_data = true;
   });
 }
 
@@ -510,7 +511,13 @@ bool init() {
   e.opt.backend = std::strcmp(c.backend, "pinned") == 0 ? Backend::Pinned : Backend::Uvm;
   e.decisions.open(env("CAPUCHIN_DECISION_LOG"), c.daemon, steady_s());
   if (const char* v = env("CAPUCHIN_KERNEL_OUTPUTS")) e.kernels.declare_outputs(v);
-  if (const char* v = env("CAPUCHIN_RECOMPUTE")) e.opt.recompute = std::strcmp(v, "0") != 0;
+  if (const char* v = env("CAPUCHIN_RECOMPUTE")) {
+    if (std::strcmp(v, "0") == 0 || std::strcmp(v, "off") == 0) e.opt.recompute = false;
+    else if (std::strcmp(v, "declared") == 0) e.opt.infer_writes = false;
+    else if (std::strcmp(v, "1") != 0 && std::strcmp(v, "auto") != 0)
+      log(LogLevel::Warn, "CAPUCHIN_RECOMPUTE=%s is not one of auto, declared, off (or 1, 0); using auto", v);
+  }
+  if (e.opt.recompute && e.opt.infer_writes) e.kernels.want_layouts();
   if (const char* v = env("CAPUCHIN_UVM_PAGE")) {
     if (auto n = parse_size(v); n && *n > 0 && (*n & (*n - 1)) == 0) e.opt.uvm_page = *n;
     else log(LogLevel::Warn, "CAPUCHIN_UVM_PAGE=%s is not a power of two; using 64 KiB", v);

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "capuchin/protocol.hpp"
+#include "write_sets.hpp"
 
 namespace capuchin::interpose {
 struct FuncLayout;
@@ -89,6 +90,11 @@ struct Launch {
   std::uint64_t output = ~std::uint64_t{0};  // the declared output's id
   int timing = -1;
   std::shared_ptr<Producer> producer;
+  // Inferred write sets (write_sets.hpp), set by before_launch: the producers of the outputs
+  // of a replayable shape (by block id), or this launch's probation.
+  std::vector<std::pair<std::uint64_t, std::shared_ptr<Producer>>> made;
+  std::unique_ptr<Probation> probation;
+  std::uint64_t shape = 0;
 };
 // Before forwarding a launch whose parameters hold `words` (scan_launch's candidate
 // pointers; all of them unless l.words_truncated, when the parameters are scanned again
@@ -98,6 +104,18 @@ struct Launch {
 CUresult before_launch(Launch& l, const std::uint64_t* words, unsigned nwords, std::vector<Block*>& touched);
 // After it (launched: the call succeeded), with the same blocks.
 void after_launch(Launch& l, const std::vector<Block*>& touched, bool launched);
+// Between them, when before_launch made the launch its shape's probation (l.probation): the
+// device is synchronised and the blocks hashed before the call, and after it they are hashed,
+// the call made again through `relaunch` and what it changed restored (write_sets.hpp). No lock
+// is held; the verdict is learned in after_launch.
+void probe_before(Launch& l);
+const Api& probation_api();  // the executor's driver table (set once at its start)
+void probe_done(Launch& l);  // the probation no longer calls the driver (a capture may begin)
+template <class Relaunch>
+void probe_after(Launch& l, Relaunch&& relaunch) {
+  if (l.probation && l.probation->ok) l.probation->verdict = probation_after(probation_api(), *l.probation, relaunch);
+  probe_done(l);
+}
 // The calling thread's list for `touched` (its executor scratch, scratch.hpp: off the job's
 // stack, and valid in hooks that run during the thread's exit).
 std::vector<Block*>& launch_blocks();

@@ -34,6 +34,7 @@
 #include "memory.hpp"
 #include "ordering.hpp"
 #include "planning.hpp"
+#include "write_sets.hpp"
 
 namespace capuchin::interpose::exec {
 
@@ -42,7 +43,8 @@ enum class Backend : std::uint8_t { Uvm, Pinned };
 struct ExecOptions {
   std::string budget_text;          // CAPUCHIN_BUDGET as given
   Backend backend = Backend::Uvm;   // CAPUCHIN_BACKEND
-  bool recompute = true;            // CAPUCHIN_RECOMPUTE
+  bool recompute = true;            // CAPUCHIN_RECOMPUTE (0 / off: never)
+  bool infer_writes = true;         // CAPUCHIN_RECOMPUTE=declared: only CAPUCHIN_KERNEL_OUTPUTS' kernels
   std::size_t uvm_page = 64 * 1024; // CAPUCHIN_UVM_PAGE
   std::size_t pinned_min = 0;       // CAPUCHIN_PINNED_MIN: smaller tensors are Managed
   std::uint64_t pool_limit = 0;     // CAPUCHIN_PINNED_POOL (0: the default)
@@ -93,6 +95,7 @@ class Executor {
   DecisionLog decisions;
   Planning planning;
   KernelTable kernels;
+  WriteSets write_sets;  // inferred write sets of launch shapes (write_sets.hpp)
   NeedTracker need;
   std::string budget_source;            // where the budget came from, for messages
   // CAPUCHIN_BUDGET=Nx: N while the job's natural peak is not known yet (no budget applies

@@ -40,7 +40,8 @@ KernelInfo& KernelTable::info(const Api& api, CUfunction f, const FuncLayout* la
     if (api.func_get_name(&n, f) == CUDA_SUCCESS && n != nullptr) ki.name = n;
   }
   auto out = outputs_by_name_.find(ki.name);
-  if (out == outputs_by_name_.end() || api.func_get_param_info == nullptr) return ki;
+  const bool declared = out != outputs_by_name_.end();
+  if ((!declared && !all_layouts_) || api.func_get_param_info == nullptr) return ki;
   for (std::size_t i = 0; i < 1024; ++i) {
     size_t off = 0, size = 0;
     if (api.func_get_param_info(f, i, &off, &size) != CUDA_SUCCESS) break;  // past the last parameter
@@ -48,6 +49,7 @@ KernelInfo& KernelTable::info(const Api& api, CUfunction f, const FuncLayout* la
     ki.size.push_back(static_cast<std::uint32_t>(size));
     ki.buffer = std::max<std::uint32_t>(ki.buffer, static_cast<std::uint32_t>(off + size));
   }
+  if (!declared) return ki;
   if (out->second < ki.offset.size() && ki.size[out->second] == sizeof(void*)) ki.output = static_cast<int>(out->second);
   else log(LogLevel::Warn, "CAPUCHIN_KERNEL_OUTPUTS: %s has no pointer parameter %u; its write set stays unknown",
            ki.name.c_str(), out->second);

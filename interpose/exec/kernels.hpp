@@ -1,9 +1,10 @@
 // kernels.hpp: what the executor knows of each kernel function: its name, its parameter
 // layout and, when declared (CAPUCHIN_KERNEL_OUTPUTS=name:param,...), the one parameter it
-// writes, which makes its launches replayable (recompute.cpp).
+// writes, which makes its launches replayable (recompute.cpp). Undeclared functions' write
+// sets are inferred per launch shape (write_sets.hpp), which needs every function's layout.
 //
 // Contract: info() asks the driver once per function (its name, its parameter layout when a
-// write set is declared) and caches the answer; a declaration naming a parameter that is not
+// write set is declared or inferred) and caches the answer; a declaration naming a parameter that is not
 // a pointer is reported and ignored (the write set stays unknown). Under the executor's lock.
 #pragma once
 
@@ -34,11 +35,14 @@ class KernelTable {
  public:
   // Parses CAPUCHIN_KERNEL_OUTPUTS ("name:param,name:param"); bad items are reported and skipped.
   void declare_outputs(const char* text);
+  // Every function's layout is read (inferred write sets need it), not only declared ones'.
+  void want_layouts() { all_layouts_ = true; }
   KernelInfo& info(const Api& api, CUfunction f, const FuncLayout* layout);
 
  private:
   std::unordered_map<std::string, unsigned> outputs_by_name_;
   std::unordered_map<CUfunction, KernelInfo> funcs_;
+  bool all_layouts_ = false;
 };
 
 }  // namespace capuchin::interpose::exec

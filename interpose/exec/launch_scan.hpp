@@ -43,10 +43,15 @@ struct ScannedLaunch {
   }
   // Before it: the executor resolves the words to its blocks.
   CUresult prepare() { return exec::before_launch(launch, words, nwords, blocks); }
-  // After the real launch: tells the executor, and records the launch when it happened.
-  void finish(bool launched, std::uint64_t func, std::uint64_t stream) {
+  // Just before the real launch (after prepare and the timer's start): a probation's first step.
+  void before_forward() { exec::probe_before(launch); }
+  // After the real launch: a probation's replay (`relaunch`: the same call again, returning a
+  // CUresult), then tells the executor, and records the launch when it happened.
+  template <class Relaunch>
+  void finish(bool launched, std::uint64_t func, std::uint64_t stream, Relaunch&& relaunch) {
+    const std::uint32_t timed = timer.end(launched);  // before a probation's replay: not timed
+    if (launched) exec::probe_after(launch, relaunch);
     exec::after_launch(launch, blocks, launched);
-    const std::uint32_t timed = timer.end(launched);
     if (launched) record_launch_words(launch.layout, func, words, nwords, stream, flags, timed);
   }
 };

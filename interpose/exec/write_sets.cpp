@@ -1,0 +1,205 @@
+// write_sets.cpp: launch shapes, the verdict table and the probation's driver steps (see
+// write_sets.hpp).
+#include "write_sets.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+#include "block.hpp"
+#include "config.hpp"
+#include "kernels.hpp"
+
+namespace capuchin::interpose::exec {
+
+namespace {
+
+constexpr std::size_t kChunk = std::size_t{8} << 20;  // bytes hashed per copy
+// A launch touching more than this is not probed (its bytes are kept on the host meanwhile).
+constexpr std::uint64_t kMaxProbationBytes = std::uint64_t{512} << 20;
+
+std::uint64_t mix(std::uint64_t h, std::uint64_t v) {
+  h = (h ^ v) * 0x9e3779b97f4a7c15ull;
+  return h ^ (h >> 29);
+}
+
+std::uint64_t hash_bytes(const std::uint8_t* p, std::size_t n, std::uint64_t h) {
+  std::size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    std::uint64_t w;
+    std::memcpy(&w, p + i, 8);
+    h = mix(h, w);
+  }
+  std::uint64_t tail = 0;
+  std::memcpy(&tail, p + i, n - i);
+  return mix(mix(h, tail), n);
+}
+
+bool sync(const Api& api) { return api.ctx_synchronize != nullptr && api.ctx_synchronize() == CUDA_SUCCESS; }
+
+// The range's bytes into `out` (resized), false on a driver error.
+bool read_range(const Api& api, const Probation::Range& r, std::vector<std::uint8_t>& out) {
+  out.resize(r.bytes);
+  return r.bytes == 0 || api.memcpy_dtoh(out.data(), r.base, r.bytes) == CUDA_SUCCESS;
+}
+
+// A range's hash, the same whether its bytes are read in chunks from the device or hashed from
+// a host copy: chunk by chunk, then its length.
+std::uint64_t hash_chunk(const std::uint8_t* p, std::size_t n, std::uint64_t h) { return hash_bytes(p, n, h); }
+constexpr std::uint64_t kSeed = 0x243f6a8885a308d3ull;
+
+std::uint64_t hash_copy(const std::vector<std::uint8_t>& bytes) {
+  std::uint64_t h = kSeed;
+  for (std::size_t at = 0; at < bytes.size(); at += kChunk) h = hash_chunk(bytes.data() + at, std::min(kChunk, bytes.size() - at), h);
+  return mix(h, bytes.size());
+}
+
+// The range's hash, read in chunks through `buf`; false on a driver error.
+bool hash_range(const Api& api, const Probation::Range& r, std::vector<std::uint8_t>& buf, std::uint64_t* out) {
+  std::uint64_t h = kSeed;
+  for (std::size_t at = 0; at < r.bytes; at += kChunk) {
+    const std::size_t n = std::min(kChunk, r.bytes - at);
+    buf.resize(n);
+    if (api.memcpy_dtoh(buf.data(), r.base + at, n) != CUDA_SUCCESS) return false;
+    h = hash_chunk(buf.data(), n, h);
+  }
+  *out = mix(h, r.bytes);
+  return true;
+}
+
+}  // namespace
+
+const char* to_string(Verdict v) {
+  switch (v) {
+    case Verdict::Unknown: return "unverified";
+    case Verdict::Replayable: return "replayable";
+    case Verdict::SideEffect: return "side-effect";
+    case Verdict::NotDeterministic: return "not-deterministic";
+    case Verdict::NoOutput: return "no-output";
+  }
+  return "?";
+}
+
+Shape shape_of(CUfunction f, const KernelInfo& ki, void** params, const std::vector<Block*>& touched) {
+  Shape s;
+  if (params == nullptr || ki.offset.empty() || touched.size() > kMaxShapeBlocks) return s;
+  std::uint64_t h = mix(0x13198a2e03707344ull, reinterpret_cast<std::uint64_t>(f));
+  for (std::size_t i = 0; i < touched.size(); ++i)
+    if (touched[i]->holds_data == false) s.fresh_mask |= 1u << i;
+  h = mix(h, s.fresh_mask);
+  for (std::size_t i = 0; i < ki.offset.size(); ++i) {
+    const auto* p = static_cast<const std::uint8_t*>(params[i]);
+    const std::uint32_t size = ki.size[i];
+    if (p == nullptr) return s;
+    std::uint32_t at = 0;
+    // Words at 8-byte aligned offsets of the parameter buffer, as the launch scan reads them.
+    for (; at + 8 <= size; at += 8) {
+      std::uint64_t w;
+      std::memcpy(&w, p + at, 8);
+      std::uint64_t named = ~std::uint64_t{0};
+      for (std::size_t b = 0; b < touched.size(); ++b)
+        if (w >= touched[b]->base && w < touched[b]->base + touched[b]->span) {
+          named = (b << 48) | (w - touched[b]->base);
+          break;
+        }
+      h = named != ~std::uint64_t{0} ? mix(mix(h, 0x5851f42d4c957f2dull), named) : mix(h, w);
+    }
+    if (at < size) h = hash_bytes(p + at, size - at, h);
+    h = mix(h, size);
+  }
+  s.key = h;
+  s.usable = true;
+  return s;
+}
+
+WriteSets::Known WriteSets::lookup(std::uint64_t shape) const {
+  auto it = shapes_.find(shape);
+  return it == shapes_.end() ? Known{} : it->second;
+}
+
+bool WriteSets::begin_probation(CUfunction f) {
+  PerFunction& pf = functions_[f];
+  if (pf.nondeterministic || pf.probations >= kMaxProbations) return false;
+  ++pf.probations;
+  ++probations_;
+  return true;
+}
+
+void WriteSets::learn(CUfunction f, std::uint64_t shape, Known k) {
+  if (k.verdict == Verdict::Unknown) return;  // inconclusive: tried again later
+  if (k.verdict == Verdict::NotDeterministic) functions_[f].nondeterministic = true;
+  shapes_[shape] = k;
+}
+
+void probation_before(const Api& api, Probation& p) {
+  std::uint64_t total = 0;
+  for (const Probation::Range& r : p.ranges) total += r.bytes;
+  if (api.memcpy_dtoh == nullptr || api.memcpy_htod == nullptr || total > kMaxProbationBytes || !sync(api)) {
+    p.ok = false;
+    return;
+  }
+  std::vector<std::uint8_t> buf;
+  for (Probation::Range& r : p.ranges) {
+    if (!hash_range(api, r, buf, &r.before)) {
+      p.ok = false;
+      return;
+    }
+    p.bytes_hashed += r.bytes;
+  }
+}
+
+WriteSets::Known probation_classify(const Api& api, Probation& p) {
+  WriteSets::Known k;
+  if (!p.ok || !sync(api)) return k;
+  p.kept.resize(p.ranges.size());
+  for (std::size_t i = 0; i < p.ranges.size(); ++i) {
+    Probation::Range& r = p.ranges[i];
+    if (!read_range(api, r, p.kept[i])) return k;
+    r.after = hash_copy(p.kept[i]);
+    p.bytes_hashed += r.bytes;
+  }
+  // Outputs: the fresh blocks the launch changed. A fresh block it left as it was is read (its
+  // bytes written where the scan cannot see, through a pointer in device memory) or not used:
+  // not an output, since replaying this launch would not bring it back. A block that held data
+  // and changed is a side effect.
+  for (std::size_t i = 0; i < p.ranges.size(); ++i) {
+    const Probation::Range& r = p.ranges[i];
+    if (r.before == r.after) continue;
+    if (!r.fresh) {
+      k.verdict = Verdict::SideEffect;
+      return k;
+    }
+    k.outputs |= 1u << i;
+  }
+  k.verdict = k.outputs != 0 ? Verdict::Replayable : Verdict::NoOutput;
+  return k;
+}
+
+WriteSets::Known probation_compare(const Api& api, Probation& p, WriteSets::Known k, bool relaunched) {
+  if (!relaunched || !sync(api)) {
+    // The relaunch may have run partly: what it may have changed gets the original bytes back.
+    for (std::size_t i = 0; i < p.ranges.size(); ++i)
+      (void)api.memcpy_htod(p.ranges[i].base, p.kept[i].data(), p.ranges[i].bytes);
+    (void)sync(api);
+    return WriteSets::Known{};
+  }
+  std::vector<std::uint8_t> now;
+  bool restore_failed = false;
+  for (std::size_t i = 0; i < p.ranges.size(); ++i) {
+    const Probation::Range& r = p.ranges[i];
+    if (!read_range(api, r, now)) {
+      k = WriteSets::Known{};
+      restore_failed |= api.memcpy_htod(r.base, p.kept[i].data(), r.bytes) != CUDA_SUCCESS;
+      continue;
+    }
+    p.bytes_hashed += r.bytes;
+    if (r.bytes == 0 || std::memcmp(now.data(), p.kept[i].data(), r.bytes) == 0) continue;
+    if (k.verdict == Verdict::Replayable)
+      k.verdict = ((k.outputs >> i) & 1u) != 0 ? Verdict::NotDeterministic : Verdict::SideEffect;
+    restore_failed |= api.memcpy_htod(r.base, p.kept[i].data(), r.bytes) != CUDA_SUCCESS;
+  }
+  if (restore_failed)
+    log(LogLevel::Error, "executor: a probation replay's changes could not all be undone (copy failed)");
+  return k;
+}
+
+}  // namespace capuchin::interpose::exec

@@ -1,0 +1,129 @@
+// write_sets.hpp: which launches the executor may replay without being told (issue 15). A job
+// declares nothing (CAPUCHIN_KERNEL_OUTPUTS stays as an override): each launch's write set is
+// learned from what it touches, and a launch shape is replayable only once a probation has
+// shown, on the job's own data, that it writes nothing but its outputs and writes them the
+// same way twice.
+//
+// Terms. A block *holds data* once anything may have written it (a launch, copy or memset
+// touching it, work whose accesses are unknown); a block allocated and untouched since is
+// *fresh*. A launch's *shape* is its function, every parameter byte except the words that
+// point into the blocks it touches, and for each such word which touched block it names (by
+// position), at which offset, and whether that block is fresh: so a GEMM writing a new tensor
+// and the same GEMM accumulating into a gradient, or a kernel whose by-value flags differ
+// (training vs evaluation), are different shapes.
+//
+// Probation (once per shape, in the job's thread, outside the executor's lock, while the
+// launch's blocks are pinned): the device is synchronised and every touched block hashed; the
+// launch runs; its blocks are hashed again. Outputs are the fresh blocks whose bytes changed.
+// A block that held data and changed means a side effect (in-place update, running
+// statistics): refused (`side-effect`). Otherwise the launch is replayed at once with the same
+// parameters, and every block hashed a third time: an output that differs means the kernel is
+// not deterministic (atomics, a run-dependent value; `not-deterministic`, and the function is
+// never replayed again), a changed input a side effect. Every block the replay changed gets
+// back the bytes the original launch left, so the job never sees the probation.
+//
+// What a probation cannot see: writes through pointers stored in device memory (the scan sees
+// only parameters). A shape whose launch wrote such memory is replayable when it also has a
+// visible output; its replay then writes that memory again (the same bytes while its inputs are
+// unchanged, which the replay's version checks require of the visible inputs only). Bounded
+// cost: at most kMaxProbations shapes per function; later unseen shapes are not replayable.
+//
+// Contract: the table (WriteSets) is used under the executor's lock; the probation steps run
+// without it, through the driver entry points in Api (synchronous copies to host memory). A
+// failed driver call makes the probation inconclusive: nothing is learned, the blocks it
+// changed are restored where possible, the shape is tried again at a later launch.
+#pragma once
+
+#include <cuda.h>
+
+#include <cstdint>
+#include <unordered_map>
+#include <vector>
+
+#include "api.hpp"
+
+namespace capuchin::interpose::exec {
+
+struct Block;
+struct KernelInfo;
+
+enum class Verdict : std::uint8_t {
+  Unknown,           // not probed yet (or inconclusive)
+  Replayable,        // writes only its outputs, deterministically
+  SideEffect,        // changes a block that held data
+  NotDeterministic,  // a replay wrote different bytes
+  NoOutput,          // writes no fresh block it touches: nothing to recompute from it
+};
+const char* to_string(Verdict v);
+
+// Up to this many touched blocks take part in a shape (more: not replayable).
+inline constexpr unsigned kMaxShapeBlocks = 32;
+inline constexpr unsigned kMaxProbations = 16;  // per function
+
+struct Shape {
+  std::uint64_t key = 0;
+  std::uint32_t fresh_mask = 0;  // by position in the launch's touched blocks
+  bool usable = false;           // a layout, at most kMaxShapeBlocks blocks, a complete scan
+};
+// The launch's shape; `touched` in the order before_launch resolved them.
+Shape shape_of(CUfunction f, const KernelInfo& ki, void** params, const std::vector<Block*>& touched);
+
+class WriteSets {
+ public:
+  struct Known {
+    Verdict verdict = Verdict::Unknown;
+    std::uint32_t outputs = 0;  // by position: the fresh blocks it writes
+  };
+  Known lookup(std::uint64_t shape) const;
+  // Whether a launch of `f` with this unknown shape is probed now (the function's quota left,
+  // never found nondeterministic). Counts the probation.
+  bool begin_probation(CUfunction f);
+  void learn(CUfunction f, std::uint64_t shape, Known k);
+  std::uint64_t probations() const { return probations_; }
+
+ private:
+  struct PerFunction {
+    std::uint32_t probations = 0;
+    bool nondeterministic = false;
+  };
+  std::unordered_map<std::uint64_t, Known> shapes_;
+  std::unordered_map<CUfunction, PerFunction> functions_;
+  std::uint64_t probations_ = 0;
+};
+
+// One probation's state, carried by the launch from before it to after it.
+struct Probation {
+  struct Range {
+    std::uint64_t id = 0;  // the block's
+    CUdeviceptr base = 0;
+    std::size_t bytes = 0;
+    bool fresh = false;
+    std::uint64_t before = 0, after = 0;
+  };
+  std::vector<Range> ranges;  // the touched blocks, by position
+  std::vector<std::vector<std::uint8_t>> kept;  // each range's bytes after the launch (for restores)
+  bool ok = true;             // every driver call so far succeeded
+  std::uint64_t bytes_hashed = 0;
+  WriteSets::Known verdict;   // after the launch (Unknown: inconclusive)
+  bool counted = false;       // among the probations in flight (entry.cpp)
+};
+
+// Driver steps of a probation (no lock held). hash_before: synchronise and hash every range.
+void probation_before(const Api& api, Probation& p);
+// After the launch ran on `stream`: hash, classify, and when it may be replayable replay it with
+// `relaunch` (CUresult(), the same call again), compare and restore. Returns the verdict.
+template <class Relaunch>
+WriteSets::Known probation_after(const Api& api, Probation& p, Relaunch&& relaunch);
+
+// --- implementation details of probation_after (write_sets.cpp)
+WriteSets::Known probation_classify(const Api& api, Probation& p);
+WriteSets::Known probation_compare(const Api& api, Probation& p, WriteSets::Known k, bool relaunched);
+
+template <class Relaunch>
+WriteSets::Known probation_after(const Api& api, Probation& p, Relaunch&& relaunch) {
+  WriteSets::Known k = probation_classify(api, p);
+  if (k.verdict != Verdict::Replayable) return k;
+  return probation_compare(api, p, k, relaunch() == CUDA_SUCCESS);
+}
+
+}  // namespace capuchin::interpose::exec

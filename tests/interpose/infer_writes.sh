@@ -1,0 +1,45 @@
+#!/bin/sh
+# infer_writes.sh OUTDIR BACKEND: exec_infer (pure, in-place, side-effect, nondeterministic and
+# hidden-pointer kernels; nothing declared) plain on a device of 0.5 x its peak fails, and under
+# the executor with that budget gives bit-identical losses and statistics, recomputes (drops
+# and recomputes > 0, no CAPUCHIN_KERNEL_OUTPUTS), and logs the verdicts the kernels deserve:
+# produce and combine replayable, normalize side-effect, noisy not-deterministic; no other kernel
+# is judged replayable (scatter and scale_ write no new tensor they name; backward is pure). Environment: PROG,
+# PRELOAD (set by ctest).
+set -eu
+out=$1; backend=$2
+args="6 524288 6"
+mkdir -p "$out"
+unset CAPUCHIN_KERNEL_OUTPUTS || true
+SIMCUDA_STATS_FILE="$out/ref_stats.json" "$PROG" $args > "$out/ref.txt"
+P=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["peak_device_bytes"])' "$out/ref_stats.json")
+B=$((P / 2))
+if SIMCUDA_DEVICE_BYTES=$B "$PROG" $args > "$out/plain.txt" 2> "$out/plain.err"; then
+  echo "FAIL: exec_infer fits in $B bytes without capuchin (peak $P): the test proves nothing"; exit 1
+fi
+rm -f "$out/decisions.jsonl"
+SIMCUDA_DEVICE_BYTES=$B SIMCUDA_STATS_FILE="$out/stats.json" CAPUCHIN_BUDGET=$B CAPUCHIN_BACKEND=$backend CAPUCHIN_LOG=info \
+  CAPUCHIN_DECISION_LOG="$out/decisions.jsonl" LD_PRELOAD="$PRELOAD" "$PROG" $args > "$out/capuchin.txt" 2> "$out/capuchin.err" || {
+  echo "FAIL: exec_infer failed under the executor (budget $B of peak $P)"; tail -20 "$out/capuchin.err"; exit 1; }
+cmp -s "$out/ref.txt" "$out/capuchin.txt" || {
+  echo "FAIL: results differ under capuchin"; diff "$out/ref.txt" "$out/capuchin.txt" || true; exit 1; }
+python3 - "$out" <<'PY'
+import json, sys, collections
+out = sys.argv[1]
+verdicts = collections.defaultdict(set)
+actions = collections.Counter()
+for line in open(f"{out}/decisions.jsonl"):
+    r = json.loads(line)
+    actions[r["action"]] += 1
+    if r["action"] == "verdict":
+        verdicts[r.get("note", "")].add(r["reason"])
+want = {"produce": {"replayable"}, "combine": {"replayable"}, "backward": {"replayable"}, "normalize": {"side-effect"}, "noisy": {"not-deterministic"}}
+errors = [f"{k}: verdicts {sorted(verdicts.get(k, set()))}, want {sorted(v)}" for k, v in want.items() if verdicts.get(k) != v]
+errors += [f"{k} judged {sorted(v)}" for k, v in verdicts.items() if k not in want]
+if actions["drop"] == 0 or actions["recompute"] == 0:
+    errors.append(f"no recomputation: {dict(actions)}")
+if errors:
+    print("FAIL: " + "; ".join(errors)); sys.exit(1)
+print(f"verdicts {dict((k, sorted(v)) for k, v in verdicts.items())}; actions {dict(actions)}")
+PY
+echo infer-writes-ok
