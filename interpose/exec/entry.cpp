@@ -514,7 +514,7 @@ CUresult before_launch(Launch& l, const std::uint64_t* words, unsigned nwords, s
   l.driver_stream = ds;
   l.output = output != nullptr ? output->id : kNoBlockId;
   l.timing = l.other_device ? -1 : e.planning.begin_timing(ds, sig);  // timing events are the executor's device's
-  if (output != nullptr && e.opt.recompute && output->kind == Kind::Vmm && !ki->offset.empty())
+  if (output != nullptr && e.opt.recompute && e.mem(*output).droppable() && !ki->offset.empty())
     l.producer = capture_producer(l, *ki, ds, cur, output);
   // A replayable shape's outputs, and a probation's candidates (kept if it says replayable).
   if (probe) start_probation(l, shape, cur);

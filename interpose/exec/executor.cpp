@@ -179,7 +179,7 @@ CUresult start(Executor& e) {
   PlanningOptions po;
   po.enabled = !(env("CAPUCHIN_PLAN") != nullptr && std::strcmp(env("CAPUCHIN_PLAN"), "0") == 0);
   po.simcuda = e.simcuda;
-  po.allow_recompute = e.opt.backend == Backend::Pinned && e.opt.recompute;
+  po.allow_recompute = e.opt.recompute && (e.opt.backend == Backend::Pinned || e.managed->droppable());
   if (const char* v = env("CAPUCHIN_GPU")) po.gpu = v;
   if (const char* v = env("CAPUCHIN_PLAN_DUMP")) po.dump_dir = v;
   e.planning.configure(&e.api, po);

@@ -3,7 +3,8 @@
 // the host or the device on capuchin's streams, so an access capture missed only page-faults,
 // never reads a wrong byte. A freed block still on the device is discarded where the driver
 // can (cuMemDiscardBatchAsync), else moved to the host: at its free under pressure, else when a
-// shortage needs its room (entry.cpp, residency.cpp). Contract: memory.hpp.
+// shortage needs its room (entry.cpp, residency.cpp). Where the driver can discard, a live
+// block can also be dropped (discarded) and recomputed into fresh pages. Contract: memory.hpp.
 #include <cinttypes>
 
 #include "config.hpp"
@@ -33,7 +34,8 @@ class ManagedMemory final : public BlockMemory {
   }
 
   CUresult reuse(Block& b, bool) override {
-    if (b.where == Where::Host) c_.ledger->move(b, Where::Fresh);  // its pages hold dead data
+    // its pages hold dead data, or none (dropped: discarded)
+    if (b.where == Where::Host || b.where == Where::Dropped) c_.ledger->move(b, Where::Fresh);
     return CUDA_SUCCESS;
   }
 
@@ -98,12 +100,39 @@ class ManagedMemory final : public BlockMemory {
     c_.ledger->move(b, Where::Device);
   }
 
-  void drop(Block&) override {}
-  CUresult fill(Block&, bool) override { return CUDA_ERROR_NOT_SUPPORTED; }
+  // Discarded on the out stream (pre: quiet, so nothing of the job's is ordered after it but
+  // the recomputation, which fill orders): no data moves, its pages are free once it ran.
+  void drop(Block& b) override {
+    if (c_.api->mem_discard == nullptr || b.where != Where::Device) return;
+    CUdeviceptr p = b.base;
+    size_t n = b.span;
+    if (CUresult r = c_.api->mem_discard(&p, &n, 1, 0, c_.out); r != CUDA_SUCCESS) {
+      log(LogLevel::Warn, "executor: discarding tensor %" PRIu64 " failed (CUresult %d); it stays", b.id, static_cast<int>(r));
+      return;
+    }
+    c_.events->unref(b.ready);
+    b.ready = note_managed_out(c_, b.span);  // the room it frees, once the discard ran
+    c_.ledger->move(b, Where::Dropped);
+  }
+  // Pages for the replay on `s` to write, populated on the device in its order after the
+  // discard (a fill, no transfer). Without room as well: the driver then makes its own (slower,
+  // never wrong).
+  CUresult fill(Block& b, bool, CUstream s) override {
+    if (b.ready && !c_.events->done(b.ready) && c_.events->order(s, b.ready) != CUDA_SUCCESS)
+      log(LogLevel::Error, "executor: ordering a recomputation after its discard failed");
+    if (Ev room = room_after_managed_outs(c_, b.span); room && c_.events->order(s, room) != CUDA_SUCCESS)
+      log(LogLevel::Error, "executor: ordering a recomputation after moves out failed");
+    c_.events->unref(b.ready);
+    CUmemLocation dev{CU_MEM_LOCATION_TYPE_DEVICE, c_.device};
+    if (CUresult r = c_.api->mem_prefetch(b.base, b.bytes, dev, 0, s); r != CUDA_SUCCESS)
+      log(LogLevel::Warn, "executor: populating tensor %" PRIu64 " for its recomputation failed (CUresult %d)", b.id, static_cast<int>(r));
+    c_.ledger->move(b, Where::Device);
+    return CUDA_SUCCESS;
+  }
   bool movable(const Block& b) const override { return b.where == Where::Device || b.where == Where::Incoming; }
   bool host_completes(const Block&) const override { return false; }
   bool host_clock_memory() const override { return false; }
-  bool droppable() const override { return false; }
+  bool droppable() const override { return c_.api->mem_discard != nullptr; }
   bool dead_goes_in_stream_order() const override { return true; }
 
  private:

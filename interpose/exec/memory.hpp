@@ -78,10 +78,12 @@ class BlockMemory {
   virtual bool prefetch(Block& b, bool keep_data, const CUstream* user) = 0;
   // A move in done for work on `s`: Managed: s waits for it. Vmm: pre: ready; mappings swap.
   virtual void complete_prefetch(Block& b, CUstream s) = 0;
-  // Vmm: the memory at base released without a copy (pre: quiet): Dropped.
+  // The memory at base released without a copy (pre: quiet, droppable()): Dropped. Vmm:
+  // unmapped; Managed: discarded on the out stream (b.ready marks it).
   virtual void drop(Block& b) = 0;
-  // Vmm, Dropped: memory for a recomputation to write: device memory when `room`, else host pieces.
-  virtual CUresult fill(Block& b, bool room) = 0;
+  // Dropped: memory for a recomputation on `s` to write. Vmm: device memory when `room`, else
+  // host pieces. Managed: pages populated on the device in s's order.
+  virtual CUresult fill(Block& b, bool room, CUstream s) = 0;
   // Vmm: host pieces from cached blocks' dead host copies may be reclaimed (the pool is full).
   virtual bool pool_exhausted() const { return false; }
 
@@ -94,7 +96,8 @@ class BlockMemory {
   // whether this kind's memory is taken on the host's clock (Vmm: cuMemCreate needs it free
   // now, so moves out must have ended; Managed: stream-ordered);
   virtual bool host_clock_memory() const = 0;
-  // whether a block of this kind can be dropped and recomputed in place (Vmm only);
+  // whether a block of this kind can be dropped and recomputed in place (Vmm; Managed where
+  // the driver can discard);
   virtual bool droppable() const = 0;
   // whether a freed block of this kind still on the device may go without waiting for its
   // last work (Managed: discarded in stream order; Vmm: unmapped, so only once quiet).

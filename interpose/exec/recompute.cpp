@@ -4,10 +4,11 @@
 //
 // Contract (never a wrong value): a block is dropped only when its producer is recorded, the
 // producer's write set is known (CAPUCHIN_KERNEL_OUTPUTS declares the kernel deterministic and
-// writing exactly that one parameter), and every input is alive, not dropped and at the
+// writing exactly that one parameter, or a probation inferred it: write_sets.hpp), and every input is alive, not dropped and at the
 // version it had when the producer ran. While it is dropped, anything that may write one of
 // those inputs, or free it, first recomputes it (materialize_dependents), so the replay
-// always reads what the original launch read. Only Vmm blocks are dropped (pinned backend).
+// always reads what the original launch read. Vmm blocks are dropped by unmapping them, managed
+// ones by discarding their pages (drivers with cuMemDiscardBatchAsync, CUDA 12.8+).
 #include <algorithm>
 #include <cinttypes>
 #include <cstring>
@@ -91,7 +92,7 @@ bool Executor::recompute(Block& b, const char* reason, double expected) {
   if (b.where != Where::Dropped) return true;
   if (!recompute_valid(b)) return false;
   // Device memory when the budget has room, else host pieces: the replay writes it there.
-  if (CUresult r = mem(b).fill(b, room); r != CUDA_SUCCESS) {
+  if (CUresult r = mem(b).fill(b, room, p.stream); r != CUDA_SUCCESS) {
     log(LogLevel::Debug, "executor: recompute of %" PRIu64 ": no memory (CUresult %d)", b.id, static_cast<int>(r));
     return false;
   }

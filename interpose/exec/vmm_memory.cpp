@@ -42,7 +42,7 @@ class VmmMemory final : public BlockMemory {
     b.base = base;
     b.reserved = 2 * b.span;
     b.where = Where::Dropped;
-    if (CUresult r = fill(b, room); r != CUDA_SUCCESS) {
+    if (CUresult r = fill(b, room, nullptr); r != CUDA_SUCCESS) {
       if (c_.api->address_free(base, b.reserved) != CUDA_SUCCESS) log(LogLevel::Warn, "executor: freeing a reservation failed");
       b.base = 0;
       return r;
@@ -56,7 +56,7 @@ class VmmMemory final : public BlockMemory {
     if (b.where == Where::Host && !unmap_pieces(b.base, b.host, b.id)) return CUDA_ERROR_UNKNOWN;
     give(b.host);
     c_.ledger->move(b, Where::Dropped);
-    return fill(b, room);
+    return fill(b, room, nullptr);
   }
 
   void release(Block& b) override {
@@ -246,7 +246,7 @@ class VmmMemory final : public BlockMemory {
   }
 
   // Device memory when the caller made room, else (or when the driver has none) host pieces.
-  CUresult fill(Block& b, bool room) override {
+  CUresult fill(Block& b, bool room, CUstream) override {
     if (room) {
       const CUmemAllocationProp p = device_prop();
       CUmemGenericAllocationHandle h = 0;

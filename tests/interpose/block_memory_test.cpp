@@ -359,11 +359,11 @@ TEST_F(BlockMemoryTest, VmmDropAndFillForARecomputation) {
   EXPECT_EQ(b.where, Where::Dropped);
   EXPECT_EQ(at(b.base), 0u);
   EXPECT_EQ(ledger.resident(), 0u);
-  ASSERT_EQ(vmm->fill(b, false), CUDA_SUCCESS);  // no room: host pieces the replay writes
+  ASSERT_EQ(vmm->fill(b, false, nullptr), CUDA_SUCCESS);  // no room: host pieces the replay writes
   EXPECT_EQ(b.where, Where::Host);
   EXPECT_TRUE(host_handle(at(b.base)));
   vmm->drop(b);
-  ASSERT_EQ(vmm->fill(b, true), CUDA_SUCCESS);
+  ASSERT_EQ(vmm->fill(b, true, nullptr), CUDA_SUCCESS);
   EXPECT_EQ(b.where, Where::Device);
   EXPECT_FALSE(host_handle(at(b.base)));
   vmm->release(b);
