@@ -46,6 +46,37 @@ except ImportError:  # older torch
     flop_registry = {}
 
 
+# Operators a replay would not reproduce although their schema marks nothing written beyond
+# their outputs (the same list as src/trace/replayable.cpp, which applies it to traces made
+# before the `replay` field): batch normalisation's running statistics, and accumulation by
+# atomics on CUDA (torch.use_deterministic_algorithms' list).
+NOT_REPLAYABLE = {
+    "_batch_norm_impl_index", "_native_batch_norm_legit", "batch_norm", "cudnn_batch_norm", "instance_norm",
+    "miopen_batch_norm", "native_batch_norm",
+    "_embedding_bag", "_embedding_bag_backward", "_index_put_impl_", "adaptive_avg_pool2d_backward",
+    "adaptive_avg_pool3d_backward", "adaptive_max_pool2d_backward", "avg_pool3d_backward", "bincount",
+    "convolution_backward", "cudnn_convolution_backward", "embedding_backward", "embedding_dense_backward",
+    "grid_sampler_2d_backward", "histc", "index_add", "index_add_", "index_put", "index_put_",
+    "max_pool3d_with_indices_backward", "nll_loss2d_forward", "put_", "scatter_add", "scatter_add_",
+    "scatter_reduce", "scatter_reduce_", "upsample_bilinear2d_backward", "upsample_nearest2d_backward",
+}
+
+
+def replayable(func, name):
+    """Whether re-running the op reproduces what it wrote (the trace's `replay` field): not when
+    it draws random numbers (the `nondeterministic_seeded` tag), writes an argument in place (its
+    schema says so), or is listed above."""
+    if name.split("::", 1)[-1].split(".", 1)[0] in NOT_REPLAYABLE:
+        return False
+    tags = getattr(func, "tags", ())
+    seeded = getattr(torch.Tag, "nondeterministic_seeded", None) if hasattr(torch, "Tag") else None
+    if seeded is not None and seeded in tags:
+        return False
+    if any(w in name for w in ("dropout", "bernoulli", "rand", "normal", "uniform_", "multinomial")):
+        return False  # torch builds without tags: random by name
+    return not any(a.alias_info is not None and a.alias_info.is_write for a in func._schema.arguments)
+
+
 class SmallCNN(nn.Module):
     """A small CNN for 3x32x32 images (conv-bn-relu x3, pooling, linear)."""
 
@@ -198,7 +229,8 @@ class Recorder(TorchDispatchMode):
                 flops = None
         if flops is None:
             flops = max((t.numel() for t in out_tensors), default=0)
-        ev = {"op": "kernel", "name": name, "reads": reads, "writes": writes, "bytes": moved}
+        ev = {"op": "kernel", "name": name, "reads": reads, "writes": writes, "bytes": moved,
+              "replay": replayable(func, name)}
         if flops:
             ev["flops"] = flops
         self.events.append(ev)

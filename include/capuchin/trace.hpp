@@ -44,6 +44,8 @@ enum EventFlags : std::uint32_t {
   kHasDst = 1u << 6,
   kHasReadsWrites = 1u << 7,
   kHasTouch = 1u << 8,
+  kHasReplay = 1u << 9,   // kernel `replay` (replayable.hpp)
+  kReplayable = 1u << 10, // its value
 };
 
 struct Header {

@@ -5,6 +5,7 @@
 #include <cctype>
 #include <limits>
 
+#include "capuchin/replayable.hpp"
 #include "capuchin/sim.hpp"
 
 namespace capuchin::sim {
@@ -69,7 +70,8 @@ Expected<PreparedTrace> prepare(const trace::Trace& t, const GpuProfile& gpu, co
   // Re-running T's writers W1..Wk (in order) reproduces T for a later access `a` only while
   // every other input R of each Wj is still allocated and unchanged: a < free(R) and
   // a <= next write of R after Wj. A writer that also writes another input, or a copy
-  // (data from the host), makes T not recomputable; so does having no writer (parameters).
+  // (data from the host), makes T not recomputable; so does having no writer (parameters), or
+  // a writer that cannot be replayed (trace::replayable: random, running statistics, atomics).
   p.recompute_valid_until.assign(p.access_event.size(), 0);
   p.recompute_cost_s.assign(p.access_event.size(), 0.0);
   for (std::uint32_t ti = 0; ti < t.tensors.size(); ++ti) {
@@ -81,7 +83,7 @@ Expected<PreparedTrace> prepare(const trace::Trace& t, const GpuProfile& gpu, co
       if (writes_at(ti, ev)) {
         const trace::Event& e = t.events[ev];
         std::uint32_t v = kNone;
-        if (e.op != Op::Kernel) {
+        if (!trace::replayable(t, e)) {  // a copy, or a kernel a replay would not reproduce
           v = 0;
         } else {
           for (std::uint32_t a = e.access_begin; a < e.access_end && v != 0; ++a) {

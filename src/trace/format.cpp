@@ -111,6 +111,7 @@ std::string format_event(const EventView& ev) {
       }
       if (ev.flags & kHasBytes) j["bytes"] = ev.bytes;
       if (ev.flags & kHasDur) j["dur_ns"] = ev.dur_ns;
+      if (ev.flags & kHasReplay) j["replay"] = (ev.flags & kReplayable) != 0;
       break;
     case Op::Copy:
       j["dir"] = to_string(ev.dir);

@@ -29,13 +29,13 @@ struct Fail {
 struct Fields {
   std::string_view op;
   bool has_op = false;
-  sj::dom::element id, bytes, role, stream, name, reads, writes, touch, flops, dur, dir, src, dst, n;
+  sj::dom::element id, bytes, role, stream, name, reads, writes, touch, flops, dur, dir, src, dst, n, replay;
   std::uint32_t present = 0;
 };
 enum : std::uint32_t {
   F_id = 1u << 0, F_bytes = 1u << 1, F_role = 1u << 2, F_stream = 1u << 3, F_name = 1u << 4,
   F_reads = 1u << 5, F_writes = 1u << 6, F_touch = 1u << 7, F_flops = 1u << 8, F_dur = 1u << 9,
-  F_dir = 1u << 10, F_src = 1u << 11, F_dst = 1u << 12, F_n = 1u << 13,
+  F_dir = 1u << 10, F_src = 1u << 11, F_dst = 1u << 12, F_n = 1u << 13, F_replay = 1u << 14,
 };
 
 }  // namespace
@@ -230,6 +230,7 @@ struct TraceReader::Impl {
         case 'r':
           if (k == "reads") { f.reads = v; f.present |= F_reads; }
           else if (k == "role") { f.role = v; f.present |= F_role; }
+          else if (k == "replay") { f.replay = v; f.present |= F_replay; }
           break;
         case 's':
           if (k == "stream") { f.stream = v; f.present |= F_stream; }
@@ -341,6 +342,11 @@ struct TraceReader::Impl {
         if (!d) return Unexpected{d.error()};
         ev.dur_ns = *d;
         ev.flags |= kHasDur;
+      }
+      if (f.present & F_replay) {
+        bool r = false;
+        if (f.replay.get_bool().get(r)) return fail(TraceErrc::WrongType, "field 'replay' must be true or false");
+        ev.flags |= kHasReplay | (r ? kReplayable : 0u);
       }
     } else if (op == "copy") {
       ev.op = Op::Copy;

@@ -200,6 +200,33 @@ TEST(SimTiming, DropOfUnrecomputableTensorIsRejected) {
   EXPECT_EQ(r.where.tensor_id, 2u);
 }
 
+// What a replay would not reproduce is never recomputed (include/capuchin/replayable.hpp): f
+// marked `"replay": false`, or named after a PyTorch operator known not to be replayable
+// (random numbers, running statistics) with no mark, or marked so explicitly: the drop of A is
+// rejected and C cannot be allocated. `"replay": true` overrides the name.
+TEST(SimTiming, DropOfWhatAReplayWouldNotReproduceIsRejected) {
+  auto with_f = [](const std::string& f_line) {
+    std::string t = kRecomputeTrace;
+    const std::string plain = R"({"op":"kernel","name":"f","reads":[0],"writes":[1],"dur_ns":300})";
+    t.replace(t.find(plain), plain.size(), f_line);
+    return t;
+  };
+  for (const char* line : {R"({"op":"kernel","name":"f","reads":[0],"writes":[1],"dur_ns":300,"replay":false})",
+                           R"({"op":"kernel","name":"aten::native_dropout","reads":[0],"writes":[1],"dur_ns":300})",
+                           R"({"op":"kernel","name":"aten::native_batch_norm","reads":[0],"writes":[1],"dur_ns":300})"}) {
+    auto f = load(with_f(line));
+    Script pol({{4, {1, ActionKind::Drop}}});
+    auto r = run(*f, pol, 1100);
+    EXPECT_FALSE(r.feasible) << line;
+    EXPECT_EQ(r.rejected_actions, 1u) << line;
+  }
+  auto f = load(with_f(R"({"op":"kernel","name":"aten::native_dropout","reads":[0],"writes":[1],"dur_ns":300,"replay":true})"));
+  Script pol({{4, {1, ActionKind::Drop}}});
+  auto r = run(*f, pol, 1100);
+  ASSERT_TRUE(r.feasible) << r.where.reason;
+  EXPECT_NEAR(r.recompute_s, 300 * ns, 1e-15);
+}
+
 TEST(SimTiming, LruUvmEvictsAtFaultTimeAndPaysFaultLatency) {
   // Budget 1000 = one tensor. alloc B: LRU evicts A (D2H 100-1100), B granted at 1100
   // (stall 1000); k2 1100-3100. k3 needs A: LRU evicts B (D2H 3100-4100), then H2D

@@ -6,7 +6,9 @@
 #include <string>
 #include <vector>
 
+#include "capuchin/replayable.hpp"
 #include "capuchin/trace.hpp"
+#include "capuchin/trace_model.hpp"
 
 namespace capuchin::trace {
 namespace {
@@ -96,6 +98,7 @@ INSTANTIATE_TEST_SUITE_P(
         Bad{"event is a number", with_header("42\n"), TraceErrc::NotObject, 2},
         Bad{"op is a number", with_header(R"({"op":1})" "\n"), TraceErrc::WrongType, 2},
         Bad{"negative flops", with_header(kAlloc0 + R"({"op":"kernel","name":"k","touch":[0],"flops":-1})" "\n"), TraceErrc::BadValue, 3},
+        Bad{"replay not a boolean", with_header(kAlloc0 + R"({"op":"kernel","name":"k","touch":[0],"replay":"no"})" "\n"), TraceErrc::WrongType, 3},
         Bad{"garbage after object", with_header(R"({"op":"sync"} x)" "\n"), TraceErrc::BrokenJson, 2}),
     [](const ::testing::TestParamInfo<Bad>& info) {
       std::string n = info.param.what;
@@ -159,6 +162,38 @@ TEST(Reader, IgnoresUnknownFieldsAndAcceptsMissingFinalNewline) {
   EXPECT_EQ(ev.op, Op::Sync);
   EXPECT_EQ(r->line(), 3u);
   EXPECT_FALSE(*r->next(ev));
+}
+
+// `replay` (docs/TRACE_FORMAT.md) is kept as read, and written back only where it was given.
+TEST(Reader, KeepsAKernelsReplayMarkAndWritesItBack) {
+  const std::string text = with_header(kAlloc0 + R"({"op":"kernel","name":"a","reads":[],"writes":[0],"replay":false})" "\n"
+                                       R"({"op":"kernel","name":"b","reads":[],"writes":[0],"replay":true})" "\n"
+                                       R"({"op":"kernel","name":"c","reads":[],"writes":[0]})" "\n");
+  auto t = parse_trace(text, "t.jsonl");
+  ASSERT_TRUE(t) << t.error().message();
+  const auto& ev = t->events;
+  ASSERT_EQ(ev.size(), 4u);
+  EXPECT_EQ(ev[1].flags & (kHasReplay | kReplayable), kHasReplay);
+  EXPECT_EQ(ev[2].flags & (kHasReplay | kReplayable), kHasReplay | kReplayable);
+  EXPECT_EQ(ev[3].flags & kHasReplay, 0u);
+  EXPECT_FALSE(replayable(*t, ev[1]));
+  EXPECT_TRUE(replayable(*t, ev[2]));
+  EXPECT_TRUE(replayable(*t, ev[3]));
+  Trace::ViewScratch scratch;
+  EXPECT_NE(format_event(t->view(1, scratch)).find(R"("replay":false)"), std::string::npos);
+  EXPECT_NE(format_event(t->view(2, scratch)).find(R"("replay":true)"), std::string::npos);
+  EXPECT_EQ(format_event(t->view(3, scratch)).find("replay"), std::string::npos);
+}
+
+TEST(Replayable, KnowsPyTorchOperatorsThatAReplayWouldNotReproduce) {
+  EXPECT_STREQ(known_not_replayable("aten::native_batch_norm"), "side-effect");
+  EXPECT_STREQ(known_not_replayable("aten::bernoulli_.float"), "random");
+  EXPECT_STREQ(known_not_replayable("aten::native_dropout"), "random");
+  EXPECT_STREQ(known_not_replayable("aten::index_add_"), "atomics");
+  EXPECT_EQ(known_not_replayable("aten::add.Tensor"), nullptr);
+  EXPECT_EQ(known_not_replayable("aten::convolution"), nullptr);
+  EXPECT_EQ(known_not_replayable("native_batch_norm"), nullptr);  // not an ATen name
+  EXPECT_EQ(known_not_replayable("aten::"), nullptr);
 }
 
 TEST(Reader, StaysFailedAfterAnError) {

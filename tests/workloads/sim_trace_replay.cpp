@@ -46,6 +46,8 @@
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
+#include <array>
+#include <utility>
 #include <cinttypes>
 #include <cstdio>
 #include <cstring>
@@ -120,6 +122,27 @@ void replay_small(std::uint64_t, double, unsigned, const void*, const void*, con
                   void*, void*, std::uint64_t, std::uint64_t, std::uint64_t, std::uint64_t, std::uint64_t,
                   std::uint64_t) {}
 void replay_list(TensorList) {}
+
+// One kernel function per trace kernel name (names beyond kFunctions share them), as PyTorch
+// launches a function of its own per operator: the executor learns replayability per function
+// and launch shape, so one function for every operator would not be what a real job shows it.
+// The stubs differ only in identity (simcuda registers a host stub once).
+constexpr std::size_t kFunctions = 64;
+template <std::size_t K>
+void replay_small_k(std::uint64_t, double, unsigned, const void*, const void*, const void*, const void*, void*, void*,
+                    std::uint64_t, std::uint64_t, std::uint64_t, std::uint64_t, std::uint64_t, std::uint64_t) {}
+template <std::size_t K>
+void replay_list_k(TensorList) {}
+template <std::size_t... K>
+constexpr auto small_stubs(std::index_sequence<K...>) {
+  return std::array<decltype(&replay_small), sizeof...(K)>{&replay_small_k<K>...};
+}
+template <std::size_t... K>
+constexpr auto list_stubs(std::index_sequence<K...>) {
+  return std::array<decltype(&replay_list), sizeof...(K)>{&replay_list_k<K>...};
+}
+constexpr auto kSmallStubs = small_stubs(std::make_index_sequence<kFunctions>{});
+constexpr auto kListStubs = list_stubs(std::make_index_sequence<kFunctions>{});
 
 // The body both launch shapes share: declare, hash the inputs, write the outputs, top the
 // virtual time up to the target.
@@ -218,7 +241,7 @@ class Replay {
         release(ev.tensor);
         break;
       case Op::Kernel:
-        launch_kernel(e, mix(e, iteration));
+        launch_kernel(e);
         break;
       case Op::Copy:
         copy(e, iteration);
@@ -251,11 +274,15 @@ class Replay {
 
   void write_once(std::uint32_t x) {
     std::vector<Access> acc{{x, false, true}};
-    launch_accesses(acc, mix(0x1a17, x), SIMCUDA_KERNEL_LAUNCH_NS);
+    launch_accesses(acc, mix(0x1a17, x), SIMCUDA_KERNEL_LAUNCH_NS, 0);
   }
 
-  void launch_kernel(std::uint32_t e, std::uint64_t seed) {
+  // A kernel's seed depends on what a real launch's by-value arguments would: its operator and
+  // its tensors' sizes (not its place in the trace), so a layer's kernels repeat their launch
+  // shapes every iteration, as a training job's do.
+  void launch_kernel(std::uint32_t e) {
     const tr::Event& ev = t_.events[e];
+    std::uint64_t seed = mix(0x5eed, ev.name);
     std::vector<Access> acc;
     auto add = [&](std::uint32_t x, bool read, bool write) {
       for (Access& a : acc)
@@ -265,8 +292,9 @@ class Replay {
     for (std::uint32_t i = ev.access_begin; i < ev.access_end; ++i) {
       const tr::TensorAccess& a = t_.accesses[i];
       add(a.tensor, a.mode != AccessMode::Write, a.mode != AccessMode::Read);
+      seed = mix(mix(seed, t_.tensors[a.tensor].bytes), static_cast<std::uint64_t>(a.mode));
     }
-    launch_accesses(acc, seed, dur_[e] * 1e9);
+    launch_accesses(acc, seed, dur_[e] * 1e9, ev.name % kFunctions);
   }
 
   // Splits a kernel's tensors into launches of at most kListTensors, each with a share of the
@@ -275,7 +303,7 @@ class Replay {
   // each launch gets simcuda's floor for it (the launch cost plus its declared bytes) and an
   // equal share of what the target leaves above the floors (an even split would let a launch
   // of large tensors overshoot its share while the others do not make it up).
-  void launch_accesses(std::vector<Access> acc, std::uint64_t seed, double target_ns) {
+  void launch_accesses(std::vector<Access> acc, std::uint64_t seed, double target_ns, std::size_t fn) {
     std::vector<std::uint32_t> reads, writes;
     for (std::uint32_t i = 0; i < acc.size(); ++i) (acc[i].write ? writes : reads).push_back(i);
     const std::size_t n = acc.size();
@@ -318,7 +346,7 @@ class Replay {
       for (std::uint32_t slot = 0; slot < m.size(); ++slot) put(l, slot, acc[m[slot]]);
       l.reads = static_cast<std::uint32_t>(nr);
       l.writes = static_cast<std::uint32_t>(m.size() - nr);  // its own writes, or the borrowed one
-      launch_one(l);
+      launch_one(l, fn);
       for (std::size_t i = nr; i < m.size(); ++i) {
         const std::uint32_t x = acc[m[i]].tensor;
         written_[x] = true;
@@ -335,7 +363,7 @@ class Replay {
     if (!written_[a.tensor]) l.fresh_mask |= 1u << slot;
   }
 
-  void launch_one(const TensorList& l) {
+  void launch_one(const TensorList& l, std::size_t fn) {
     if (l.reads <= 4 && l.writes <= 2) {
       const void* r[4] = {};
       void* w[2] = {};
@@ -343,11 +371,11 @@ class Replay {
       for (std::uint32_t i = 0; i < l.reads; ++i) r[i] = l.ptr[i], b[i] = l.bytes[i];
       for (std::uint32_t i = 0; i < l.writes; ++i) w[i] = l.ptr[l.reads + i], b[4 + i] = l.bytes[l.reads + i];
       const unsigned packed = l.reads | (l.writes << 3) | (l.in_place_mask << 8) | (l.fresh_mask << 16);
-      check(simcuda::launch(replay_small, dim3(1), dim3(128), nullptr, l.seed, l.target_ns, packed, r[0], r[1], r[2],
+      check(simcuda::launch(kSmallStubs[fn], dim3(1), dim3(128), nullptr, l.seed, l.target_ns, packed, r[0], r[1], r[2],
                             r[3], w[0], w[1], b[0], b[1], b[2], b[3], b[4], b[5]),
             "kernel launch");
     } else {
-      check(simcuda::launch(replay_list, dim3(1), dim3(128), nullptr, l), "kernel launch (tensor list)");
+      check(simcuda::launch(kListStubs[fn], dim3(1), dim3(128), nullptr, l), "kernel launch (tensor list)");
     }
   }
 
@@ -499,8 +527,10 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "sim_trace_replay: %s\n", gpu.error().message.c_str());
     return 1;
   }
-  simcuda::register_kernel("capuchin_replay_small", replay_small, replay_small_body);
-  simcuda::register_kernel("capuchin_replay_list", replay_list, replay_list_body);
+  for (std::size_t k = 0; k < kFunctions; ++k) {
+    simcuda::register_kernel(("capuchin_replay_small_" + std::to_string(k)).c_str(), kSmallStubs[k], replay_small_body);
+    simcuda::register_kernel(("capuchin_replay_list_" + std::to_string(k)).c_str(), kListStubs[k], replay_list_body);
+  }
   // simcuda's own API (not interposed: only cu* names are), reached as register_kernel does.
   void* driver = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
   auto driver_fn = [&](const char* name, const char* option) -> void* {
