@@ -370,6 +370,7 @@ void conclude_probation(Executor& e, Launch& l) {
   const Probation& p = *l.probation;
   const WriteSets::Known k = p.verdict;
   e.write_sets.learn(l.func, l.shape, k);
+  e.write_sets.count_bytes(p.bytes_hashed);
   std::uint64_t first = kNoBlockId, out_bytes = 0;
   for (std::size_t i = 0; i < p.ranges.size(); ++i)
     if (((k.outputs >> i) & 1u) != 0) {

@@ -127,6 +127,7 @@ bool WriteSets::begin_probation(CUfunction f) {
 void WriteSets::learn(CUfunction f, std::uint64_t shape, Known k) {
   if (k.verdict == Verdict::Unknown) return;  // inconclusive: tried again later
   if (k.verdict == Verdict::NotDeterministic) functions_[f].nondeterministic = true;
+  if (k.verdict == Verdict::Replayable) ++replayable_;
   shapes_[shape] = k;
 }
 

@@ -80,6 +80,11 @@ class WriteSets {
   bool begin_probation(CUfunction f);
   void learn(CUfunction f, std::uint64_t shape, Known k);
   std::uint64_t probations() const { return probations_; }
+  // Bytes the probations copied to the host (their cost beside the synchronisations), and the
+  // shapes found replayable: the executor summary prints them.
+  void count_bytes(std::uint64_t b) { bytes_read_ += b; }
+  std::uint64_t bytes_read() const { return bytes_read_; }
+  std::uint64_t replayable_shapes() const { return replayable_; }
 
  private:
   struct PerFunction {
@@ -88,7 +93,7 @@ class WriteSets {
   };
   std::unordered_map<std::uint64_t, Known> shapes_;
   std::unordered_map<CUfunction, PerFunction> functions_;
-  std::uint64_t probations_ = 0;
+  std::uint64_t probations_ = 0, bytes_read_ = 0, replayable_ = 0;
 };
 
 // One probation's state, carried by the launch from before it to after it.
