@@ -4,7 +4,7 @@
 # Usage: run_check.sh CASE OUTDIR
 #   CASE: capture | capture_static | param_info | graph | cupti | sync13   (capture under LD_PRELOAD)
 #         evict_uvm | evict_pinned | missed_uvm | missed_pinned | ipc_uvm | ipc_pinned
-#                                                                   (the executor under a budget)
+#         infer_uvm | infer_pinned                                  (the executor under a budget)
 # Environment: GPU_BIN (folder of the tests/gpu programs), CAPUCHIN_LIB (libcapuchin.so),
 #   CAPUCHIN_CLI (the capuchin command; optional: trace validation), PRELOAD_PREFIX (optional:
 #   sanitizer runtimes), GPU_BUDGET (executor cases, bytes, default 209715200 = 200 MiB:
@@ -32,6 +32,7 @@ case "$case_name" in
   sync13) prog=gpu_sync13 ;;
   evict_uvm|evict_pinned|missed_uvm|missed_pinned|ipc_uvm|ipc_pinned)
     prog=gpu_executor; args=${case_name%_*}; backend=${case_name#*_}; executor=1 ;;
+  infer_uvm|infer_pinned) prog=gpu_infer; backend=${case_name#*_}; executor=1 ;;
   *) echo "run_check.sh: unknown case '$case_name'" >&2; exit 2 ;;
 esac
 bin="${GPU_BIN:?GPU_BIN must name the folder of the tests/gpu programs}/$prog"
@@ -102,6 +103,22 @@ if [ -n "$executor" ]; then
     else
       echo "FAIL $case_name: a budget of ${GPU_BUDGET:-209715200} below the working set led to no eviction/swap-in"; fail=1
     fi
+  fi
+  # Inferred write sets (gpu_infer): each real kernel judged as it deserves.
+  if [ "$prog" = gpu_infer ] && [ -s "$decisions" ]; then
+    "$py" - "$decisions" <<'PY' || fail=1
+import json, sys
+seen = [(r.get("note", ""), r["reason"]) for r in map(json.loads, open(sys.argv[1])) if r["action"] == "verdict"]
+def has(part, reason): return any(part in n.lower() and r == reason for n, r in seen)
+checks = [("a cuBLAS SGEMM writing a new tensor is replayable", has("gemm", "replayable")),
+          ("scale (elementwise) is replayable", has("scale", "replayable")),
+          ("stamp (the GPU timer) is not-deterministic", has("stamp", "not-deterministic")),
+          ("stamp is never replayable", not has("stamp", "replayable")),
+          ("accumulate (atomics, in place) is never replayable", not has("accumulate", "replayable"))]
+for what, ok in checks: print(("PASS" if ok else "FAIL") + " infer: " + what)
+print("INFO infer: verdicts " + "; ".join(sorted({f"{n}: {r}" for n, r in seen})))
+sys.exit(0 if all(ok for _, ok in checks) else 1)
+PY
   fi
   # The executor's own account (CAPUCHIN_LOG=info): the most it held resident.
   peak=$(grep -o 'peak_resident=[0-9]*' "$log.capuchin.log" | tail -1 | cut -d= -f2)
