@@ -165,6 +165,7 @@ CUresult start(Executor& e) {
   e.events.init(&e.api, ctx);
   if (CUresult r = e.api.stream_create(&e.moves.out, CU_STREAM_NON_BLOCKING); r != CUDA_SUCCESS) return r;
   if (CUresult r = e.api.stream_create(&e.moves.in, CU_STREAM_NON_BLOCKING); r != CUDA_SUCCESS) return r;
+  if (CUresult r = e.api.stream_create(&e.moves.drop, CU_STREAM_NON_BLOCKING); r != CUDA_SUCCESS) return r;
   e.moves.api = &e.api;
   e.moves.events = &e.events;
   e.moves.ledger = &e.ledger;

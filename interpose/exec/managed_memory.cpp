@@ -100,18 +100,19 @@ class ManagedMemory final : public BlockMemory {
     c_.ledger->move(b, Where::Device);
   }
 
-  // Discarded on the out stream (pre: quiet, so nothing of the job's is ordered after it but
-  // the recomputation, which fill orders): no data moves, its pages are free once it ran.
+  // Discarded on the drop stream (pre: quiet, so nothing of the job's is ordered after it but
+  // the recomputation, which fill orders): no data moves; b.ready marks it, which the caller
+  // waits for, so its room is there when the ledger counts it.
   void drop(Block& b) override {
     if (c_.api->mem_discard == nullptr || b.where != Where::Device) return;
     CUdeviceptr p = b.base;
     size_t n = b.span;
-    if (CUresult r = c_.api->mem_discard(&p, &n, 1, 0, c_.out); r != CUDA_SUCCESS) {
+    if (CUresult r = c_.api->mem_discard(&p, &n, 1, 0, c_.drop); r != CUDA_SUCCESS) {
       log(LogLevel::Warn, "executor: discarding tensor %" PRIu64 " failed (CUresult %d); it stays", b.id, static_cast<int>(r));
       return;
     }
     c_.events->unref(b.ready);
-    b.ready = note_managed_out(c_, b.span);  // the room it frees, once the discard ran
+    b.ready = c_.events->record(c_.drop);  // none: the caller waits for the stream
     c_.ledger->move(b, Where::Dropped);
   }
   // Pages for the replay on `s` to write, populated on the device in its order after the

@@ -31,6 +31,9 @@ struct MoveContext {
   Ledger* ledger = nullptr;
   CUstream out = nullptr;  // moves to the host
   CUstream in = nullptr;   // moves to the device
+  // Discards of dropped managed blocks: no data moves and their uses are over, so they are not
+  // queued behind the out stream's copies (the room they make comes at once, as in the plan).
+  CUstream drop = nullptr;
   int device = 0;          // the context's device
   // Managed moves out (and discards) in flight, in issue order: the ledger counts their bytes
   // as gone at once, the device only when `out` gets there. A move in (stream-ordered) and a
@@ -79,7 +82,8 @@ class BlockMemory {
   // A move in done for work on `s`: Managed: s waits for it. Vmm: pre: ready; mappings swap.
   virtual void complete_prefetch(Block& b, CUstream s) = 0;
   // The memory at base released without a copy (pre: quiet, droppable()): Dropped. Vmm:
-  // unmapped; Managed: discarded on the out stream (b.ready marks it).
+  // unmapped; Managed: discarded on the drop stream, b.ready marking it (the caller waits for
+  // it: the ledger counts the room at once).
   virtual void drop(Block& b) = 0;
   // Dropped: memory for a recomputation on `s` to write. Vmm: device memory when `room`, else
   // host pieces. Managed: pages populated on the device in s's order.

@@ -59,6 +59,15 @@ bool Executor::try_drop(Block& b, const char* reason, double expected) {
     if (Block* in = blocks.by_id(id); in != nullptr && std::find(in->dependents.begin(), in->dependents.end(), b.id) == in->dependents.end())
       in->dependents.push_back(b.id);
   decisions.record(Action::Drop, b.id, b.span, reason, expected);
+  if (b.kind == Kind::Managed) {  // its discard: on a stream of its own, so at once (memory.hpp)
+    if (b.ready) {
+      Ev done = events.ref(b.ready);
+      await(done);
+      events.unref(done);
+    } else {
+      await_stream(moves.drop);
+    }
+  }
   return true;
 }
 
@@ -88,7 +97,9 @@ bool Executor::recompute(Block& b, const char* reason, double expected) {
   if (b.where != Where::Dropped) return true;  // recomputed by another call meanwhile
   if (!recompute_valid(b)) return false;
   const bool room = make_room(b.span);
-  if (room) settle_managed_out(b.span);
+  // Vmm memory is taken on the host's clock: the moves out making room must have ended. A
+  // managed fill waits for them in the replay's stream order instead (managed_memory.cpp).
+  if (room && mem(b).host_clock_memory()) settle_managed_out(b.span);
   if (b.where != Where::Dropped) return true;
   if (!recompute_valid(b)) return false;
   // Device memory when the budget has room, else host pieces: the replay writes it there.

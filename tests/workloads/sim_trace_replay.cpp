@@ -123,7 +123,8 @@ void replay_small(std::uint64_t, double, unsigned, const void*, const void*, con
                   std::uint64_t) {}
 void replay_list(TensorList) {}
 
-// One kernel function per trace kernel name (names beyond kFunctions share them), as PyTorch
+// One kernel function per trace kernel name (names beyond kFunctions - 1 share them; the last
+// one writes what the set-up left unwritten, once per tensor), as PyTorch
 // launches a function of its own per operator: the executor learns replayability per function
 // and launch shape, so one function for every operator would not be what a real job shows it.
 // The stubs differ only in identity (simcuda registers a host stub once).
@@ -274,7 +275,7 @@ class Replay {
 
   void write_once(std::uint32_t x) {
     std::vector<Access> acc{{x, false, true}};
-    launch_accesses(acc, mix(0x1a17, x), SIMCUDA_KERNEL_LAUNCH_NS, 0);
+    launch_accesses(acc, mix(0x1a17, x), SIMCUDA_KERNEL_LAUNCH_NS, kFunctions - 1);  // a function of its own
   }
 
   // A kernel's seed depends on what a real launch's by-value arguments would: its operator and
@@ -294,7 +295,7 @@ class Replay {
       add(a.tensor, a.mode != AccessMode::Write, a.mode != AccessMode::Read);
       seed = mix(mix(seed, t_.tensors[a.tensor].bytes), static_cast<std::uint64_t>(a.mode));
     }
-    launch_accesses(acc, seed, dur_[e] * 1e9, ev.name % kFunctions);
+    launch_accesses(acc, seed, dur_[e] * 1e9, ev.name % (kFunctions - 1));
   }
 
   // Splits a kernel's tensors into launches of at most kListTensors, each with a share of the
