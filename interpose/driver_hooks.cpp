@@ -195,6 +195,7 @@ CUresult executor_launch(const Variant& v, pfn_LaunchKernel real_plain, pfn_Laun
     sl.emplace(buf, layout_for_function(f), params, extra, thread_flag(v));
     sl->launch.func = f;
     sl->set_geometry(gx, gy, gz, bx, by, bz, shmem, s);
+    sl->launch.attributes = cfg != nullptr && cfg->numAttrs != 0;
     if (const CUresult e = sl->prepare(); e != CUDA_SUCCESS) return e;
     sl->before_forward();
     sl->timer.begin(s, thread_flag(v) != 0);

@@ -87,7 +87,7 @@ bool executor_alloc(void** p, size_t n, cudaStream_t s, bool pt, bool async, cud
 
 template <class Real>
 cudaError_t executor_launch_rt(Real real, const void* f, dim3 g, dim3 b, size_t shm, cudaStream_t s, bool pt,
-                               void** args) {
+                               void** args, bool attributes = false) {
   LaunchWords buf;
   std::optional<ScannedLaunch> sl;
   {
@@ -96,6 +96,7 @@ cudaError_t executor_launch_rt(Real real, const void* f, dim3 g, dim3 b, size_t 
     sl.emplace(buf, layout, args, nullptr, pt_flag(pt));
     sl->launch.func = layout != nullptr ? reinterpret_cast<CUfunction>(layout->func) : nullptr;
     sl->set_geometry(g.x, g.y, g.z, b.x, b.y, b.z, static_cast<unsigned>(shm), reinterpret_cast<CUstream>(s));
+    sl->launch.attributes = attributes;
     if (const CUresult e = sl->prepare(); e != CUDA_SUCCESS) return rt_error(e);
     sl->before_forward();
     sl->timer.begin(reinterpret_cast<CUstream>(s), pt);
@@ -233,7 +234,7 @@ cudaError_t rt_cudaLaunchKernelExC(F real, bool pt, const cudaLaunchConfig_t* cf
   HookScope scope;
   if (executor_on(scope) && cfg != nullptr)
     return executor_launch_rt([&] { return real(cfg, f, args); }, f, cfg->gridDim, cfg->blockDim, cfg->dynamicSmemBytes,
-                              cfg->stream, pt, args);
+                              cfg->stream, pt, args, cfg->numAttrs != 0);
   timing::Timer timer;
   if (scope.record() && cfg != nullptr) timer.begin(reinterpret_cast<CUstream>(cfg->stream), pt);
   const cudaError_t r = real(cfg, f, args);

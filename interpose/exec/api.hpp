@@ -41,9 +41,10 @@ struct Api {
   CUresult (*func_get_param_info)(CUfunction, size_t, size_t*, size_t*) = nullptr;
   CUresult (*func_get_name)(const char**, CUfunction) = nullptr;
   CUresult (*memcpy_async)(CUdeviceptr, CUdeviceptr, size_t, CUstream) = nullptr;
-  // optional: probations of inferred write sets (write_sets.hpp) copy through the host
-  CUresult (*memcpy_dtoh)(void*, CUdeviceptr, size_t) = nullptr;
-  CUresult (*memcpy_htod)(CUdeviceptr, const void*, size_t) = nullptr;
+  // optional: probations of inferred write sets (write_sets.hpp) copy through the host, on the
+  // launch's own stream
+  CUresult (*memcpy_dtoh_async)(void*, CUdeviceptr, size_t, CUstream) = nullptr;
+  CUresult (*memcpy_htod_async)(CUdeviceptr, const void*, size_t, CUstream) = nullptr;
   // pinned backend (VMM + pinned host memory); optional as a group
   CUresult (*address_reserve)(CUdeviceptr*, size_t, size_t, CUdeviceptr, unsigned long long) = nullptr;
   CUresult (*address_free)(CUdeviceptr, size_t) = nullptr;

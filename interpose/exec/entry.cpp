@@ -354,14 +354,29 @@ void end_probation(Launch& l) {
 }
 
 // This launch is its shape's probation: the blocks it touches, by position, to hash.
-void start_probation(Launch& l, const Shape& shape, const std::vector<Block*>& cur) {
+void start_probation(Executor& e, Launch& l, const Shape& shape, const std::vector<Block*>& cur, CUstream ds) {
   g_probations_in_flight.fetch_add(1, std::memory_order_seq_cst);
   l.probation = std::make_unique<Probation>();
-  l.probation->counted = true;
-  if (!may_probe()) l.probation->ok = false;  // a capture began meanwhile: nothing is done
-  l.probation->ranges.reserve(cur.size());
-  for (std::size_t i = 0; i < cur.size(); ++i)
-    l.probation->ranges.push_back({cur[i]->id, cur[i]->base, cur[i]->bytes, ((shape.fresh_mask >> i) & 1u) != 0});
+  Probation& p = *l.probation;
+  p.counted = true;
+  if (!may_probe()) p.ok = false;  // a capture began meanwhile: nothing is done
+  p.stream = ds;
+  p.ranges.reserve(cur.size());
+  for (std::size_t i = 0; i < cur.size(); ++i) {
+    const Block& b = *cur[i];
+    p.ranges.push_back({b.id, b.base, b.bytes, ((shape.fresh_mask >> i) & 1u) != 0});
+    if (b.many_streams) p.ok = false;  // its uses are not all recorded: not probed this time
+    for (std::uint8_t u = 0; u < b.nuses; ++u)
+      if (b.uses[u].ev) {
+        p.held.push_back(e.events.ref(b.uses[u].ev));
+        p.waits.push_back(e.events.handle(p.held.back()));
+      }
+  }
+}
+
+void release_probation(Executor& e, Launch& l) {
+  for (Ev ev : l.probation->held) e.events.unref(ev);
+  l.probation->held.clear();
 }
 
 // After a probation (under the lock): the shape's verdict learned and logged, and the producers
@@ -450,9 +465,10 @@ CUresult before_launch(Launch& l, const std::uint64_t* words, unsigned nwords, s
   WriteSets::Known known;
   Shape shape;
   bool probe = false;  // begun at the end, once nothing can fail
-  if (output == nullptr && ki != nullptr && e.opt.recompute && e.opt.infer_writes && l.complete_scan && !l.other_device) {
-    shape = shape_of(l.func, *ki, l.params, cur);
-    if (shape.usable) known = e.write_sets.lookup(shape.key);
+  if (output == nullptr && ki != nullptr && e.opt.recompute && e.opt.infer_writes && l.complete_scan && !l.other_device &&
+      !l.attributes) {
+    shape = shape_of(l.func, *ki, l.params, cur, l);
+    if (shape.usable) known = e.write_sets.lookup(l.func, shape.key);
     if (known.verdict == Verdict::Unknown && shape.usable && shape.fresh_mask != 0 && may_probe() &&
         e.write_sets.begin_probation(l.func))
       probe = true;
@@ -515,10 +531,10 @@ CUresult before_launch(Launch& l, const std::uint64_t* words, unsigned nwords, s
   l.driver_stream = ds;
   l.output = output != nullptr ? output->id : kNoBlockId;
   l.timing = l.other_device ? -1 : e.planning.begin_timing(ds, sig);  // timing events are the executor's device's
-  if (output != nullptr && e.opt.recompute && e.mem(*output).droppable() && !ki->offset.empty())
+  if (output != nullptr && e.opt.recompute && e.mem(*output).droppable() && !ki->offset.empty() && !l.attributes)
     l.producer = capture_producer(l, *ki, ds, cur, output);
   // A replayable shape's outputs, and a probation's candidates (kept if it says replayable).
-  if (probe) start_probation(l, shape, cur);
+  if (probe) start_probation(e, l, shape, cur, ds);
   const std::uint32_t may_make = writes != 0 ? writes : probe ? shape.fresh_mask : 0u;
   for (std::size_t i = 0; may_make != 0 && i < cur.size(); ++i)
     if (((may_make >> i) & 1u) != 0 && e.mem(*cur[i]).droppable())
@@ -560,6 +576,7 @@ void after_launch(Launch& l, const std::vector<Block*>& touched, bool launched) 
   e.events.unref(ev);
   l.producer.reset();
   l.made.clear();
+  if (l.probation) release_probation(e, l);
   l.probation.reset();
 }
 
@@ -607,10 +624,11 @@ CUresult before_copy(std::uint64_t dst, std::uint64_t src, std::size_t bytes, CU
   if (d != nullptr) e.materialize_dependents(*d);
   // uvm: the driver migrates or reads managed pages as the copy needs them; pinned: evicted
   // tensors stay addressable (host pieces), but moves in flight and dropped ones are settled.
+  // A dropped block (either kind) is recomputed first: its pages hold nothing.
   for (Block* b : {sb, d}) {
     if (b == nullptr) continue;
     order_after_replay(e.events, *b, ds);
-    if (b->kind == Kind::Managed) {
+    if (b->kind == Kind::Managed && b->where != Where::Dropped) {  // a dropped one is recomputed below
       if (b->where == Where::Incoming) e.mem(*b).complete_prefetch(*b, ds);
       continue;
     }

@@ -84,6 +84,9 @@ struct Launch {
   bool complete_scan = true;  // false: unscanned, or more blocks than an event holds (accesses unknown)
   bool words_truncated = false;  // scan_launch kept only the first kMaxLaunchWords candidate words
   bool other_device = false;     // issued while another device was current (set by before_launch)
+  // Launch attributes (cuLaunchKernelEx, cudaLaunchKernelExC: clusters, ...), which a replay
+  // through cuLaunchKernel would not have: such a launch is never made a producer.
+  bool attributes = false;
   // set by before_launch for after_launch
   bool active = false;
   CUstream driver_stream = nullptr;

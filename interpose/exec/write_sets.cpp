@@ -4,9 +4,11 @@
 
 #include <algorithm>
 #include <cstring>
+#include <new>
 
 #include "block.hpp"
 #include "config.hpp"
+#include "executor.hpp"
 #include "kernels.hpp"
 
 namespace capuchin::interpose::exec {
@@ -15,7 +17,7 @@ namespace {
 
 constexpr std::size_t kChunk = std::size_t{8} << 20;  // bytes hashed per copy
 // A launch touching more than this is not probed (its bytes are kept on the host meanwhile).
-constexpr std::uint64_t kMaxProbationBytes = std::uint64_t{512} << 20;
+constexpr std::uint64_t kMaxProbationBytes = std::uint64_t{256} << 20;
 
 std::uint64_t mix(std::uint64_t h, std::uint64_t v) {
   h = (h ^ v) * 0x9e3779b97f4a7c15ull;
@@ -34,33 +36,42 @@ std::uint64_t hash_bytes(const std::uint8_t* p, std::size_t n, std::uint64_t h) 
   return mix(mix(h, tail), n);
 }
 
-bool sync(const Api& api) { return api.ctx_synchronize != nullptr && api.ctx_synchronize() == CUDA_SUCCESS; }
+// Everything on the launch's stream so far has run (the copies below are queued there too).
+bool sync(const Api& api, const Probation& p) { return api.stream_synchronize(p.stream) == CUDA_SUCCESS; }
 
-// The range's bytes into `out` (resized), false on a driver error.
-bool read_range(const Api& api, const Probation::Range& r, std::vector<std::uint8_t>& out) {
-  out.resize(r.bytes);
-  return r.bytes == 0 || api.memcpy_dtoh(out.data(), r.base, r.bytes) == CUDA_SUCCESS;
+// [at, at + n) of the range into `out` (resized), through the launch's stream; false on a driver
+// error or no host memory.
+bool read_chunk(const Api& api, const Probation& p, CUdeviceptr at, std::size_t n, std::vector<std::uint8_t>& out) {
+  try {
+    out.resize(n);
+  } catch (const std::bad_alloc&) {
+    return false;
+  }
+  return n == 0 || (api.memcpy_dtoh_async(out.data(), at, n, p.stream) == CUDA_SUCCESS && sync(api, p));
+}
+
+bool write_back(const Api& api, const Probation& p, std::size_t i) {
+  const Probation::Range& r = p.ranges[i];
+  return r.bytes == 0 || (api.memcpy_htod_async(r.base, p.kept[i].data(), r.bytes, p.stream) == CUDA_SUCCESS && sync(api, p));
 }
 
 // A range's hash, the same whether its bytes are read in chunks from the device or hashed from
 // a host copy: chunk by chunk, then its length.
-std::uint64_t hash_chunk(const std::uint8_t* p, std::size_t n, std::uint64_t h) { return hash_bytes(p, n, h); }
 constexpr std::uint64_t kSeed = 0x243f6a8885a308d3ull;
 
 std::uint64_t hash_copy(const std::vector<std::uint8_t>& bytes) {
   std::uint64_t h = kSeed;
-  for (std::size_t at = 0; at < bytes.size(); at += kChunk) h = hash_chunk(bytes.data() + at, std::min(kChunk, bytes.size() - at), h);
+  for (std::size_t at = 0; at < bytes.size(); at += kChunk) h = hash_bytes(bytes.data() + at, std::min(kChunk, bytes.size() - at), h);
   return mix(h, bytes.size());
 }
 
-// The range's hash, read in chunks through `buf`; false on a driver error.
-bool hash_range(const Api& api, const Probation::Range& r, std::vector<std::uint8_t>& buf, std::uint64_t* out) {
+bool hash_range(const Api& api, const Probation& p, const Probation::Range& r, std::vector<std::uint8_t>& buf,
+                std::uint64_t* out) {
   std::uint64_t h = kSeed;
   for (std::size_t at = 0; at < r.bytes; at += kChunk) {
     const std::size_t n = std::min(kChunk, r.bytes - at);
-    buf.resize(n);
-    if (api.memcpy_dtoh(buf.data(), r.base + at, n) != CUDA_SUCCESS) return false;
-    h = hash_chunk(buf.data(), n, h);
+    if (!read_chunk(api, p, r.base + at, n, buf)) return false;
+    h = hash_bytes(buf.data(), n, h);
   }
   *out = mix(h, r.bytes);
   return true;
@@ -79,10 +90,12 @@ const char* to_string(Verdict v) {
   return "?";
 }
 
-Shape shape_of(CUfunction f, const KernelInfo& ki, void** params, const std::vector<Block*>& touched) {
+Shape shape_of(CUfunction f, const KernelInfo& ki, void** params, const std::vector<Block*>& touched, const Launch& l) {
   Shape s;
   if (params == nullptr || ki.offset.empty() || touched.size() > kMaxShapeBlocks) return s;
   std::uint64_t h = mix(0x13198a2e03707344ull, reinterpret_cast<std::uint64_t>(f));
+  for (unsigned d = 0; d < 3; ++d) h = mix(mix(h, l.grid[d]), l.block[d]);  // split-K and atomics may depend on them
+  h = mix(h, l.shmem);
   for (std::size_t i = 0; i < touched.size(); ++i)
     if (touched[i]->holds_data == false) s.fresh_mask |= 1u << i;
   h = mix(h, s.fresh_mask);
@@ -111,7 +124,9 @@ Shape shape_of(CUfunction f, const KernelInfo& ki, void** params, const std::vec
   return s;
 }
 
-WriteSets::Known WriteSets::lookup(std::uint64_t shape) const {
+WriteSets::Known WriteSets::lookup(CUfunction f, std::uint64_t shape) const {
+  if (auto fn = functions_.find(f); fn != functions_.end() && fn->second.nondeterministic)
+    return Known{Verdict::NotDeterministic, 0};
   auto it = shapes_.find(shape);
   return it == shapes_.end() ? Known{} : it->second;
 }
@@ -127,20 +142,31 @@ bool WriteSets::begin_probation(CUfunction f) {
 void WriteSets::learn(CUfunction f, std::uint64_t shape, Known k) {
   if (k.verdict == Verdict::Unknown) return;  // inconclusive: tried again later
   if (k.verdict == Verdict::NotDeterministic) functions_[f].nondeterministic = true;
-  if (k.verdict == Verdict::Replayable) ++replayable_;
-  shapes_[shape] = k;
+  auto [it, fresh] = shapes_.try_emplace(shape, k);
+  if (!fresh) {
+    if (it->second.verdict != Verdict::Replayable) return;  // refused stays refused
+    if (k.verdict != Verdict::Replayable) --replayable_;
+    it->second = k;
+  }
+  if (k.verdict == Verdict::Replayable && fresh) ++replayable_;
 }
 
 void probation_before(const Api& api, Probation& p) {
   std::uint64_t total = 0;
   for (const Probation::Range& r : p.ranges) total += r.bytes;
-  if (api.memcpy_dtoh == nullptr || api.memcpy_htod == nullptr || total > kMaxProbationBytes || !sync(api)) {
+  if (api.memcpy_dtoh_async == nullptr || api.memcpy_htod_async == nullptr || total > kMaxProbationBytes) {
+    p.ok = false;
+    return;
+  }
+  for (CUevent e : p.waits)
+    if (api.event_synchronize(e) != CUDA_SUCCESS) p.ok = false;
+  if (!p.ok || !sync(api, p)) {
     p.ok = false;
     return;
   }
   std::vector<std::uint8_t> buf;
   for (Probation::Range& r : p.ranges) {
-    if (!hash_range(api, r, buf, &r.before)) {
+    if (!hash_range(api, p, r, buf, &r.before)) {
       p.ok = false;
       return;
     }
@@ -150,11 +176,15 @@ void probation_before(const Api& api, Probation& p) {
 
 WriteSets::Known probation_classify(const Api& api, Probation& p) {
   WriteSets::Known k;
-  if (!p.ok || !sync(api)) return k;
-  p.kept.resize(p.ranges.size());
+  if (!p.ok || !sync(api, p)) return k;
+  try {
+    p.kept.resize(p.ranges.size());
+  } catch (const std::bad_alloc&) {
+    return k;
+  }
   for (std::size_t i = 0; i < p.ranges.size(); ++i) {
     Probation::Range& r = p.ranges[i];
-    if (!read_range(api, r, p.kept[i])) return k;
+    if (!read_chunk(api, p, r.base, r.bytes, p.kept[i])) return k;
     r.after = hash_copy(p.kept[i]);
     p.bytes_hashed += r.bytes;
   }
@@ -175,28 +205,48 @@ WriteSets::Known probation_classify(const Api& api, Probation& p) {
   return k;
 }
 
+bool probation_scramble(const Api& api, Probation& p, WriteSets::Known k) {
+  std::vector<std::uint8_t> other;
+  for (std::size_t i = 0; i < p.ranges.size(); ++i) {
+    if (((k.outputs >> i) & 1u) == 0) continue;
+    const Probation::Range& r = p.ranges[i];
+    for (std::size_t at = 0; at < r.bytes; at += kChunk) {
+      const std::size_t n = std::min(kChunk, r.bytes - at);
+      try {
+        other.assign(p.kept[i].begin() + static_cast<std::ptrdiff_t>(at), p.kept[i].begin() + static_cast<std::ptrdiff_t>(at + n));
+      } catch (const std::bad_alloc&) {
+        return false;
+      }
+      for (std::uint8_t& b : other) b = static_cast<std::uint8_t>(~b);
+      if (api.memcpy_htod_async(r.base + at, other.data(), n, p.stream) != CUDA_SUCCESS || !sync(api, p)) return false;
+    }
+  }
+  return true;
+}
+
 WriteSets::Known probation_compare(const Api& api, Probation& p, WriteSets::Known k, bool relaunched) {
-  if (!relaunched || !sync(api)) {
-    // The relaunch may have run partly: what it may have changed gets the original bytes back.
-    for (std::size_t i = 0; i < p.ranges.size(); ++i)
-      (void)api.memcpy_htod(p.ranges[i].base, p.kept[i].data(), p.ranges[i].bytes);
-    (void)sync(api);
+  bool restore_failed = false;
+  if (!relaunched || !sync(api, p)) {
+    // The relaunch (or the scramble) may have run partly: every block gets the launch's bytes back.
+    for (std::size_t i = 0; i < p.ranges.size(); ++i) restore_failed |= !write_back(api, p, i);
+    if (restore_failed) log(LogLevel::Error, "executor: a probation's changes could not all be undone (copy failed)");
     return WriteSets::Known{};
   }
   std::vector<std::uint8_t> now;
-  bool restore_failed = false;
   for (std::size_t i = 0; i < p.ranges.size(); ++i) {
     const Probation::Range& r = p.ranges[i];
-    if (!read_range(api, r, now)) {
-      k = WriteSets::Known{};
-      restore_failed |= api.memcpy_htod(r.base, p.kept[i].data(), r.bytes) != CUDA_SUCCESS;
-      continue;
+    bool same = true, read = true;
+    for (std::size_t at = 0; at < r.bytes && same; at += kChunk) {
+      const std::size_t n = std::min(kChunk, r.bytes - at);
+      read = read_chunk(api, p, r.base + at, n, now);
+      same = read && std::memcmp(now.data(), p.kept[i].data() + at, n) == 0;
     }
     p.bytes_hashed += r.bytes;
-    if (r.bytes == 0 || std::memcmp(now.data(), p.kept[i].data(), r.bytes) == 0) continue;
-    if (k.verdict == Verdict::Replayable)
+    if (same) continue;
+    if (!read) k = WriteSets::Known{};
+    else if (k.verdict == Verdict::Replayable)
       k.verdict = ((k.outputs >> i) & 1u) != 0 ? Verdict::NotDeterministic : Verdict::SideEffect;
-    restore_failed |= api.memcpy_htod(r.base, p.kept[i].data(), r.bytes) != CUDA_SUCCESS;
+    restore_failed |= !write_back(api, p, i);
   }
   if (restore_failed)
     log(LogLevel::Error, "executor: a probation replay's changes could not all be undone (copy failed)");

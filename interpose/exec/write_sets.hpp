@@ -6,21 +6,24 @@
 //
 // Terms. A block *holds data* once anything may have written it (a launch, copy or memset
 // touching it, work whose accesses are unknown); a block allocated and untouched since is
-// *fresh*. A launch's *shape* is its function, every parameter byte except the words that
-// point into the blocks it touches, and for each such word which touched block it names (by
+// *fresh*. A launch's *shape* is its function, its grid, block and shared memory, every
+// parameter byte except the words that point into the blocks it touches, and for each such word which touched block it names (by
 // position), at which offset, and whether that block is fresh: so a GEMM writing a new tensor
 // and the same GEMM accumulating into a gradient, or a kernel whose by-value flags differ
 // (training vs evaluation), are different shapes.
 //
 // Probation (once per shape, in the job's thread, outside the executor's lock, while the
-// launch's blocks are pinned): the device is synchronised and every touched block hashed; the
-// launch runs; its blocks are hashed again. Outputs are the fresh blocks whose bytes changed.
-// A block that held data and changed means a side effect (in-place update, running
-// statistics): refused (`side-effect`). Otherwise the launch is replayed at once with the same
-// parameters, and every block hashed a third time: an output that differs means the kernel is
-// not deterministic (atomics, a run-dependent value; `not-deterministic`, and the function is
-// never replayed again), a changed input a side effect. Every block the replay changed gets
-// back the bytes the original launch left, so the job never sees the probation.
+// launch's blocks are pinned; every copy and wait on the launch's own stream, after the touched
+// blocks' last recorded uses): every touched block is hashed; the launch runs; its blocks are
+// hashed again. Outputs are the fresh blocks whose bytes changed. A block that held data and
+// changed means a side effect (in-place update, running statistics): refused (`side-effect`).
+// Otherwise the outputs are overwritten with other bytes (each byte's complement) and the launch
+// is replayed at once with the same parameters: an output that differs from what the launch
+// wrote means the kernel is not deterministic (atomics, a run-dependent value) or reads or keeps
+// part of its output (an in-place kernel on a tensor written unseen, a partial write):
+// `not-deterministic`, and the function is never replayed again; a changed input is a side
+// effect. Every block the replay changed gets back the bytes the original launch left, so the
+// job never sees the probation.
 //
 // What a probation cannot see: writes through pointers stored in device memory (the scan sees
 // only parameters). A shape whose launch wrote such memory is replayable when it also has a
@@ -41,6 +44,7 @@
 #include <vector>
 
 #include "api.hpp"
+#include "event_pool.hpp"
 
 namespace capuchin::interpose::exec {
 
@@ -66,7 +70,8 @@ struct Shape {
   bool usable = false;           // a layout, at most kMaxShapeBlocks blocks, a complete scan
 };
 // The launch's shape; `touched` in the order before_launch resolved them.
-Shape shape_of(CUfunction f, const KernelInfo& ki, void** params, const std::vector<Block*>& touched);
+struct Launch;
+Shape shape_of(CUfunction f, const KernelInfo& ki, void** params, const std::vector<Block*>& touched, const Launch& l);
 
 class WriteSets {
  public:
@@ -74,10 +79,12 @@ class WriteSets {
     Verdict verdict = Verdict::Unknown;
     std::uint32_t outputs = 0;  // by position: the fresh blocks it writes
   };
-  Known lookup(std::uint64_t shape) const;
+  // A shape's verdict; NotDeterministic for any shape of a function found nondeterministic.
+  Known lookup(CUfunction f, std::uint64_t shape) const;
   // Whether a launch of `f` with this unknown shape is probed now (the function's quota left,
   // never found nondeterministic). Counts the probation.
   bool begin_probation(CUfunction f);
+  // A verdict against replaying is never overwritten (another thread's probation of the same shape).
   void learn(CUfunction f, std::uint64_t shape, Known k);
   std::uint64_t probations() const { return probations_; }
   // Bytes the probations copied to the host (their cost beside the synchronisations), and the
@@ -107,13 +114,20 @@ struct Probation {
   };
   std::vector<Range> ranges;  // the touched blocks, by position
   std::vector<std::vector<std::uint8_t>> kept;  // each range's bytes after the launch (for restores)
+  CUstream stream = nullptr;  // the launch's (driver) stream: every copy and wait is on it
+  // The touched blocks' last uses (events of the executor's pool, referenced until the probation
+  // ends): waited for before the first hash, instead of the whole device (which could wait for
+  // another rank's collective that itself waits for this host).
+  std::vector<CUevent> waits;
+  std::vector<Ev> held;  // their references (released under the executor's lock)
   bool ok = true;             // every driver call so far succeeded
   std::uint64_t bytes_hashed = 0;
   WriteSets::Known verdict;   // after the launch (Unknown: inconclusive)
   bool counted = false;       // among the probations in flight (entry.cpp)
 };
 
-// Driver steps of a probation (no lock held). hash_before: synchronise and hash every range.
+// Driver steps of a probation (no lock held). Before the launch: wait for the blocks' last
+// uses and the stream, hash every range.
 void probation_before(const Api& api, Probation& p);
 // After the launch ran on `stream`: hash, classify, and when it may be replayable replay it with
 // `relaunch` (CUresult(), the same call again), compare and restore. Returns the verdict.
@@ -122,12 +136,14 @@ WriteSets::Known probation_after(const Api& api, Probation& p, Relaunch&& relaun
 
 // --- implementation details of probation_after (write_sets.cpp)
 WriteSets::Known probation_classify(const Api& api, Probation& p);
+bool probation_scramble(const Api& api, Probation& p, WriteSets::Known k);  // outputs overwritten
 WriteSets::Known probation_compare(const Api& api, Probation& p, WriteSets::Known k, bool relaunched);
 
 template <class Relaunch>
 WriteSets::Known probation_after(const Api& api, Probation& p, Relaunch&& relaunch) {
   WriteSets::Known k = probation_classify(api, p);
   if (k.verdict != Verdict::Replayable) return k;
+  if (!probation_scramble(api, p, k)) return probation_compare(api, p, WriteSets::Known{}, false);
   return probation_compare(api, p, k, relaunch() == CUDA_SUCCESS);
 }
 

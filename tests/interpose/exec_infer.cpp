@@ -9,8 +9,12 @@
 //   scale_(c)                      in place (touches no new tensor: never probed)
 //   scatter(table, a)              writes h1, h2 only through pointers stored in device memory
 //                                  (table, uploaded by a copy): capture never sees them written
+//   clamp_(h1)                     in place on a tensor written unseen, so it looks new to the
+//                                  executor, and idempotent: only a replay over other bytes shows
+//                                  that it reads what it writes                -> not-deterministic
 //   e = combine(h1, h2, c)         pure; h1 and h2 are its inputs, not outputs -> replayable
-// then a backward pass reads every layer's tensors in reverse into a gradient, whose sum is the
+// then a backward pass reads every layer's tensors in reverse (a and e through device-to-device
+// copies, the others by kernels) into a gradient, whose sum is the
 // iteration's loss, read back with a synchronising copy; every tensor but the statistics is
 // freed. A recomputation of b or c, or one of h1/h2 from `combine`, changes the losses or the
 // statistics; so does a probation that is not undone.
@@ -37,6 +41,7 @@ void normalize(int, const float*, float*, float*) {}
 void noisy(int, const float*, float*, unsigned long long) {}
 void scale_(int, float*) {}
 void scatter(int, float* const*, const float*) {}
+void clamp_(int, float*) {}
 void combine(int, const float*, const float*, const float*, float*) {}
 void backward(int, const float*, const float*, const float*, const float*, float*) {}
 
@@ -89,6 +94,12 @@ void scatter_body(void** a, const simcuda_launch_info*) {
   for (int i = 0; i < n; ++i) h1[i] = x[i] * 2.0f, h2[i] = x[i] * 3.0f + 1.0f;
 }
 
+void clamp_body(void** a, const simcuda_launch_info*) {
+  auto [n, x] = simcuda::unpack(clamp_, a);
+  x = simcuda::access(x, static_cast<size_t>(n), SIMCUDA_READ_WRITE);
+  for (int i = 0; i < n; ++i) x[i] = x[i] > 0.5f ? x[i] : 0.5f;  // the same when run twice
+}
+
 void combine_body(void** a, const simcuda_launch_info*) {
   auto [n, h1, h2, c, y] = simcuda::unpack(combine, a);
   h1 = simcuda::access(h1, static_cast<size_t>(n), SIMCUDA_READ);
@@ -138,6 +149,7 @@ int main(int argc, char** argv) {
   simcuda::register_kernel("noisy", noisy, noisy_body);
   simcuda::register_kernel("scale_", scale_, scale_body);
   simcuda::register_kernel("scatter", scatter, scatter_body);
+  simcuda::register_kernel("clamp_", clamp_, clamp_body);
   simcuda::register_kernel("combine", combine, combine_body);
   simcuda::register_kernel("backward", backward, backward_body);
   check(cudaSetDevice(0), "set device");
@@ -168,6 +180,7 @@ int main(int argc, char** argv) {
       check(simcuda::launch(noisy, grid, block, s, n, static_cast<const float*>(L.b), L.c, ++seq), "noisy");
       check(simcuda::launch(scale_, grid, block, s, n, L.c), "scale_");
       check(simcuda::launch(scatter, grid, block, s, n, static_cast<float* const*>(L.table), static_cast<const float*>(L.a)), "scatter");
+      check(simcuda::launch(clamp_, grid, block, s, n, L.h1), "clamp_");
       check(simcuda::launch(combine, grid, block, s, n, static_cast<const float*>(L.h1), static_cast<const float*>(L.h2),
                             static_cast<const float*>(L.c), L.e), "combine");
       in = L.e;
@@ -176,13 +189,18 @@ int main(int argc, char** argv) {
     check(simcuda::launch(produce, grid, block, s, n, in, g), "loss grad");
     for (int l = layers - 1; l >= 0; --l) {
       Layer& L = net[static_cast<size_t>(l)];
+      // a is read by a copy first (as .clone() or .cpu() would): a dropped one is recomputed for it.
+      float* ac = alloc(static_cast<size_t>(n), s);
+      check(cudaMemcpyAsync(ac, L.a, static_cast<size_t>(n) * sizeof(float), cudaMemcpyDeviceToDevice, s), "copy a");
       float* g2 = alloc(static_cast<size_t>(n), s);
-      check(simcuda::launch(backward, grid, block, s, n, static_cast<const float*>(g), static_cast<const float*>(L.a),
+      check(simcuda::launch(backward, grid, block, s, n, static_cast<const float*>(g), static_cast<const float*>(ac),
                             static_cast<const float*>(L.b), static_cast<const float*>(L.h1), g2), "backward a");
+      float* ec = alloc(static_cast<size_t>(n), s);
+      check(cudaMemcpyAsync(ec, L.e, static_cast<size_t>(n) * sizeof(float), cudaMemcpyDeviceToDevice, s), "copy e");
       float* g3 = alloc(static_cast<size_t>(n), s);
       check(simcuda::launch(backward, grid, block, s, n, static_cast<const float*>(g2), static_cast<const float*>(L.c),
-                            static_cast<const float*>(L.e), static_cast<const float*>(L.h2), g3), "backward b");
-      for (float* p : {g, g2, L.a, L.b, L.c, L.h1, L.h2, L.e}) check(cudaFreeAsync(p, s), "free");
+                            static_cast<const float*>(ec), static_cast<const float*>(L.h2), g3), "backward b");
+      for (float* p : {g, g2, ac, ec, L.a, L.b, L.c, L.h1, L.h2, L.e}) check(cudaFreeAsync(p, s), "free");
       check(cudaFreeAsync(L.table, s), "free table");
       g = g3;
     }

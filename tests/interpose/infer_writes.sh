@@ -3,7 +3,8 @@
 # hidden-pointer kernels; nothing declared) plain on a device of 0.5 x its peak fails, and under
 # the executor with that budget gives bit-identical losses and statistics, recomputes (drops
 # and recomputes > 0, no CAPUCHIN_KERNEL_OUTPUTS), and logs the verdicts the kernels deserve:
-# produce and combine replayable, normalize side-effect, noisy not-deterministic; no other kernel
+# produce and combine replayable, normalize side-effect, noisy and clamp_ (in place on a tensor
+# written unseen) not-deterministic; no other kernel
 # is judged replayable (scatter and scale_ write no new tensor they name; backward is pure). Environment: PROG,
 # PRELOAD (set by ctest).
 set -eu
@@ -33,7 +34,8 @@ for line in open(f"{out}/decisions.jsonl"):
     actions[r["action"]] += 1
     if r["action"] == "verdict":
         verdicts[r.get("note", "")].add(r["reason"])
-want = {"produce": {"replayable"}, "combine": {"replayable"}, "backward": {"replayable"}, "normalize": {"side-effect"}, "noisy": {"not-deterministic"}}
+want = {"produce": {"replayable"}, "combine": {"replayable"}, "backward": {"replayable"}, "normalize": {"side-effect"},
+        "noisy": {"not-deterministic"}, "clamp_": {"not-deterministic"}}
 errors = [f"{k}: verdicts {sorted(verdicts.get(k, set()))}, want {sorted(v)}" for k, v in want.items() if verdicts.get(k) != v]
 errors += [f"{k} judged {sorted(v)}" for k, v in verdicts.items() if k not in want]
 if actions["drop"] == 0 or actions["recompute"] == 0:
