@@ -59,6 +59,13 @@ NOT_REPLAYABLE = {
     "grid_sampler_2d_backward", "histc", "index_add", "index_add_", "index_put", "index_put_",
     "max_pool3d_with_indices_backward", "nll_loss2d_forward", "put_", "scatter_add", "scatter_add_",
     "scatter_reduce", "scatter_reduce_", "upsample_bilinear2d_backward", "upsample_nearest2d_backward",
+    "_ctc_loss_backward", "_scaled_dot_product_efficient_attention_backward", "fractional_max_pool2d_backward",
+    "fractional_max_pool3d_backward", "grid_sampler_3d_backward", "index_copy", "index_copy_", "kthvalue", "median",
+    "reflection_pad1d_backward", "reflection_pad2d_backward", "reflection_pad3d_backward", "replication_pad1d_backward",
+    "replication_pad2d_backward", "replication_pad3d_backward", "upsample_bicubic2d_backward",
+    "upsample_linear1d_backward", "upsample_nearest1d_backward", "upsample_nearest3d_backward",
+    "upsample_trilinear3d_backward",
+    "_scaled_dot_product_efficient_attention", "_scaled_dot_product_flash_attention",  # dropout inside
 }
 
 

@@ -47,6 +47,7 @@ bool resolve(Api& a, const char** missing) {
   ok &= get(a.memcpy_async, "cuMemcpyAsync", true, missing);
   ok &= get(a.memcpy_dtoh_async, "cuMemcpyDtoHAsync_v2", false, missing);
   ok &= get(a.memcpy_htod_async, "cuMemcpyHtoDAsync_v2", false, missing);
+  ok &= get(a.pointer_attribute, "cuPointerGetAttribute", false, missing);
   const char* ignore = nullptr;
   get(a.address_reserve, "cuMemAddressReserve", false, &ignore);
   get(a.address_free, "cuMemAddressFree", false, &ignore);

@@ -45,6 +45,7 @@ struct Api {
   // launch's own stream
   CUresult (*memcpy_dtoh_async)(void*, CUdeviceptr, size_t, CUstream) = nullptr;
   CUresult (*memcpy_htod_async)(CUdeviceptr, const void*, size_t, CUstream) = nullptr;
+  CUresult (*pointer_attribute)(void*, CUpointer_attribute, CUdeviceptr) = nullptr;  // optional: probations
   // pinned backend (VMM + pinned host memory); optional as a group
   CUresult (*address_reserve)(CUdeviceptr*, size_t, size_t, CUdeviceptr, unsigned long long) = nullptr;
   CUresult (*address_free)(CUdeviceptr, size_t) = nullptr;

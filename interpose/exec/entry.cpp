@@ -354,13 +354,30 @@ void end_probation(Launch& l) {
 }
 
 // This launch is its shape's probation: the blocks it touches, by position, to hash.
-void start_probation(Executor& e, Launch& l, const Shape& shape, const std::vector<Block*>& cur, CUstream ds) {
+// The launch's parameter words (8-byte aligned, as the scan reads them) that point into none
+// of its blocks and could be addresses (the driver is asked outside the lock).
+void collect_other_words(const Launch& l, const KernelInfo& ki, const std::vector<Block*>& cur, std::vector<std::uint64_t>& out) {
+  for (std::size_t i = 0; i < ki.offset.size() && l.params != nullptr; ++i) {
+    const auto* p = static_cast<const std::uint8_t*>(l.params[i]);
+    for (std::uint32_t at = 0; p != nullptr && at + 8 <= ki.size[i]; at += 8) {
+      std::uint64_t w;
+      std::memcpy(&w, p + at, 8);
+      if (w < (std::uint64_t{1} << 16)) continue;  // a size, a count, a flag
+      if (std::none_of(cur.begin(), cur.end(), [&](const Block* b) { return w >= b->base && w < b->base + b->span; }))
+        out.push_back(w);
+    }
+  }
+}
+
+void start_probation(Executor& e, Launch& l, const KernelInfo& ki, const Shape& shape, const std::vector<Block*>& cur,
+                     CUstream ds) {
   g_probations_in_flight.fetch_add(1, std::memory_order_seq_cst);
   l.probation = std::make_unique<Probation>();
   Probation& p = *l.probation;
   p.counted = true;
   if (!may_probe()) p.ok = false;  // a capture began meanwhile: nothing is done
   p.stream = ds;
+  collect_other_words(l, ki, cur, p.other_words);
   p.ranges.reserve(cur.size());
   for (std::size_t i = 0; i < cur.size(); ++i) {
     const Block& b = *cur[i];
@@ -534,7 +551,7 @@ CUresult before_launch(Launch& l, const std::uint64_t* words, unsigned nwords, s
   if (output != nullptr && e.opt.recompute && e.mem(*output).droppable() && !ki->offset.empty() && !l.attributes)
     l.producer = capture_producer(l, *ki, ds, cur, output);
   // A replayable shape's outputs, and a probation's candidates (kept if it says replayable).
-  if (probe) start_probation(e, l, shape, cur, ds);
+  if (probe) start_probation(e, l, *ki, shape, cur, ds);
   const std::uint32_t may_make = writes != 0 ? writes : probe ? shape.fresh_mask : 0u;
   for (std::size_t i = 0; may_make != 0 && i < cur.size(); ++i)
     if (((may_make >> i) & 1u) != 0 && e.mem(*cur[i]).droppable())

@@ -170,6 +170,7 @@ CUresult start(Executor& e) {
   e.moves.events = &e.events;
   e.moves.ledger = &e.ledger;
   e.simcuda = driver_export("simcuda_get_stats") != nullptr;
+  e.virtual_ns = reinterpret_cast<std::uint64_t (*)()>(driver_export("simcuda_host_virtual_ns"));
   choose_backend(e, e.moves.device);
   e.managed = make_managed_memory(e.moves, e.opt.uvm_page);
   if (e.opt.backend == Backend::Pinned) {
@@ -359,6 +360,7 @@ void Executor::invalidate_producers() {
 }
 
 void Executor::end_iteration() {
+  judge_recomputation();
   planning.poll_timings(true);
   poll_lateness();
   planning.drop_unstamped_probes();
@@ -369,6 +371,26 @@ void Executor::end_iteration() {
   trim_cache();
   if (ondemand_per_iteration.size() >= 64) ondemand_per_iteration.erase(ondemand_per_iteration.begin());  // the last 64
   ondemand_per_iteration.push_back(0);
+}
+
+void Executor::judge_recomputation() {
+  if (!opt.recompute) return;
+  const double now_s = virtual_ns != nullptr ? static_cast<double>(virtual_ns()) * 1e-9 : steady_s();
+  const policy::Controller& c = planning.controller();
+  const auto& plan = c.plan();
+  const RecomputeTrial::Step st =
+      trial.at_iteration_end(now_s, c.following(), plan ? plan->recomputes : 0, c.stats().plans_adopted, c.stats().relearns);
+  if (st.decided) {
+    char note[160];
+    std::snprintf(note, sizeof note, "iterations took %.3f ms with recomputation, %.3f ms without", st.with_s * 1e3,
+                  st.without_s * 1e3);
+    decisions.record(Action::Plan, kNoBlockId, 0, st.allow ? "recompute-kept" : "recompute-off", -1, note);
+    log(LogLevel::Info, "executor: %s: %s", st.allow ? "recomputation kept" : "recomputation off", note);
+  }
+  if (st.change && planning.allow_recompute() != st.allow) {
+    planning.set_allow_recompute(st.allow);
+    planning.invalidate();
+  }
 }
 
 // Blocks freed two iterations ago and not reused since go back to the driver (a job whose

@@ -34,6 +34,7 @@
 #include "memory.hpp"
 #include "ordering.hpp"
 #include "planning.hpp"
+#include "recompute_trial.hpp"
 #include "write_sets.hpp"
 
 namespace capuchin::interpose::exec {
@@ -96,6 +97,8 @@ class Executor {
   Planning planning;
   KernelTable kernels;
   WriteSets write_sets;  // inferred write sets of launch shapes (write_sets.hpp)
+  RecomputeTrial trial;  // recomputation kept only where it measured faster (recompute_trial.hpp)
+  std::uint64_t (*virtual_ns)() = nullptr;  // simcuda's host virtual clock, the trial's clock there
   NeedTracker need;
   std::string budget_source;            // where the budget came from, for messages
   // CAPUCHIN_BUDGET=Nx: N while the job's natural peak is not known yet (no budget applies
@@ -135,6 +138,7 @@ class Executor {
   void settle_managed_out(std::uint64_t incoming);  // enough managed moves out complete for `incoming` more Vmm bytes
   policy::Step feed(const policy::Event& e, std::span<const std::uint64_t> ids);  // + commands applied
   void end_iteration();
+  void judge_recomputation();  // the trial's step at an iteration end
   void poll_lateness();
   // Every live block may have been written (work whose accesses are unknown): no recomputation
   // from its current producer.

@@ -59,6 +59,9 @@ class Planning {
   // A name index for kernel events (the planner's trace names kernels).
   std::uint32_t name_index(std::uint64_t key, std::string_view name);
   void invalidate() { controller_.invalidate_plan(); }
+  // Plans from the next request on may (not) recompute (RecomputeTrial's decision).
+  void set_allow_recompute(bool allow) { opt_.allow_recompute = allow; }
+  bool allow_recompute() const { return opt_.allow_recompute; }
   // The job has held 80% of the budget: its budget binds (never reset).
   bool pressure_seen() const { return pressure_seen_; }
   const policy::Controller& controller() const { return controller_; }

@@ -86,6 +86,7 @@ const char* to_string(Verdict v) {
     case Verdict::SideEffect: return "side-effect";
     case Verdict::NotDeterministic: return "not-deterministic";
     case Verdict::NoOutput: return "no-output";
+    case Verdict::ForeignMemory: return "foreign-memory";
   }
   return "?";
 }
@@ -154,9 +155,18 @@ void WriteSets::learn(CUfunction f, std::uint64_t shape, Known k) {
 void probation_before(const Api& api, Probation& p) {
   std::uint64_t total = 0;
   for (const Probation::Range& r : p.ranges) total += r.bytes;
-  if (api.memcpy_dtoh_async == nullptr || api.memcpy_htod_async == nullptr || total > kMaxProbationBytes) {
+  if (api.memcpy_dtoh_async == nullptr || api.memcpy_htod_async == nullptr || api.pointer_attribute == nullptr ||
+      total > kMaxProbationBytes) {
     p.ok = false;
     return;
+  }
+  for (std::uint64_t w : p.other_words) {
+    unsigned type = 0;
+    if (api.pointer_attribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, w) == CUDA_SUCCESS) {
+      p.verdict = WriteSets::Known{Verdict::ForeignMemory, 0};
+      p.ok = false;
+      return;
+    }
   }
   for (CUevent e : p.waits)
     if (api.event_synchronize(e) != CUDA_SUCCESS) p.ok = false;

@@ -25,8 +25,11 @@
 // effect. Every block the replay changed gets back the bytes the original launch left, so the
 // job never sees the probation.
 //
-// What a probation cannot see: writes through pointers stored in device memory (the scan sees
-// only parameters). A shape whose launch wrote such memory is replayable when it also has a
+// A launch passed a pointer to memory the executor does not serve (the driver knows the address:
+// a library's own workspace, mapped host memory) is never replayable (`foreign-memory`): what it
+// reads there may be something else by the time of a replay (split-K partial sums), and its
+// probation's replay would repeat what it does there. What a probation cannot see: writes
+// through pointers stored in device memory (the scan sees only parameters). A shape whose launch wrote such memory is replayable when it also has a
 // visible output; its replay then writes that memory again (the same bytes while its inputs are
 // unchanged, which the replay's version checks require of the visible inputs only). Bounded
 // cost: at most kMaxProbations shapes per function; later unseen shapes are not replayable.
@@ -57,6 +60,8 @@ enum class Verdict : std::uint8_t {
   SideEffect,        // changes a block that held data
   NotDeterministic,  // a replay wrote different bytes
   NoOutput,          // writes no fresh block it touches: nothing to recompute from it
+  ForeignMemory,     // is passed memory the executor does not serve (a library's workspace, host
+                     // memory): what it reads there may have changed by the time of a replay
 };
 const char* to_string(Verdict v);
 
@@ -120,6 +125,9 @@ struct Probation {
   // another rank's collective that itself waits for this host).
   std::vector<CUevent> waits;
   std::vector<Ev> held;  // their references (released under the executor's lock)
+  // Parameter words that name none of the touched blocks: asked of the driver whether they
+  // point at memory (then the verdict is ForeignMemory and nothing runs twice).
+  std::vector<std::uint64_t> other_words;
   bool ok = true;             // every driver call so far succeeded
   std::uint64_t bytes_hashed = 0;
   WriteSets::Known verdict;   // after the launch (Unknown: inconclusive)

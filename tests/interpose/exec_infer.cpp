@@ -13,6 +13,8 @@
 //                                  executor, and idempotent: only a replay over other bytes shows
 //                                  that it reads what it writes                -> not-deterministic
 //   e = combine(h1, h2, c)         pure; h1 and h2 are its inputs, not outputs -> replayable
+// and before the backward pass g0 = add_host(e, pinned), which reads mapped host memory the
+// program rewrites every iteration (the executor does not serve it)         -> foreign-memory
 // then a backward pass reads every layer's tensors in reverse (a and e through device-to-device
 // copies, the others by kernels) into a gradient, whose sum is the
 // iteration's loss, read back with a synchronising copy; every tensor but the statistics is
@@ -42,6 +44,7 @@ void noisy(int, const float*, float*, unsigned long long) {}
 void scale_(int, float*) {}
 void scatter(int, float* const*, const float*) {}
 void clamp_(int, float*) {}
+void add_host(int, const float*, const float*, float*) {}
 void combine(int, const float*, const float*, const float*, float*) {}
 void backward(int, const float*, const float*, const float*, const float*, float*) {}
 
@@ -100,6 +103,14 @@ void clamp_body(void** a, const simcuda_launch_info*) {
   for (int i = 0; i < n; ++i) x[i] = x[i] > 0.5f ? x[i] : 0.5f;  // the same when run twice
 }
 
+void add_host_body(void** a, const simcuda_launch_info*) {
+  auto [n, x, host, y] = simcuda::unpack(add_host, a);
+  x = simcuda::access(x, static_cast<size_t>(n), SIMCUDA_READ);
+  host = simcuda::access(host, 1, SIMCUDA_READ);
+  y = simcuda::access(y, static_cast<size_t>(n), SIMCUDA_WRITE);
+  for (int i = 0; i < n; ++i) y[i] = x[i] + host[0];
+}
+
 void combine_body(void** a, const simcuda_launch_info*) {
   auto [n, h1, h2, c, y] = simcuda::unpack(combine, a);
   h1 = simcuda::access(h1, static_cast<size_t>(n), SIMCUDA_READ);
@@ -150,6 +161,7 @@ int main(int argc, char** argv) {
   simcuda::register_kernel("scale_", scale_, scale_body);
   simcuda::register_kernel("scatter", scatter, scatter_body);
   simcuda::register_kernel("clamp_", clamp_, clamp_body);
+  simcuda::register_kernel("add_host", add_host, add_host_body);
   simcuda::register_kernel("combine", combine, combine_body);
   simcuda::register_kernel("backward", backward, backward_body);
   check(cudaSetDevice(0), "set device");
@@ -159,6 +171,9 @@ int main(int argc, char** argv) {
   check(cudaMalloc(reinterpret_cast<void**>(&running), static_cast<size_t>(layers) * sizeof(float)), "malloc running");
   check(cudaMemset(running, 0, static_cast<size_t>(layers) * sizeof(float)), "memset running");
   std::vector<float> host(static_cast<size_t>(n));
+  // Mapped pinned host memory, which the executor does not serve, read by add_host.
+  float* pinned = nullptr;
+  check(cudaHostAlloc(reinterpret_cast<void**>(&pinned), sizeof(float), cudaHostAllocMapped), "host alloc");
   const dim3 grid(1), block(256);
   unsigned long long seq = 0;
   for (int it = 1; it <= iters; ++it) {
@@ -185,8 +200,13 @@ int main(int argc, char** argv) {
                             static_cast<const float*>(L.c), L.e), "combine");
       in = L.e;
     }
+    check(cudaStreamSynchronize(s), "sync before the host write");
+    *pinned = static_cast<float>(it) * 0.25f;  // what add_host reads this iteration
+    float* g0 = alloc(static_cast<size_t>(n), s);
+    check(simcuda::launch(add_host, grid, block, s, n, in, static_cast<const float*>(pinned), g0), "add_host");
     float* g = alloc(static_cast<size_t>(n), s);
-    check(simcuda::launch(produce, grid, block, s, n, in, g), "loss grad");
+    check(simcuda::launch(produce, grid, block, s, n, static_cast<const float*>(g0), g), "loss grad");
+    check(cudaFreeAsync(g0, s), "free g0");
     for (int l = layers - 1; l >= 0; --l) {
       Layer& L = net[static_cast<size_t>(l)];
       // a is read by a copy first (as .clone() or .cpu() would): a dropped one is recomputed for it.
@@ -222,5 +242,6 @@ int main(int argc, char** argv) {
     for (unsigned char c : bytes) h = (h ^ c) * 1099511628211ull;
   }
   std::printf("running %016llx\n", static_cast<unsigned long long>(h));
+  check(cudaFreeHost(pinned), "free host");
   return 0;
 }

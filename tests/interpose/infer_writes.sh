@@ -4,7 +4,7 @@
 # the executor with that budget gives bit-identical losses and statistics, recomputes (drops
 # and recomputes > 0, no CAPUCHIN_KERNEL_OUTPUTS), and logs the verdicts the kernels deserve:
 # produce and combine replayable, normalize side-effect, noisy and clamp_ (in place on a tensor
-# written unseen) not-deterministic; no other kernel
+# written unseen) not-deterministic, add_host (reads mapped host memory) foreign-memory; no other kernel
 # is judged replayable (scatter and scale_ write no new tensor they name; backward is pure). Environment: PROG,
 # PRELOAD (set by ctest).
 set -eu
@@ -35,7 +35,7 @@ for line in open(f"{out}/decisions.jsonl"):
     if r["action"] == "verdict":
         verdicts[r.get("note", "")].add(r["reason"])
 want = {"produce": {"replayable"}, "combine": {"replayable"}, "backward": {"replayable"}, "normalize": {"side-effect"},
-        "noisy": {"not-deterministic"}, "clamp_": {"not-deterministic"}}
+        "noisy": {"not-deterministic"}, "clamp_": {"not-deterministic"}, "add_host": {"foreign-memory"}}
 errors = [f"{k}: verdicts {sorted(verdicts.get(k, set()))}, want {sorted(v)}" for k, v in want.items() if verdicts.get(k) != v]
 errors += [f"{k} judged {sorted(v)}" for k, v in verdicts.items() if k not in want]
 if actions["drop"] == 0 or actions["recompute"] == 0:

@@ -23,7 +23,8 @@
 // Contract (tests rely on it): stdout holds `iter N loss <16 hex>` per iteration and a final
 // `weights <16 hex>` line (a hash of every tensor alive at the end), nothing else; the same
 // options give bit-identical output on every run, with or without capuchin. A kernel's
-// outputs are computed from its inputs' bytes: every tensor is sampled at one 8-byte word
+// outputs are computed from its inputs' bytes (every byte of an output written: a fill, then
+// the sampled words): every tensor is sampled at one 8-byte word
 // per 4 KiB page plus its last word (the whole range is declared to simcuda, so a missing page
 // still faults), so a missing, stale or misplaced page changes the result. Each launch's
 // virtual time is the trace's duration for the event on --gpu (dur_ns, else the simulator's
@@ -158,8 +159,13 @@ void run_list(TensorList& l) {
     if ((!write || in_place) && !fresh) h = hash_samples(static_cast<const unsigned char*>(l.ptr[i]), l.bytes[i], h);
     h = mix(h, l.bytes[i]);
   }
-  for (std::uint32_t i = l.reads; i < l.reads + l.writes; ++i)
+  // Every byte of an output is written, as a real kernel writes it (the executor's probation
+  // refuses a kernel that leaves part of a new tensor as it found it): a fill derived from the
+  // inputs, then the sampled words.
+  for (std::uint32_t i = l.reads; i < l.reads + l.writes; ++i) {
+    std::memset(l.ptr[i], static_cast<int>(mix(h, i) & 0xffu), l.bytes[i]);
     write_samples(static_cast<unsigned char*>(l.ptr[i]), l.bytes[i], mix(h, i));
+  }
   const double extra_ns = l.target_ns - SIMCUDA_KERNEL_LAUNCH_NS - declared;
   if (extra_ns > 0) simcuda::add_flops(extra_ns * SIMCUDA_FLOPS_PER_NS);
 }
