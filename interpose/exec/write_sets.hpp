@@ -28,8 +28,10 @@
 // A launch passed a pointer to memory the executor does not serve (the driver knows the address:
 // a library's own workspace, mapped host memory) is never replayable (`foreign-memory`): what it
 // reads there may be something else by the time of a replay (split-K partial sums), and its
-// probation's replay would repeat what it does there. What a probation cannot see: writes
-// through pointers stored in device memory (the scan sees only parameters). A shape whose launch wrote such memory is replayable when it also has a
+// probation's replay would repeat what it does there. What a probation cannot see: a write that
+// happens only sometimes (an overflow flag) to a block holding data, which later launches of a
+// replayable shape then make without a version change; and writes through pointers stored in
+// device memory (the scan sees only parameters). A shape whose launch wrote such memory is replayable when it also has a
 // visible output; its replay then writes that memory again (the same bytes while its inputs are
 // unchanged, which the replay's version checks require of the visible inputs only). Bounded
 // cost: at most kMaxProbations shapes per function; later unseen shapes are not replayable.
