@@ -547,7 +547,8 @@ CUresult before_launch(Launch& l, const std::uint64_t* words, unsigned nwords, s
   l.active = true;
   l.driver_stream = ds;
   l.output = output != nullptr ? output->id : kNoBlockId;
-  l.timing = l.other_device ? -1 : e.planning.begin_timing(ds, sig);  // timing events are the executor's device's
+  // Timing events are the executor's device's; a probation's copies and replay are not the kernel's time.
+  l.timing = l.other_device || probe ? -1 : e.planning.begin_timing(ds, sig);
   if (output != nullptr && e.opt.recompute && e.mem(*output).droppable() && !ki->offset.empty() && !l.attributes)
     l.producer = capture_producer(l, *ki, ds, cur, output);
   // A replayable shape's outputs, and a probation's candidates (kept if it says replayable).
