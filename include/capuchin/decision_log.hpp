@@ -8,7 +8,8 @@
 //   iteration  the learner's iteration number (0: before the first boundary)
 //   action     evict | prefetch | drop | recompute | swapin_on_demand | stall | fallback |
 //              plan | relearn | oom | budget | verdict (a launch shape's inferred write set:
-//              reason replayable | side-effect | not-deterministic | no-output, note the kernel)
+//              reason replayable | side-effect | not-deterministic | no-output | foreign-memory,
+//              note the kernel)
 //   tensor     the allocation id (as in recorded traces), absent for whole-job records
 //   bytes      bytes concerned
 //   reason     free-time | least-swap-cost | msps | cross-iteration | passive | pressure |
