@@ -46,42 +46,22 @@ except ImportError:  # older torch
     flop_registry = {}
 
 
-# Operators a replay would not reproduce although their schema marks nothing written beyond
-# their outputs (the same list as src/trace/replayable.cpp, which applies it to traces made
-# before the `replay` field): batch normalisation's running statistics, and accumulation by
-# atomics on CUDA (torch.use_deterministic_algorithms' list).
-NOT_REPLAYABLE = {
-    "_batch_norm_impl_index", "_native_batch_norm_legit", "batch_norm", "cudnn_batch_norm", "instance_norm",
-    "miopen_batch_norm", "native_batch_norm",
-    "_embedding_bag", "_embedding_bag_backward", "_index_put_impl_", "adaptive_avg_pool2d_backward",
-    "adaptive_avg_pool3d_backward", "adaptive_max_pool2d_backward", "avg_pool3d_backward", "bincount",
-    "convolution_backward", "cudnn_convolution_backward", "embedding_backward", "embedding_dense_backward",
-    "grid_sampler_2d_backward", "histc", "index_add", "index_add_", "index_put", "index_put_",
-    "max_pool3d_with_indices_backward", "nll_loss2d_forward", "put_", "scatter_add", "scatter_add_",
-    "scatter_reduce", "scatter_reduce_", "upsample_bilinear2d_backward", "upsample_nearest2d_backward",
-    "_ctc_loss_backward", "_scaled_dot_product_efficient_attention_backward", "fractional_max_pool2d_backward",
-    "fractional_max_pool3d_backward", "grid_sampler_3d_backward", "index_copy", "index_copy_", "kthvalue", "median",
-    "reflection_pad1d_backward", "reflection_pad2d_backward", "reflection_pad3d_backward", "replication_pad1d_backward",
-    "replication_pad2d_backward", "replication_pad3d_backward", "upsample_bicubic2d_backward",
-    "upsample_linear1d_backward", "upsample_nearest1d_backward", "upsample_nearest3d_backward",
-    "upsample_trilinear3d_backward",
-    "_scaled_dot_product_efficient_attention", "_scaled_dot_product_flash_attention",  # dropout inside
-}
-
-
-def replayable(func, name):
-    """Whether re-running the op reproduces what it wrote (the trace's `replay` field): not when
-    it draws random numbers (the `nondeterministic_seeded` tag), writes an argument in place (its
-    schema says so), or is listed above."""
-    if name.split("::", 1)[-1].split(".", 1)[0] in NOT_REPLAYABLE:
-        return False
+def replay_mark(func, name):
+    """The kernel's `replay` field (docs/TRACE_FORMAT.md): False when re-running the op would not
+    reproduce what it wrote because it draws random numbers (the `nondeterministic_seeded` tag,
+    or by name where torch has no tags) or writes an argument in place (its schema says so);
+    None (the field left out) otherwise, so that readers apply their list of operators known not
+    to be replayable (include/capuchin/replayable.hpp: batch norm's running statistics, which
+    the schema does not mark, and atomics) rather than a second copy of it kept here."""
     tags = getattr(func, "tags", ())
     seeded = getattr(torch.Tag, "nondeterministic_seeded", None) if hasattr(torch, "Tag") else None
     if seeded is not None and seeded in tags:
         return False
     if any(w in name for w in ("dropout", "bernoulli", "rand", "normal", "uniform_", "multinomial")):
-        return False  # torch builds without tags: random by name
-    return not any(a.alias_info is not None and a.alias_info.is_write for a in func._schema.arguments)
+        return False
+    if any(a.alias_info is not None and a.alias_info.is_write for a in func._schema.arguments):
+        return False
+    return None
 
 
 class SmallCNN(nn.Module):
@@ -236,8 +216,9 @@ class Recorder(TorchDispatchMode):
                 flops = None
         if flops is None:
             flops = max((t.numel() for t in out_tensors), default=0)
-        ev = {"op": "kernel", "name": name, "reads": reads, "writes": writes, "bytes": moved,
-              "replay": replayable(func, name)}
+        ev = {"op": "kernel", "name": name, "reads": reads, "writes": writes, "bytes": moved}
+        if replay_mark(func, name) is False:
+            ev["replay"] = False
         if flops:
             ev["flops"] = flops
         self.events.append(ev)

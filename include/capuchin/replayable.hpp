@@ -1,9 +1,10 @@
 // replayable.hpp: whether re-running a trace's kernel reproduces what it wrote, the fact
-// recomputation rests on (issue 15). A trace says it per kernel (`"replay": false|true`,
-// docs/TRACE_FORMAT.md: the capture script marks every op from its schema and tags; the
-// interposer knows it from its probations); for a kernel that does not say, the simulator and
-// the planner go by what its name says when it is a PyTorch operator known not to be replayable,
-// so traces captured before the field existed stop promising what the executor cannot do.
+// recomputation rests on (issue 15). A trace may say it per kernel (`"replay": false|true`,
+// docs/TRACE_FORMAT.md: the capture script writes `false` where an op's schema or tags say so);
+// for a kernel that does not say, the simulator, the planner and the bound go by its name when it
+// is a PyTorch operator known not to be replayable (the one list, here), so traces captured
+// before the field existed stop promising what the executor cannot do. (The interposer's own
+// traces list touched tensors only, which are never recomputed.)
 //
 // Contract: pure, no allocation; the table is of ATen operator names as PyTorch's dispatcher
 // gives them ("aten::native_batch_norm"), matched exactly after the "aten::" prefix and an

@@ -353,7 +353,6 @@ void end_probation(Launch& l) {
   }
 }
 
-// This launch is its shape's probation: the blocks it touches, by position, to hash.
 // The launch's parameter words (8-byte aligned, as the scan reads them) that point into none
 // of its blocks and could be addresses (the driver is asked outside the lock).
 void collect_other_words(const Launch& l, const KernelInfo& ki, const std::vector<Block*>& cur, std::vector<std::uint64_t>& out) {
@@ -369,6 +368,8 @@ void collect_other_words(const Launch& l, const KernelInfo& ki, const std::vecto
   }
 }
 
+// This launch is its shape's probation: the blocks it touches, by position, to hash, and the
+// events of their last uses, to wait for.
 void start_probation(Executor& e, Launch& l, const KernelInfo& ki, const Shape& shape, const std::vector<Block*>& cur,
                      CUstream ds) {
   g_probations_in_flight.fetch_add(1, std::memory_order_seq_cst);
@@ -486,25 +487,26 @@ CUresult before_launch(Launch& l, const std::uint64_t* words, unsigned nwords, s
       !l.attributes) {
     shape = shape_of(l.func, *ki, l.params, cur, l);
     if (shape.usable) known = e.write_sets.lookup(l.func, shape.key);
-    if (known.verdict == Verdict::Unknown && shape.usable && shape.fresh_mask != 0 && may_probe() &&
+    if (known.verdict == Verdict::Unknown && shape.usable && may_probe() &&
         e.write_sets.begin_probation(l.func))
       probe = true;
   }
+  // What it writes: the declared output, a replayable shape's outputs, else (unknown) everything.
   const std::uint32_t writes = output != nullptr ? 0u : known.verdict == Verdict::Replayable ? known.outputs : 0u;
-  auto written = [&](std::size_t i) { return output != nullptr ? cur[i] == output : writes != 0 ? ((writes >> i) & 1u) != 0 : true; };
+  const bool writes_known = output != nullptr || writes != 0;
+  auto written = [&](std::size_t i) { return !writes_known || (output != nullptr ? cur[i] == output : ((writes >> i) & 1u) != 0); };
   // The policy's event: reads then the writes when they are known, else a touch list.
   std::vector<std::uint64_t>& order = scratch().ids;
   order.clear();
   for (std::size_t i = 0; i < cur.size(); ++i)
-    if (!written(i) || (output == nullptr && writes == 0)) order.push_back(cur[i]->id);
+    if (!writes_known || !written(i)) order.push_back(cur[i]->id);
   const std::uint32_t nreads = static_cast<std::uint32_t>(order.size());
-  if (output != nullptr || writes != 0)
-    for (std::size_t i = 0; i < cur.size(); ++i)
-      if (written(i)) order.push_back(cur[i]->id);
+  for (std::size_t i = 0; writes_known && i < cur.size(); ++i)
+    if (written(i)) order.push_back(cur[i]->id);
   policy::Event ev = event(Op::Kernel, sig);
-  ev.touch = output == nullptr && writes == 0;
-  ev.nreads = ev.touch ? static_cast<std::uint32_t>(order.size()) : nreads;
-  ev.nwrites = ev.touch ? 0 : static_cast<std::uint32_t>(order.size()) - nreads;
+  ev.touch = !writes_known;
+  ev.nreads = nreads;
+  ev.nwrites = static_cast<std::uint32_t>(order.size()) - nreads;
   ev.bytes = total;
   if (ki == nullptr) ev.name = e.planning.name_index(0, "kernel");
   else if ((ev.name = ki->name_index) == ~0u)  // one lookup per function, not per launch

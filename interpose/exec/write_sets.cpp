@@ -99,6 +99,9 @@ Shape shape_of(CUfunction f, const KernelInfo& ki, void** params, const std::vec
   h = mix(h, l.shmem);
   for (std::size_t i = 0; i < touched.size(); ++i)
     if (touched[i]->holds_data == false) s.fresh_mask |= 1u << i;
+  // Only shapes with a new block are ever probed, so one without has no verdict: not hashed
+  // (in-place launches, optimizer steps: no work on the launch path for them).
+  if (s.fresh_mask == 0) return s;
   h = mix(h, s.fresh_mask);
   for (std::size_t i = 0; i < ki.offset.size(); ++i) {
     const auto* p = static_cast<const std::uint8_t*>(params[i]);

@@ -74,7 +74,7 @@ inline constexpr unsigned kMaxProbations = 16;  // per function
 struct Shape {
   std::uint64_t key = 0;
   std::uint32_t fresh_mask = 0;  // by position in the launch's touched blocks
-  bool usable = false;           // a layout, at most kMaxShapeBlocks blocks, a complete scan
+  bool usable = false;           // a layout, at most kMaxShapeBlocks blocks, a new block among them
 };
 // The launch's shape; `touched` in the order before_launch resolved them.
 struct Launch;

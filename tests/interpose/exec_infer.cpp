@@ -23,7 +23,7 @@
 //
 // Usage: exec_infer LAYERS ELEMENTS ITERS. Prints `iter N loss <hex float>` and
 // `running <16 hex>` (FNV-1a of the statistics); the same arguments give bit-identical output
-// with or without capuchin. Exit 0; 1 on a CUDA error; 2 on out of memory.
+// with or without capuchin. Exit 0; 1 on a CUDA error (exec_prog.hpp's check: the step named).
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
@@ -34,6 +34,7 @@
 #include <mutex>
 #include <vector>
 
+#include "exec_prog.hpp"
 #include "simcuda/kernel.hpp"
 
 namespace {
@@ -130,11 +131,7 @@ void backward_body(void** a, const simcuda_launch_info*) {
   for (int i = 0; i < n; ++i) out[i] = g[i] * 0.5f + p[i] * 0.25f - q[i] * 0.125f + r[i] * 0.0625f;
 }
 
-void check(cudaError_t e, const char* what) {
-  if (e == cudaSuccess) return;
-  std::fprintf(stderr, "exec_infer: %s: %s\n", what, cudaGetErrorString(e));
-  std::exit(e == cudaErrorMemoryAllocation ? 2 : 1);
-}
+using exec_prog::check;
 
 float* alloc(size_t n, cudaStream_t s) {
   float* p = nullptr;
