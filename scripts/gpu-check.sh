@@ -232,13 +232,14 @@ echo "== 4. tests/gpu under libcapuchin.so (each: plain first, then preloaded)"
 export GPU_BIN=$gpu_bin CAPUCHIN_LIB=$cap_lib CAPUCHIN_CLI=$cap_bin PYTHON=$py
 capture_crit="the program passes plain and under LD_PRELOAD (CAPUCHIN_RECORD); identical CHECKSUM lines; \`capuchin trace validate\` accepts the trace; the trace holds the program's EXPECT lines"
 exec_crit="the program passes plain and under CAPUCHIN_BUDGET=200 MiB; identical CHECKSUM lines; the decision log shows evictions and swap-ins; the executor summary's peak_resident <= the budget; pinned cases: the summary says backend=pinned"
-for c in capture capture_static param_info graph cupti sync13 evict_uvm evict_pinned missed_uvm missed_pinned ipc_uvm ipc_pinned infer_uvm infer_pinned; do
+for c in capture capture_static param_info graph cupti sync13 checksum evict_uvm evict_pinned missed_uvm missed_pinned ipc_uvm ipc_pinned infer_uvm infer_pinned; do
   log="$out/check-$c.log"
   case $c in
+    checksum) crit="$capture_crit; the probation's checksum kernels (checksum_kernels.cuh) agree with the host's checksum for aligned, unaligned, odd and empty ranges up to 64 MiB under 4 launch geometries; a flipped bit changes it; the complement kernel flips exactly its range and undoes itself" ;;
     sync13) crit="$capture_crit; cudaDeviceSynchronize, and cuCtxSynchronize asked at version 13000 (explicit and NULL context) and 12000, each wait for a 20 ms kernel" ;;
     ipc_*) crit="$exec_crit; either cudaIpcGetMemHandle succeeds, another process opens the handle after pressure and sees the current content, its write is seen back and the buffer stays device memory (never moved), or the driver refuses it for the managed/VMM memory capuchin serves and capuchin says why" ;;
     evict_*|missed_*) crit=$exec_crit ;;
-    infer_*) crit="$exec_crit; nothing declared: the cuBLAS SGEMM and the elementwise kernel judged replayable, the timer kernel not-deterministic, the atomics kernel never replayable (decision log verdicts)" ;;
+    infer_*) crit="$exec_crit; nothing declared: the cuBLAS SGEMM and the elementwise kernel judged replayable, the timer kernel not-deterministic, the atomics kernel never replayable (decision log verdicts); the probations checksummed on the device (the summary says checksum=device: the embedded PTX loaded)" ;;
     *) crit=$capture_crit ;;
   esac
   case $c in evict_*|missed_*|ipc_*) prog=gpu_executor ;; infer_*) prog=gpu_infer ;; *) prog=gpu_$c ;; esac

@@ -46,6 +46,11 @@ struct Api {
   CUresult (*memcpy_dtoh_async)(void*, CUdeviceptr, size_t, CUstream) = nullptr;
   CUresult (*memcpy_htod_async)(CUdeviceptr, const void*, size_t, CUstream) = nullptr;
   CUresult (*pointer_attribute)(void*, CUpointer_attribute, CUdeviceptr) = nullptr;  // optional: probations
+  // optional: the probation's checksum kernels (device_checksum.hpp); without them it hashes on the host
+  CUresult (*module_load_data)(CUmodule*, const void*) = nullptr;
+  CUresult (*module_get_function)(CUfunction*, CUmodule, const char*) = nullptr;
+  CUresult (*module_unload)(CUmodule) = nullptr;
+  CUresult (*memset_d32_async)(CUdeviceptr, unsigned, size_t, CUstream) = nullptr;
   // pinned backend (VMM + pinned host memory); optional as a group
   CUresult (*address_reserve)(CUdeviceptr*, size_t, size_t, CUdeviceptr, unsigned long long) = nullptr;
   CUresult (*address_free)(CUdeviceptr, size_t) = nullptr;

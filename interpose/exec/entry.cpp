@@ -378,6 +378,7 @@ void start_probation(Executor& e, Launch& l, const KernelInfo& ki, const Shape& 
   p.counted = true;
   if (!may_probe()) p.ok = false;  // a capture began meanwhile: nothing is done
   p.stream = ds;
+  p.device = e.opt.device_checksum ? &e.checksums : nullptr;  // null: through host copies
   collect_other_words(l, ki, cur, p.other_words);
   p.ranges.reserve(cur.size());
   for (std::size_t i = 0; i < cur.size(); ++i) {
@@ -403,7 +404,7 @@ void conclude_probation(Executor& e, Launch& l) {
   const Probation& p = *l.probation;
   const WriteSets::Known k = p.verdict;
   e.write_sets.learn(l.func, l.shape, k);
-  e.write_sets.count_bytes(p.bytes_hashed);
+  e.write_sets.count_bytes(p.bytes_hashed, p.bytes_copied);
   std::uint64_t first = kNoBlockId, out_bytes = 0;
   for (std::size_t i = 0; i < p.ranges.size(); ++i)
     if (((k.outputs >> i) & 1u) != 0) {

@@ -541,6 +541,11 @@ bool init() {
       log(LogLevel::Warn, "CAPUCHIN_RECOMPUTE=%s is not one of auto, declared, off (or 1, 0); using auto", v);
   }
   if (e.opt.recompute && e.opt.infer_writes) e.kernels.want_layouts();
+  if (const char* v = env("CAPUCHIN_PROBE_CHECKSUM")) {
+    if (std::strcmp(v, "host") == 0) e.opt.device_checksum = false;
+    else if (std::strcmp(v, "device") != 0)
+      log(LogLevel::Warn, "CAPUCHIN_PROBE_CHECKSUM=%s is not one of device, host; using device", v);
+  }
   if (const char* v = env("CAPUCHIN_UVM_PAGE")) {
     if (auto n = parse_size(v); n && *n > 0 && (*n & (*n - 1)) == 0) e.opt.uvm_page = *n;
     else log(LogLevel::Warn, "CAPUCHIN_UVM_PAGE=%s is not a power of two; using 64 KiB", v);
@@ -606,12 +611,14 @@ void shutdown() {
       " prefetches=%" PRIu64 " on_demand=%" PRIu64 " stalls=%" PRIu64 " drops=%" PRIu64 " recomputes=%" PRIu64
       " fallbacks=%" PRIu64 " iterations=%" PRIu64 " period=%u plans=%" PRIu64 " planned_iterations=%" PRIu64
       " relearns=%" PRIu64 " timed_launches=%" PRIu64 "/%" PRIu64 " host_pool_peak=%" PRIu64 " on_demand_per_iteration=[%s]"
-      " probations=%" PRIu64 " probation_bytes=%" PRIu64 " replayable_shapes=%" PRIu64,
+      " probations=%" PRIu64 " probation_bytes=%" PRIu64 " probation_copied=%" PRIu64 " checksum=%s"
+      " replayable_shapes=%" PRIu64,
       e.opt.backend == Backend::Pinned ? "pinned" : "uvm", e.pending_peak_multiple > 0 ? 0 : e.ledger.budget, e.ledger.peak(), e.need.min_needed, t.of(Action::Evict), t.of(Action::Prefetch),
       t.of(Action::SwapinOnDemand), t.of(Action::Stall), t.of(Action::Drop), t.of(Action::Recompute), t.of(Action::Fallback),
       cs.iterations, e.planning.controller().period(), cs.plans_adopted, cs.iterations_followed, cs.relearns,
       e.planning.launches_timed(), e.planning.launches_seen(), e.pool.peak_bytes(), per.c_str(), e.write_sets.probations(),
-      e.write_sets.bytes_read(), e.write_sets.replayable_shapes());
+      e.write_sets.bytes_hashed(), e.write_sets.bytes_copied(), e.checksums.used() ? "device" : "host",
+      e.write_sets.replayable_shapes());
   e.decisions.finish();
 }
 

@@ -35,6 +35,7 @@
 #include "ordering.hpp"
 #include "planning.hpp"
 #include "recompute_trial.hpp"
+#include "device_checksum.hpp"
 #include "write_sets.hpp"
 
 namespace capuchin::interpose::exec {
@@ -46,6 +47,7 @@ struct ExecOptions {
   Backend backend = Backend::Uvm;   // CAPUCHIN_BACKEND
   bool recompute = true;            // CAPUCHIN_RECOMPUTE (0 / off: never)
   bool infer_writes = true;         // CAPUCHIN_RECOMPUTE=declared: only CAPUCHIN_KERNEL_OUTPUTS' kernels
+  bool device_checksum = true;      // CAPUCHIN_PROBE_CHECKSUM=host: probations checksum through host copies
   std::size_t uvm_page = 64 * 1024; // CAPUCHIN_UVM_PAGE
   std::size_t pinned_min = 0;       // CAPUCHIN_PINNED_MIN: smaller tensors are Managed
   std::uint64_t pool_limit = 0;     // CAPUCHIN_PINNED_POOL (0: the default)
@@ -97,6 +99,7 @@ class Executor {
   Planning planning;
   KernelTable kernels;
   WriteSets write_sets;  // inferred write sets of launch shapes (write_sets.hpp)
+  DeviceChecksum checksums;  // the probations' checksum kernels, per context (device_checksum.hpp)
   RecomputeTrial trial;  // recomputation kept only where it measured faster (recompute_trial.hpp)
   std::uint64_t (*virtual_ns)() = nullptr;  // simcuda's host virtual clock, the trial's clock there
   NeedTracker need;

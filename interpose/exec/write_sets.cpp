@@ -5,8 +5,10 @@
 #include <algorithm>
 #include <cstring>
 #include <new>
+#include <span>
 
 #include "block.hpp"
+#include "capuchin/checksum.hpp"
 #include "config.hpp"
 #include "executor.hpp"
 #include "kernels.hpp"
@@ -15,7 +17,7 @@ namespace capuchin::interpose::exec {
 
 namespace {
 
-constexpr std::size_t kChunk = std::size_t{8} << 20;  // bytes hashed per copy
+constexpr std::size_t kChunk = std::size_t{8} << 20;  // bytes per host copy (a multiple of 8)
 // A launch touching more than this is not probed (its bytes are kept on the host meanwhile).
 constexpr std::uint64_t kMaxProbationBytes = std::uint64_t{256} << 20;
 
@@ -41,39 +43,52 @@ bool sync(const Api& api, const Probation& p) { return api.stream_synchronize(p.
 
 // [at, at + n) of the range into `out` (resized), through the launch's stream; false on a driver
 // error or no host memory.
-bool read_chunk(const Api& api, const Probation& p, CUdeviceptr at, std::size_t n, std::vector<std::uint8_t>& out) {
+bool read_chunk(const Api& api, Probation& p, CUdeviceptr at, std::size_t n, std::vector<std::uint8_t>& out) {
   try {
     out.resize(n);
   } catch (const std::bad_alloc&) {
     return false;
   }
+  p.bytes_copied += n;
   return n == 0 || (api.memcpy_dtoh_async(out.data(), at, n, p.stream) == CUDA_SUCCESS && sync(api, p));
 }
 
-bool write_back(const Api& api, const Probation& p, std::size_t i) {
+bool write_back(const Api& api, Probation& p, std::size_t i) {
   const Probation::Range& r = p.ranges[i];
-  return r.bytes == 0 || (api.memcpy_htod_async(r.base, p.kept[i].data(), r.bytes, p.stream) == CUDA_SUCCESS && sync(api, p));
+  if (r.bytes == 0) return true;
+  if (i >= p.kept.size() || p.kept[i].size() != r.bytes) return false;
+  p.bytes_copied += r.bytes;
+  return api.memcpy_htod_async(r.base, p.kept[i].data(), r.bytes, p.stream) == CUDA_SUCCESS && sync(api, p);
 }
 
-// A range's hash, the same whether its bytes are read in chunks from the device or hashed from
-// a host copy: chunk by chunk, then its length.
-constexpr std::uint64_t kSeed = 0x243f6a8885a308d3ull;
-
-std::uint64_t hash_copy(const std::vector<std::uint8_t>& bytes) {
-  std::uint64_t h = kSeed;
-  for (std::size_t at = 0; at < bytes.size(); at += kChunk) h = hash_bytes(bytes.data() + at, std::min(kChunk, bytes.size() - at), h);
-  return mix(h, bytes.size());
-}
-
-bool hash_range(const Api& api, const Probation& p, const Probation::Range& r, std::vector<std::uint8_t>& buf,
-                std::uint64_t* out) {
-  std::uint64_t h = kSeed;
+// A range's checksum (capuchin/checksum.hpp) read through the host in chunks.
+bool host_checksum(const Api& api, Probation& p, const Probation::Range& r, std::vector<std::uint8_t>& buf,
+                   std::uint64_t* out) {
+  std::uint64_t sum = 0;
   for (std::size_t at = 0; at < r.bytes; at += kChunk) {
     const std::size_t n = std::min(kChunk, r.bytes - at);
     if (!read_chunk(api, p, r.base + at, n, buf)) return false;
-    h = hash_bytes(buf.data(), n, h);
+    sum = checksum::add_words(sum, buf.data(), n, at / checksum::kWordBytes);
   }
-  *out = mix(h, r.bytes);
+  *out = checksum::finish(sum, r.bytes);
+  return true;
+}
+
+// Every range's checksum into `field`, behind the work on the launch's stream: by the checksum
+// kernel where it runs (nothing crosses the link), else through the host.
+bool checksum_all(const Api& api, Probation& p, std::uint64_t Probation::Range::*field) {
+  for (const Probation::Range& r : p.ranges) p.bytes_hashed += r.bytes;
+  if (p.on_device) {
+    DeviceChecksum::Range ranges[DeviceChecksum::kMaxRanges];
+    std::uint64_t sums[DeviceChecksum::kMaxRanges];
+    for (std::size_t i = 0; i < p.ranges.size(); ++i) ranges[i] = {p.ranges[i].base, p.ranges[i].bytes};
+    if (!p.device->sums(api, p.stream, std::span(ranges, p.ranges.size()), sums)) return false;
+    for (std::size_t i = 0; i < p.ranges.size(); ++i) p.ranges[i].*field = sums[i];
+    return true;
+  }
+  std::vector<std::uint8_t> buf;
+  for (Probation::Range& r : p.ranges)
+    if (!host_checksum(api, p, r, buf, &(r.*field))) return false;
   return true;
 }
 
@@ -159,7 +174,7 @@ void probation_before(const Api& api, Probation& p) {
   std::uint64_t total = 0;
   for (const Probation::Range& r : p.ranges) total += r.bytes;
   if (api.memcpy_dtoh_async == nullptr || api.memcpy_htod_async == nullptr || api.pointer_attribute == nullptr ||
-      total > kMaxProbationBytes) {
+      total > kMaxProbationBytes || p.ranges.size() > DeviceChecksum::kMaxRanges) {
     p.ok = false;
     return;
   }
@@ -173,34 +188,13 @@ void probation_before(const Api& api, Probation& p) {
   }
   for (CUevent e : p.waits)
     if (api.event_synchronize(e) != CUDA_SUCCESS) p.ok = false;
-  if (!p.ok || !sync(api, p)) {
-    p.ok = false;
-    return;
-  }
-  std::vector<std::uint8_t> buf;
-  for (Probation::Range& r : p.ranges) {
-    if (!hash_range(api, p, r, buf, &r.before)) {
-      p.ok = false;
-      return;
-    }
-    p.bytes_hashed += r.bytes;
-  }
+  p.on_device = p.device != nullptr && p.device->available(api);
+  if (!p.ok || !sync(api, p) || !checksum_all(api, p, &Probation::Range::before)) p.ok = false;
 }
 
 WriteSets::Known probation_classify(const Api& api, Probation& p) {
   WriteSets::Known k;
-  if (!p.ok || !sync(api, p)) return k;
-  try {
-    p.kept.resize(p.ranges.size());
-  } catch (const std::bad_alloc&) {
-    return k;
-  }
-  for (std::size_t i = 0; i < p.ranges.size(); ++i) {
-    Probation::Range& r = p.ranges[i];
-    if (!read_chunk(api, p, r.base, r.bytes, p.kept[i])) return k;
-    r.after = hash_copy(p.kept[i]);
-    p.bytes_hashed += r.bytes;
-  }
+  if (!p.ok || !checksum_all(api, p, &Probation::Range::after)) return k;
   // Outputs: the fresh blocks the launch changed. A fresh block it left as it was is read (its
   // bytes written where the scan cannot see, through a pointer in device memory) or not used:
   // not an output, since replaying this launch would not bring it back. A block that held data
@@ -218,19 +212,37 @@ WriteSets::Known probation_classify(const Api& api, Probation& p) {
   return k;
 }
 
+// What the launch left in every range, so that whatever its replay changes can be undone.
+bool probation_keep(const Api& api, Probation& p) {
+  try {
+    p.kept.resize(p.ranges.size());
+  } catch (const std::bad_alloc&) {
+    return false;
+  }
+  for (std::size_t i = 0; i < p.ranges.size(); ++i)
+    if (!read_chunk(api, p, p.ranges[i].base, p.ranges[i].bytes, p.kept[i])) return false;
+  return true;
+}
+
 bool probation_scramble(const Api& api, Probation& p, WriteSets::Known k) {
   std::vector<std::uint8_t> other;
   for (std::size_t i = 0; i < p.ranges.size(); ++i) {
     if (((k.outputs >> i) & 1u) == 0) continue;
     const Probation::Range& r = p.ranges[i];
+    if (p.on_device) {
+      if (!p.device->complement(api, p.stream, {r.base, r.bytes})) return false;
+      continue;
+    }
     for (std::size_t at = 0; at < r.bytes; at += kChunk) {
       const std::size_t n = std::min(kChunk, r.bytes - at);
       try {
-        other.assign(p.kept[i].begin() + static_cast<std::ptrdiff_t>(at), p.kept[i].begin() + static_cast<std::ptrdiff_t>(at + n));
+        const auto from = p.kept[i].begin() + static_cast<std::ptrdiff_t>(at);
+        other.assign(from, from + static_cast<std::ptrdiff_t>(n));
       } catch (const std::bad_alloc&) {
         return false;
       }
       for (std::uint8_t& b : other) b = static_cast<std::uint8_t>(~b);
+      p.bytes_copied += n;
       if (api.memcpy_htod_async(r.base + at, other.data(), n, p.stream) != CUDA_SUCCESS || !sync(api, p)) return false;
     }
   }
@@ -239,25 +251,16 @@ bool probation_scramble(const Api& api, Probation& p, WriteSets::Known k) {
 
 WriteSets::Known probation_compare(const Api& api, Probation& p, WriteSets::Known k, bool relaunched) {
   bool restore_failed = false;
-  if (!relaunched || !sync(api, p)) {
+  if (!relaunched || !checksum_all(api, p, &Probation::Range::replayed)) {
     // The relaunch (or the scramble) may have run partly: every block gets the launch's bytes back.
     for (std::size_t i = 0; i < p.ranges.size(); ++i) restore_failed |= !write_back(api, p, i);
     if (restore_failed) log(LogLevel::Error, "executor: a probation's changes could not all be undone (copy failed)");
     return WriteSets::Known{};
   }
-  std::vector<std::uint8_t> now;
   for (std::size_t i = 0; i < p.ranges.size(); ++i) {
     const Probation::Range& r = p.ranges[i];
-    bool same = true, read = true;
-    for (std::size_t at = 0; at < r.bytes && same; at += kChunk) {
-      const std::size_t n = std::min(kChunk, r.bytes - at);
-      read = read_chunk(api, p, r.base + at, n, now);
-      same = read && std::memcmp(now.data(), p.kept[i].data() + at, n) == 0;
-    }
-    p.bytes_hashed += r.bytes;
-    if (same) continue;
-    if (!read) k = WriteSets::Known{};
-    else if (k.verdict == Verdict::Replayable)
+    if (r.replayed == r.after) continue;
+    if (k.verdict == Verdict::Replayable)
       k.verdict = ((k.outputs >> i) & 1u) != 0 ? Verdict::NotDeterministic : Verdict::SideEffect;
     restore_failed |= !write_back(api, p, i);
   }

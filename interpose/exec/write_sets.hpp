@@ -13,17 +13,19 @@
 // (training vs evaluation), are different shapes.
 //
 // Probation (once per shape, in the job's thread, outside the executor's lock, while the
-// launch's blocks are pinned; every copy and wait on the launch's own stream, after the touched
-// blocks' last recorded uses): every touched block is hashed; the launch runs; its blocks are
-// hashed again. Outputs are the fresh blocks whose bytes changed. A block that held data and
-// changed means a side effect (in-place update, running statistics): refused (`side-effect`).
-// Otherwise the outputs are overwritten with other bytes (each byte's complement) and the launch
-// is replayed at once with the same parameters: an output that differs from what the launch
-// wrote means the kernel is not deterministic (atomics, a run-dependent value) or reads or keeps
-// part of its output (an in-place kernel on a tensor written unseen, a partial write):
-// `not-deterministic`, and the function is never replayed again; a changed input is a side
-// effect. Every block the replay changed gets back the bytes the original launch left, so the
-// job never sees the probation.
+// launch's blocks are pinned; every copy, checksum and wait on the launch's own stream, after
+// the touched blocks' last recorded uses): every touched block is checksummed (on the device by
+// our own kernel, device_checksum.hpp, where it loads; else through host copies); the launch
+// runs; its blocks are checksummed again. Outputs are the fresh blocks whose bytes changed. A
+// block that held data and changed means a side effect (in-place update, running statistics):
+// refused (`side-effect`). Otherwise every touched block is copied to the host (to undo what
+// follows), the outputs are overwritten with other bytes (each byte's complement) and the
+// launch is replayed at once with the same parameters: an output whose checksum differs from
+// what the launch wrote means the kernel is not deterministic (atomics, a run-dependent value)
+// or reads or keeps part of its output (an in-place kernel on a tensor written unseen, a
+// partial write): `not-deterministic`, and the function is never replayed again; a changed
+// input is a side effect. Every block the replay changed gets back the bytes the original
+// launch left, so the job never sees the probation.
 //
 // A launch passed a pointer to memory the executor does not serve (the driver knows the address:
 // a library's own workspace, mapped host memory) is never replayable (`foreign-memory`): what it
@@ -37,7 +39,7 @@
 // cost: at most kMaxProbations shapes per function; later unseen shapes are not replayable.
 //
 // Contract: the table (WriteSets) is used under the executor's lock; the probation steps run
-// without it, through the driver entry points in Api (synchronous copies to host memory). A
+// without it, through the driver entry points in Api and the checksum kernels. A
 // failed driver call makes the probation inconclusive: nothing is learned, the blocks it
 // changed are restored where possible, the shape is tried again at a later launch.
 #pragma once
@@ -49,6 +51,7 @@
 #include <vector>
 
 #include "api.hpp"
+#include "device_checksum.hpp"
 #include "event_pool.hpp"
 
 namespace capuchin::interpose::exec {
@@ -94,10 +97,14 @@ class WriteSets {
   // A verdict against replaying is never overwritten (another thread's probation of the same shape).
   void learn(CUfunction f, std::uint64_t shape, Known k);
   std::uint64_t probations() const { return probations_; }
-  // Bytes the probations copied to the host (their cost beside the synchronisations), and the
-  // shapes found replayable: the executor summary prints them.
-  void count_bytes(std::uint64_t b) { bytes_read_ += b; }
-  std::uint64_t bytes_read() const { return bytes_read_; }
+  // Bytes the probations checksummed and bytes they copied between device and host (their cost
+  // beside the synchronisations), and the shapes found replayable: the executor summary prints them.
+  void count_bytes(std::uint64_t hashed, std::uint64_t copied) {
+    bytes_hashed_ += hashed;
+    bytes_copied_ += copied;
+  }
+  std::uint64_t bytes_hashed() const { return bytes_hashed_; }
+  std::uint64_t bytes_copied() const { return bytes_copied_; }
   std::uint64_t replayable_shapes() const { return replayable_; }
 
  private:
@@ -107,7 +114,7 @@ class WriteSets {
   };
   std::unordered_map<std::uint64_t, Known> shapes_;
   std::unordered_map<CUfunction, PerFunction> functions_;
-  std::uint64_t probations_ = 0, bytes_read_ = 0, replayable_ = 0;
+  std::uint64_t probations_ = 0, bytes_hashed_ = 0, bytes_copied_ = 0, replayable_ = 0;
 };
 
 // One probation's state, carried by the launch from before it to after it.
@@ -117,10 +124,12 @@ struct Probation {
     CUdeviceptr base = 0;
     std::size_t bytes = 0;
     bool fresh = false;
-    std::uint64_t before = 0, after = 0;
+    std::uint64_t before = 0, after = 0, replayed = 0;  // checksums: before, after the launch, after its replay
   };
   std::vector<Range> ranges;  // the touched blocks, by position
   std::vector<std::vector<std::uint8_t>> kept;  // each range's bytes after the launch (for restores)
+  DeviceChecksum* device = nullptr;  // the executor's checksum kernels (null: hash on the host)
+  bool on_device = false;            // they run in this launch's context (decided before the launch)
   CUstream stream = nullptr;  // the launch's (driver) stream: every copy and wait is on it
   // The touched blocks' last uses (events of the executor's pool, referenced until the probation
   // ends): waited for before the first hash, instead of the whole device (which could wait for
@@ -131,7 +140,7 @@ struct Probation {
   // point at memory (then the verdict is ForeignMemory and nothing runs twice).
   std::vector<std::uint64_t> other_words;
   bool ok = true;             // every driver call so far succeeded
-  std::uint64_t bytes_hashed = 0;
+  std::uint64_t bytes_hashed = 0, bytes_copied = 0;
   WriteSets::Known verdict;   // after the launch (Unknown: inconclusive)
   bool counted = false;       // among the probations in flight (entry.cpp)
 };
@@ -146,13 +155,15 @@ WriteSets::Known probation_after(const Api& api, Probation& p, Relaunch&& relaun
 
 // --- implementation details of probation_after (write_sets.cpp)
 WriteSets::Known probation_classify(const Api& api, Probation& p);
-bool probation_scramble(const Api& api, Probation& p, WriteSets::Known k);  // outputs overwritten
+bool probation_keep(const Api& api, Probation& p);  // every range's bytes copied to p.kept
+bool probation_scramble(const Api& api, Probation& p, WriteSets::Known k);  // outputs complemented
 WriteSets::Known probation_compare(const Api& api, Probation& p, WriteSets::Known k, bool relaunched);
 
 template <class Relaunch>
 WriteSets::Known probation_after(const Api& api, Probation& p, Relaunch&& relaunch) {
   WriteSets::Known k = probation_classify(api, p);
   if (k.verdict != Verdict::Replayable) return k;
+  if (!probation_keep(api, p)) return WriteSets::Known{};  // nothing was changed yet
   if (!probation_scramble(api, p, k)) return probation_compare(api, p, WriteSets::Known{}, false);
   return probation_compare(api, p, k, relaunch() == CUDA_SUCCESS);
 }

@@ -16,8 +16,8 @@ took=$(( $(date +%s) - start ))
 fail=0
 [ "$rc" -eq 0 ] || { echo "FAIL: --dry exit $rc, expected 0"; fail=1; }
 [ "$took" -le 20 ] || { echo "FAIL: --dry took $took s (it must run nothing)"; fail=1; }
-for c in capture capture_static param_info graph cupti sync13 evict_uvm evict_pinned missed_uvm missed_pinned \
-         ipc_uvm ipc_pinned pytorch i16-graph i16-expandable i16-bf16-scan i16-ranks; do
+for c in capture capture_static param_info graph cupti sync13 checksum evict_uvm evict_pinned missed_uvm missed_pinned \
+         ipc_uvm ipc_pinned infer_uvm infer_pinned pytorch i16-graph i16-expandable i16-bf16-scan i16-ranks; do
   # "  check NAME", then its "run:" line; the criteria follow as "PASS when:".
   if ! grep -A1 -E "^  check $c\$" "$out/dry.log" | grep -q -E '^    run: +[^ ]'; then
     echo "FAIL: --dry does not show check '$c' with the command it runs"; fail=1

@@ -2,7 +2,7 @@
 # run_check.sh: one real-GPU check (ctest label gpu; scripts/gpu-check.sh runs the same).
 #
 # Usage: run_check.sh CASE OUTDIR
-#   CASE: capture | capture_static | param_info | graph | cupti | sync13   (capture under LD_PRELOAD)
+#   CASE: capture | capture_static | param_info | graph | cupti | sync13 | checksum   (capture under LD_PRELOAD)
 #         evict_uvm | evict_pinned | missed_uvm | missed_pinned | ipc_uvm | ipc_pinned
 #         infer_uvm | infer_pinned                                  (the executor under a budget)
 # Environment: GPU_BIN (folder of the tests/gpu programs), CAPUCHIN_LIB (libcapuchin.so),
@@ -30,6 +30,7 @@ case "$case_name" in
   graph) prog=gpu_graph ;;
   cupti) prog=gpu_cupti ;;
   sync13) prog=gpu_sync13 ;;
+  checksum) prog=gpu_checksum ;;
   evict_uvm|evict_pinned|missed_uvm|missed_pinned|ipc_uvm|ipc_pinned)
     prog=gpu_executor; args=${case_name%_*}; backend=${case_name#*_}; executor=1 ;;
   infer_uvm|infer_pinned) prog=gpu_infer; backend=${case_name#*_}; executor=1 ;;
@@ -82,6 +83,14 @@ if [ -n "$executor" ] && [ "$backend" = pinned ] && ! grep -q 'executor summary:
   echo "FAIL $case_name: the pinned backend did not run (the summary names another; see the driver's features above)"; fail=1
 fi
 if [ $rc -ne 0 ]; then echo "FAIL $case_name: exit $rc under libcapuchin.so"; fail=1; fi
+# The probations' checksums ran on the device: the embedded PTX loaded (else they hash on the host).
+if [ "$prog" = gpu_infer ]; then
+  if grep -q 'executor summary: .* checksum=device ' "$log.capuchin.log"; then
+    echo "PASS $case_name: the probations checksummed on the device (checksum=device)"
+  else
+    echo "FAIL $case_name: the probations did not checksum on the device (the summary says: $(grep -o 'checksum=[a-z]*' "$log.capuchin.log"); see 'checksum kernels' above)"; fail=1
+  fi
+fi
 grep '^CHECKSUM' "$log.plain.log" >"$log.sum.plain"
 grep '^CHECKSUM' "$log.capuchin.log" >"$log.sum.capuchin"
 if cmp -s "$log.sum.plain" "$log.sum.capuchin"; then

@@ -1,14 +1,17 @@
 #!/bin/sh
-# infer_writes.sh OUTDIR BACKEND: exec_infer (pure, in-place, side-effect, nondeterministic and
+# infer_writes.sh OUTDIR BACKEND [CHECKSUM]: exec_infer (pure, in-place, side-effect, nondeterministic and
 # hidden-pointer kernels; nothing declared) plain on a device of 0.5 x its peak fails, and under
 # the executor with that budget gives bit-identical losses and statistics, recomputes (drops
 # and recomputes > 0, no CAPUCHIN_KERNEL_OUTPUTS), and logs the verdicts the kernels deserve:
 # produce and combine replayable, normalize side-effect, noisy and clamp_ (in place on a tensor
 # written unseen) not-deterministic, add_host (reads mapped host memory) foreign-memory; no other kernel
-# is judged replayable (scatter and scale_ write no new tensor they name; backward is pure). Environment: PROG,
-# PRELOAD (set by ctest).
+# is judged replayable (scatter and scale_ write no new tensor they name; backward is pure).
+# CHECKSUM (device, the default, or host: CAPUCHIN_PROBE_CHECKSUM) is where the probations must
+# have checksummed, as the executor summary says: on the device (simcuda's equivalent of the
+# embedded PTX kernel), copying less than they checksummed, or through host copies, copying at
+# least that. Environment: PROG, PRELOAD (set by ctest).
 set -eu
-out=$1; backend=$2
+out=$1; backend=$2; checksum=${3:-device}
 args="6 524288 6"
 mkdir -p "$out"
 unset CAPUCHIN_KERNEL_OUTPUTS || true
@@ -19,14 +22,14 @@ if SIMCUDA_DEVICE_BYTES=$B "$PROG" $args > "$out/plain.txt" 2> "$out/plain.err";
   echo "FAIL: exec_infer fits in $B bytes without capuchin (peak $P): the test proves nothing"; exit 1
 fi
 rm -f "$out/decisions.jsonl"
-SIMCUDA_DEVICE_BYTES=$B SIMCUDA_STATS_FILE="$out/stats.json" CAPUCHIN_BUDGET=$B CAPUCHIN_BACKEND=$backend CAPUCHIN_LOG=info \
+SIMCUDA_DEVICE_BYTES=$B SIMCUDA_STATS_FILE="$out/stats.json" CAPUCHIN_BUDGET=$B CAPUCHIN_BACKEND=$backend CAPUCHIN_LOG=info CAPUCHIN_PROBE_CHECKSUM=$checksum \
   CAPUCHIN_DECISION_LOG="$out/decisions.jsonl" LD_PRELOAD="$PRELOAD" "$PROG" $args > "$out/capuchin.txt" 2> "$out/capuchin.err" || {
   echo "FAIL: exec_infer failed under the executor (budget $B of peak $P)"; tail -20 "$out/capuchin.err"; exit 1; }
 cmp -s "$out/ref.txt" "$out/capuchin.txt" || {
   echo "FAIL: results differ under capuchin"; diff "$out/ref.txt" "$out/capuchin.txt" || true; exit 1; }
-python3 - "$out" <<'PY'
-import json, sys, collections
-out = sys.argv[1]
+python3 - "$out" "$checksum" <<'PY'
+import json, re, sys, collections
+out, checksum = sys.argv[1:]
 verdicts = collections.defaultdict(set)
 actions = collections.Counter()
 for line in open(f"{out}/decisions.jsonl"):
@@ -40,8 +43,17 @@ errors = [f"{k}: verdicts {sorted(verdicts.get(k, set()))}, want {sorted(v)}" fo
 errors += [f"{k} judged {sorted(v)}" for k, v in verdicts.items() if k not in want]
 if actions["drop"] == 0 or actions["recompute"] == 0:
     errors.append(f"no recomputation: {dict(actions)}")
+m = re.search(r"probation_bytes=(\d+) probation_copied=(\d+) checksum=(\w+)", open(f"{out}/capuchin.err").read())
+if not m:
+    errors.append("no probation figures in the executor summary")
+else:
+    summed, copied, where = int(m.group(1)), int(m.group(2)), m.group(3)
+    if where != checksum: errors.append(f"the summary says checksum={where}, want {checksum}")
+    if checksum == "device" and not copied < summed: errors.append(f"device checksums copied {copied} of {summed} bytes")
+    if checksum == "host" and not copied >= summed: errors.append(f"host checksums copied only {copied} of {summed} bytes")
 if errors:
     print("FAIL: " + "; ".join(errors)); sys.exit(1)
-print(f"verdicts {dict((k, sorted(v)) for k, v in verdicts.items())}; actions {dict(actions)}")
+print(f"verdicts {dict((k, sorted(v)) for k, v in verdicts.items())}; actions {dict(actions)}; checksum={checksum}: "
+      f"{summed} bytes checksummed, {copied} copied")
 PY
 echo infer-writes-ok

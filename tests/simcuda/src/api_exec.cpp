@@ -197,6 +197,9 @@ CUresult graph_launch(CUgraphExec exec, CUstream h, DefaultStream ds) {
   X(CUDA_ERROR_INVALID_CONTEXT, "invalid device context")                                            \
   X(CUDA_ERROR_INVALID_HANDLE, "invalid resource handle")                                            \
   X(CUDA_ERROR_NOT_FOUND, "named symbol not found")                                                  \
+  X(CUDA_ERROR_INVALID_PTX, "a PTX JIT compilation failed")                                          \
+  X(CUDA_ERROR_INVALID_IMAGE, "device kernel image is invalid")                                      \
+  X(CUDA_ERROR_NO_BINARY_FOR_GPU, "no kernel image is available for execution on the device")        \
   X(CUDA_ERROR_NOT_READY, "device not ready")                                                        \
   X(CUDA_ERROR_ILLEGAL_ADDRESS, "an illegal memory access was encountered")                          \
   X(CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES, "too many resources requested for launch")                   \

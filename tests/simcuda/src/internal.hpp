@@ -460,6 +460,10 @@ enum class SidePlace : uint8_t { Any, Device };
 // stream for sync copies, which then wait for it). Each side's span must lie in one allocation.
 CUresult enqueue_copy(DefaultStream ds, CUstream handle, uintptr_t dst, uintptr_t src, const CopyShape& shape,
                       bool sync, SidePlace dst_place = SidePlace::Any, SidePlace src_place = SidePlace::Any);
+// Registers the kernels equivalents.cpp provides for PTX entries (cuModuleGetFunction's),
+// once; safe from any thread.
+void register_builtin_equivalents();
+
 // Runs a kernel op on the calling (worker) thread, on op.device; returns its virtual cost in ns.
 double run_kernel(const OpPayload& op, bool* illegal_address);
 // The JSON statistics document (SIMCUDA_STATS_FILE).

@@ -207,6 +207,10 @@ const ProcEntry kTable[] = {
     EP("cuLaunchKernelEx", 11060, cuLaunchKernelEx, cuLaunchKernelEx_ptsz),
     E("cuFuncGetParamInfo", 12040, cuFuncGetParamInfo),
     E("cuFuncGetName", 12030, cuFuncGetName),
+    // modules (PTX text run by registered equivalents: modules.cpp)
+    E("cuModuleLoadData", 2000, cuModuleLoadData),
+    E("cuModuleGetFunction", 2000, cuModuleGetFunction),
+    E("cuModuleUnload", 2000, cuModuleUnload),
     // simcuda's extension API
     E("simcuda_register_kernel", 0, simcuda_register_kernel),
     E("simcuda_function_for_stub", 0, simcuda_function_for_stub),

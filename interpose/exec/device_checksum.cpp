@@ -1,0 +1,153 @@
+// device_checksum.cpp: loading the checksum kernels per context and launching them (see
+// device_checksum.hpp).
+#include "device_checksum.hpp"
+
+#include <algorithm>
+
+#include "capuchin/checksum.hpp"
+#include "config.hpp"
+
+#if defined(CAPUCHIN_CHECKSUM_PTX)
+#include "checksum_ptx.inc"  // kChecksumPtx, generated from checksum_kernels.cu
+#endif
+
+namespace capuchin::interpose::exec {
+
+namespace {
+
+constexpr unsigned kThreads = 256;
+constexpr unsigned kMaxGrid = 1024;
+constexpr std::size_t kSlotBytes = DeviceChecksum::kMaxRanges * sizeof(std::uint64_t);
+
+// Enough threads for about 8 words each, at most kMaxGrid blocks (the loop strides the rest).
+unsigned grid_for(std::size_t bytes) {
+  const std::uint64_t words = (bytes + 7) / 8;
+  const std::uint64_t blocks = (words + kThreads * 8 - 1) / (kThreads * 8);
+  return static_cast<unsigned>(std::clamp<std::uint64_t>(blocks, 1, kMaxGrid));
+}
+
+CUcontext current_context(const Api& api) {
+  CUcontext ctx = nullptr;
+  if (api.ctx_get_current != nullptr && api.ctx_get_current(&ctx) != CUDA_SUCCESS) ctx = nullptr;
+  return ctx;
+}
+
+}  // namespace
+
+DeviceChecksum::Loaded* DeviceChecksum::find(CUcontext ctx) {
+  for (Loaded& l : loaded_)
+    if (l.ctx == ctx) return &l;
+  return nullptr;
+}
+
+bool DeviceChecksum::load(const Api& api, Loaded& into) {
+#if defined(CAPUCHIN_CHECKSUM_PTX)
+  if (api.module_load_data == nullptr || api.module_get_function == nullptr || api.memset_d32_async == nullptr) {
+    log(LogLevel::Info, "executor: the driver lacks cuModuleLoadData, cuModuleGetFunction or cuMemsetD32Async: "
+                        "probations hash on the host");
+    return false;
+  }
+  CUresult r = api.module_load_data(&into.module, kChecksumPtx);
+  if (r == CUDA_SUCCESS) r = api.module_get_function(&into.sum, into.module, "capuchin_checksum");
+  if (r == CUDA_SUCCESS) r = api.module_get_function(&into.complement, into.module, "capuchin_complement");
+  if (r == CUDA_SUCCESS) return true;
+  log(LogLevel::Info, "executor: the checksum kernels could not be loaded (CUresult %d; a driver older than the PTX "
+                      "needs, or JIT disabled): probations hash on the host", static_cast<int>(r));
+  if (into.module != nullptr && api.module_unload != nullptr) (void)api.module_unload(into.module);
+  into.module = nullptr;
+  return false;
+#else
+  (void)api;
+  (void)into;
+  log(LogLevel::Info, "executor: built without nvcc, so without the checksum kernels: probations hash on the host");
+  return false;
+#endif
+}
+
+bool DeviceChecksum::current(const Api& api, Loaded& out) {
+  const CUcontext ctx = current_context(api);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (const Loaded* l = find(ctx)) {
+      out = Loaded{l->ctx, l->module, l->sum, l->complement, l->failed, {}};
+      return !l->failed;
+    }
+  }
+  Loaded fresh;
+  fresh.ctx = ctx;
+  fresh.failed = !load(api, fresh);
+  std::lock_guard<std::mutex> lock(mu_);
+  if (const Loaded* l = find(ctx)) {  // another thread loaded it meanwhile: keep theirs
+    if (fresh.module != nullptr && api.module_unload != nullptr) (void)api.module_unload(fresh.module);
+    out = Loaded{l->ctx, l->module, l->sum, l->complement, l->failed, {}};
+    return !l->failed;
+  }
+  loaded_.push_back(fresh);
+  any_loaded_ = any_loaded_ || !fresh.failed;
+  out = fresh;
+  return !fresh.failed;
+}
+
+bool DeviceChecksum::available(const Api& api) {
+  Loaded l;
+  return current(api, l);
+}
+
+bool DeviceChecksum::used() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return any_loaded_;
+}
+
+CUdeviceptr DeviceChecksum::take_slots(const Api& api, CUcontext ctx) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (Loaded* l = find(ctx); l != nullptr && !l->free_slots.empty()) {
+      const CUdeviceptr s = l->free_slots.back();
+      l->free_slots.pop_back();
+      return s;
+    }
+  }
+  CUdeviceptr s = 0;
+  return api.mem_alloc(&s, kSlotBytes) == CUDA_SUCCESS ? s : 0;
+}
+
+void DeviceChecksum::give_slots(CUcontext ctx, CUdeviceptr slots) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (Loaded* l = find(ctx)) l->free_slots.push_back(slots);
+}
+
+bool DeviceChecksum::sums(const Api& api, CUstream stream, std::span<const Range> ranges, std::uint64_t* out) {
+  Loaded k;
+  if (ranges.size() > kMaxRanges || !current(api, k)) return false;
+  const CUdeviceptr slots = take_slots(api, k.ctx);
+  if (slots == 0) return false;
+  std::uint64_t host[kMaxRanges] = {};
+  bool ok = api.memset_d32_async(slots, 0, 2 * ranges.size(), stream) == CUDA_SUCCESS;
+  for (std::size_t i = 0; ok && i < ranges.size(); ++i) {
+    if (ranges[i].bytes == 0) continue;
+    CUdeviceptr data = ranges[i].base, sum = slots + i * sizeof(std::uint64_t);
+    unsigned long long bytes = ranges[i].bytes;
+    void* params[] = {&data, &bytes, &sum};
+    ok = api.launch_kernel(k.sum, grid_for(ranges[i].bytes), 1, 1, kThreads, 1, 1, 0, stream, params, nullptr) ==
+         CUDA_SUCCESS;
+  }
+  ok = ok && api.memcpy_dtoh_async(host, slots, ranges.size() * sizeof(std::uint64_t), stream) == CUDA_SUCCESS &&
+       api.stream_synchronize(stream) == CUDA_SUCCESS;
+  // A failed call may leave a kernel still writing the slots: they are not reused then.
+  if (ok) give_slots(k.ctx, slots);
+  for (std::size_t i = 0; ok && i < ranges.size(); ++i) out[i] = checksum::finish(host[i], ranges[i].bytes);
+  return ok;
+}
+
+bool DeviceChecksum::complement(const Api& api, CUstream stream, Range r) {
+  Loaded k;
+  if (!current(api, k)) return false;
+  if (r.bytes == 0) return true;
+  CUdeviceptr data = r.base;
+  unsigned long long bytes = r.bytes;
+  void* params[] = {&data, &bytes};
+  return api.launch_kernel(k.complement, grid_for(r.bytes), 1, 1, kThreads, 1, 1, 0, stream, params, nullptr) ==
+         CUDA_SUCCESS;
+}
+
+}  // namespace capuchin::interpose::exec
