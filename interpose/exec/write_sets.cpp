@@ -75,8 +75,9 @@ bool host_checksum(const Api& api, Probation& p, const Probation::Range& r, std:
 }
 
 // Every range's checksum into `field`, behind the work on the launch's stream: by the checksum
-// kernel where it runs (nothing crosses the link), else through the host.
-bool checksum_all(const Api& api, Probation& p, std::uint64_t Probation::Range::*field) {
+// kernel where it runs (nothing crosses the link), else through the host. With `keep` (host
+// only), each range's bytes stay in p.kept: probation_keep then has nothing left to copy.
+bool checksum_all(const Api& api, Probation& p, std::uint64_t Probation::Range::*field, bool keep = false) {
   for (const Probation::Range& r : p.ranges) p.bytes_hashed += r.bytes;
   if (p.on_device) {
     DeviceChecksum::Range ranges[DeviceChecksum::kMaxRanges];
@@ -84,6 +85,19 @@ bool checksum_all(const Api& api, Probation& p, std::uint64_t Probation::Range::
     for (std::size_t i = 0; i < p.ranges.size(); ++i) ranges[i] = {p.ranges[i].base, p.ranges[i].bytes};
     if (!p.device->sums(api, p.stream, std::span(ranges, p.ranges.size()), sums)) return false;
     for (std::size_t i = 0; i < p.ranges.size(); ++i) p.ranges[i].*field = sums[i];
+    return true;
+  }
+  if (keep) {
+    try {
+      p.kept.resize(p.ranges.size());
+    } catch (const std::bad_alloc&) {
+      return false;
+    }
+    for (std::size_t i = 0; i < p.ranges.size(); ++i) {
+      Probation::Range& r = p.ranges[i];
+      if (!read_chunk(api, p, r.base, r.bytes, p.kept[i])) return false;
+      r.*field = checksum::of_host(p.kept[i].data(), r.bytes);
+    }
     return true;
   }
   std::vector<std::uint8_t> buf;
@@ -194,7 +208,7 @@ void probation_before(const Api& api, Probation& p) {
 
 WriteSets::Known probation_classify(const Api& api, Probation& p) {
   WriteSets::Known k;
-  if (!p.ok || !checksum_all(api, p, &Probation::Range::after)) return k;
+  if (!p.ok || !checksum_all(api, p, &Probation::Range::after, /*keep=*/true)) return k;
   // Outputs: the fresh blocks the launch changed. A fresh block it left as it was is read (its
   // bytes written where the scan cannot see, through a pointer in device memory) or not used:
   // not an output, since replaying this launch would not bring it back. A block that held data
@@ -214,6 +228,7 @@ WriteSets::Known probation_classify(const Api& api, Probation& p) {
 
 // What the launch left in every range, so that whatever its replay changes can be undone.
 bool probation_keep(const Api& api, Probation& p) {
+  if (!p.on_device) return p.kept.size() == p.ranges.size();  // classify kept them while checksumming
   try {
     p.kept.resize(p.ranges.size());
   } catch (const std::bad_alloc&) {
