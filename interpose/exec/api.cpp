@@ -51,7 +51,6 @@ bool resolve(Api& a, const char** missing) {
   ok &= get(a.module_load_data, "cuModuleLoadData", false, missing);
   ok &= get(a.module_get_function, "cuModuleGetFunction", false, missing);
   ok &= get(a.module_unload, "cuModuleUnload", false, missing);
-  ok &= get(a.memset_d32_async, "cuMemsetD32Async", false, missing);
   const char* ignore = nullptr;
   get(a.address_reserve, "cuMemAddressReserve", false, &ignore);
   get(a.address_free, "cuMemAddressFree", false, &ignore);

@@ -50,7 +50,6 @@ struct Api {
   CUresult (*module_load_data)(CUmodule*, const void*) = nullptr;
   CUresult (*module_get_function)(CUfunction*, CUmodule, const char*) = nullptr;
   CUresult (*module_unload)(CUmodule) = nullptr;
-  CUresult (*memset_d32_async)(CUdeviceptr, unsigned, size_t, CUstream) = nullptr;
   // pinned backend (VMM + pinned host memory); optional as a group
   CUresult (*address_reserve)(CUdeviceptr*, size_t, size_t, CUdeviceptr, unsigned long long) = nullptr;
   CUresult (*address_free)(CUdeviceptr, size_t) = nullptr;

@@ -4,11 +4,13 @@
 // PTX libcapuchin.so embeds and loads with cuModuleLoadData; tests/gpu/gpu_checksum.cu compiles
 // them into a program that checks them against the host on a real GPU.
 //
-// Contract (both): any grid of blocks whose size is a multiple of 32 (the launcher uses 256
-// threads); a grid-stride loop covers the range whatever the grid; `data` may have any
-// alignment (an unaligned range is read byte by byte). capuchin_checksum adds the range's
-// terms to *sum (which the caller zeroes first and finishes on the host with
-// checksum::finish): one atomic add per warp, so the result does not depend on the order.
+// Contract (both): any grid of blocks of 32 to 1024 threads, a multiple of 32 (the launcher
+// uses 256); a grid-stride loop covers the range whatever the grid; `data` may have any
+// alignment (an unaligned range is read byte by byte). capuchin_checksum stores in
+// partials[b] the sum of the terms block b covered, for every block b of the grid (no atomics,
+// nothing to zero first): the caller adds the grid's partials and finishes the checksum with
+// checksum::finish. The sum is order-free, so the result does not depend on the geometry.
+// partials may be mapped host memory (the executor's: no device memory of its own).
 #pragma once
 
 #include <cstdint>
@@ -31,8 +33,9 @@ __device__ inline std::uint64_t load_word(const unsigned char* data, unsigned lo
 }  // namespace capuchin::checksum
 
 extern "C" __global__ void capuchin_checksum(const unsigned char* data, unsigned long long bytes,
-                                             unsigned long long* sum) {
+                                             unsigned long long* partials) {
   using namespace capuchin::checksum;
+  __shared__ unsigned long long warp_sums[32];
   const bool aligned = (reinterpret_cast<std::uintptr_t>(data) % kWordBytes) == 0;
   const unsigned long long words = (bytes + kWordBytes - 1) / kWordBytes;
   const unsigned long long stride = static_cast<unsigned long long>(gridDim.x) * blockDim.x;
@@ -40,9 +43,16 @@ extern "C" __global__ void capuchin_checksum(const unsigned char* data, unsigned
   for (unsigned long long i = static_cast<unsigned long long>(blockIdx.x) * blockDim.x + threadIdx.x; i < words;
        i += stride)
     local += term(load_word(data, bytes, i, aligned), i);
-  // Every lane reaches the shuffle (no early return): the warp's partial sums meet in lane 0.
+  // Every thread reaches the shuffles and the barrier (no early return): the warps' sums meet in
+  // shared memory, the first warp adds them, and thread 0 stores the block's sum.
   for (int offset = 16; offset > 0; offset /= 2) local += __shfl_down_sync(0xffffffffu, local, offset);
-  if ((threadIdx.x % 32) == 0 && local != 0) atomicAdd(sum, local);
+  if (threadIdx.x % 32 == 0) warp_sums[threadIdx.x / 32] = local;
+  __syncthreads();
+  if (threadIdx.x < 32) {
+    local = threadIdx.x < blockDim.x / 32 ? warp_sums[threadIdx.x] : 0;
+    for (int offset = 16; offset > 0; offset /= 2) local += __shfl_down_sync(0xffffffffu, local, offset);
+    if (threadIdx.x == 0) partials[blockIdx.x] = local;
+  }
 }
 
 extern "C" __global__ void capuchin_complement(unsigned char* data, unsigned long long bytes) {

@@ -16,8 +16,8 @@ namespace capuchin::interpose::exec {
 namespace {
 
 constexpr unsigned kThreads = 256;
-constexpr unsigned kMaxGrid = 1024;
-constexpr std::size_t kSlotBytes = DeviceChecksum::kMaxRanges * sizeof(std::uint64_t);
+constexpr unsigned kMaxGrid = DeviceChecksum::kMaxGrid;
+constexpr std::size_t kPartialsBytes = DeviceChecksum::kMaxRanges * kMaxGrid * sizeof(std::uint64_t);
 
 // Enough threads for about 8 words each, at most kMaxGrid blocks (the loop strides the rest).
 unsigned grid_for(std::size_t bytes) {
@@ -42,8 +42,9 @@ DeviceChecksum::Loaded* DeviceChecksum::find(CUcontext ctx) {
 
 bool DeviceChecksum::load(const Api& api, Loaded& into) {
 #if defined(CAPUCHIN_CHECKSUM_PTX)
-  if (api.module_load_data == nullptr || api.module_get_function == nullptr || api.memset_d32_async == nullptr) {
-    log(LogLevel::Info, "executor: the driver lacks cuModuleLoadData, cuModuleGetFunction or cuMemsetD32Async: "
+  if (api.module_load_data == nullptr || api.module_get_function == nullptr || api.host_alloc == nullptr ||
+      api.host_free == nullptr) {
+    log(LogLevel::Info, "executor: the driver lacks cuModuleLoadData, cuModuleGetFunction or cuMemHostAlloc: "
                         "probations hash on the host");
     return false;
   }
@@ -98,44 +99,51 @@ bool DeviceChecksum::used() const {
   return any_loaded_;
 }
 
-CUdeviceptr DeviceChecksum::take_slots(const Api& api, CUcontext ctx) {
+void* DeviceChecksum::take_partials(const Api& api, CUcontext ctx) {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (Loaded* l = find(ctx); l != nullptr && !l->free_slots.empty()) {
-      const CUdeviceptr s = l->free_slots.back();
-      l->free_slots.pop_back();
-      return s;
+    if (Loaded* l = find(ctx); l != nullptr && !l->free_partials.empty()) {
+      void* p = l->free_partials.back();
+      l->free_partials.pop_back();
+      return p;
     }
   }
-  CUdeviceptr s = 0;
-  return api.mem_alloc(&s, kSlotBytes) == CUDA_SUCCESS ? s : 0;
+  // Mapped (and, with unified addressing, at the same address on the device): the kernel's
+  // stores reach the host, and no device byte is taken from the job's budget.
+  void* p = nullptr;
+  const unsigned flags = CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_PORTABLE;
+  return api.host_alloc(&p, kPartialsBytes, flags) == CUDA_SUCCESS ? p : nullptr;
 }
 
-void DeviceChecksum::give_slots(CUcontext ctx, CUdeviceptr slots) {
+void DeviceChecksum::give_partials(CUcontext ctx, void* partials) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (Loaded* l = find(ctx)) l->free_slots.push_back(slots);
+  if (Loaded* l = find(ctx)) l->free_partials.push_back(partials);
 }
 
 bool DeviceChecksum::sums(const Api& api, CUstream stream, std::span<const Range> ranges, std::uint64_t* out) {
   Loaded k;
   if (ranges.size() > kMaxRanges || !current(api, k)) return false;
-  const CUdeviceptr slots = take_slots(api, k.ctx);
-  if (slots == 0) return false;
-  std::uint64_t host[kMaxRanges] = {};
-  bool ok = api.memset_d32_async(slots, 0, 2 * ranges.size(), stream) == CUDA_SUCCESS;
+  auto* partials = static_cast<std::uint64_t*>(take_partials(api, k.ctx));
+  if (partials == nullptr) return false;
+  unsigned grids[kMaxRanges] = {};
+  bool ok = true;
   for (std::size_t i = 0; ok && i < ranges.size(); ++i) {
     if (ranges[i].bytes == 0) continue;
-    CUdeviceptr data = ranges[i].base, sum = slots + i * sizeof(std::uint64_t);
+    grids[i] = grid_for(ranges[i].bytes);
+    CUdeviceptr data = ranges[i].base;
     unsigned long long bytes = ranges[i].bytes;
-    void* params[] = {&data, &bytes, &sum};
-    ok = api.launch_kernel(k.sum, grid_for(ranges[i].bytes), 1, 1, kThreads, 1, 1, 0, stream, params, nullptr) ==
-         CUDA_SUCCESS;
+    auto sums_at = reinterpret_cast<CUdeviceptr>(partials + i * kMaxGrid);
+    void* params[] = {&data, &bytes, &sums_at};
+    ok = api.launch_kernel(k.sum, grids[i], 1, 1, kThreads, 1, 1, 0, stream, params, nullptr) == CUDA_SUCCESS;
   }
-  ok = ok && api.memcpy_dtoh_async(host, slots, ranges.size() * sizeof(std::uint64_t), stream) == CUDA_SUCCESS &&
-       api.stream_synchronize(stream) == CUDA_SUCCESS;
-  // A failed call may leave a kernel still writing the slots: they are not reused then.
-  if (ok) give_slots(k.ctx, slots);
-  for (std::size_t i = 0; ok && i < ranges.size(); ++i) out[i] = checksum::finish(host[i], ranges[i].bytes);
+  ok = ok && api.stream_synchronize(stream) == CUDA_SUCCESS;
+  for (std::size_t i = 0; ok && i < ranges.size(); ++i) {
+    std::uint64_t sum = 0;
+    for (unsigned b = 0; b < grids[i]; ++b) sum += partials[i * kMaxGrid + b];
+    out[i] = checksum::finish(sum, ranges[i].bytes);
+  }
+  // A failed call may leave a kernel still writing the buffer: it is not reused then (nor freed).
+  if (ok) give_partials(k.ctx, partials);
   return ok;
 }
 

@@ -6,7 +6,9 @@
 //
 // Contract: callable from any thread, outside the executor's lock (it takes only its own
 // mutex, and never across a driver call). Every call works in the calling thread's current
-// context, on the stream it is given, behind the work already there. A context where the
+// context, on the stream it is given, behind the work already there. It takes no device memory
+// (the budget is the job's): the kernels' per-block sums land in mapped pinned host memory,
+// 256 KiB per concurrent caller, kept for reuse. A context where the
 // module cannot be loaded (no PTX built in, a driver older than the PTX, a driver refusing JIT)
 // is remembered as such, logged once, and available() is false there: the caller hashes on the
 // host instead. A context destroyed and another created at the same handle would find the old
@@ -31,8 +33,9 @@ class DeviceChecksum {
     CUdeviceptr base = 0;
     std::size_t bytes = 0;
   };
-  // At most this many ranges per sums() call.
+  // At most this many ranges per sums() call, and blocks per checksum launch.
   static constexpr std::size_t kMaxRanges = 32;
+  static constexpr unsigned kMaxGrid = 1024;
 
   // Whether the kernels can run in the current context (loading them on first use).
   bool available(const Api& api);
@@ -50,13 +53,13 @@ class DeviceChecksum {
     CUmodule module = nullptr;
     CUfunction sum = nullptr, complement = nullptr;
     bool failed = false;
-    std::vector<CUdeviceptr> free_slots;  // device buffers of kMaxRanges sums, not in use
+    std::vector<void*> free_partials;  // mapped pinned host buffers of kMaxRanges x kMaxGrid sums, not in use
   };
   Loaded* find(CUcontext ctx);              // requires mu_
   bool load(const Api& api, Loaded& into);  // driver calls only: no lock held
   bool current(const Api& api, Loaded& out);  // the current context's kernels (a copy)
-  CUdeviceptr take_slots(const Api& api, CUcontext ctx);
-  void give_slots(CUcontext ctx, CUdeviceptr slots);
+  void* take_partials(const Api& api, CUcontext ctx);
+  void give_partials(CUcontext ctx, void* partials);
 
   mutable std::mutex mu_;
   std::vector<Loaded> loaded_;  // guarded by mu_; a handful of contexts

@@ -7,7 +7,7 @@
 // Contract: each body does what its CUDA kernel's contract says, for any launch geometry (the
 // geometry is the device's business; the body covers the whole range once), declaring the
 // ranges it touches with simcuda_access (a range the device may not touch faults as on a GPU).
-#include <atomic>
+#include <cstddef>
 #include <cstdint>
 #include <initializer_list>
 #include <mutex>
@@ -19,17 +19,23 @@
 namespace simcuda {
 namespace {
 
-// capuchin_checksum(const unsigned char* data, unsigned long long bytes, unsigned long long* sum):
-// *sum += the range's terms (the caller zeroes it and finishes the checksum).
-void capuchin_checksum(void** args, const simcuda_launch_info*) {
+// capuchin_checksum(const unsigned char* data, unsigned long long bytes, unsigned long long* partials):
+// partials[b] = the terms block b covered, for each block b of the grid (the caller adds them and
+// finishes the checksum). The body covers the range at once: block 0's entry has every term,
+// the others 0 (the same total, which is all the contract fixes).
+void capuchin_checksum(void** args, const simcuda_launch_info* launch) {
   const auto* data = *static_cast<const unsigned char**>(args[0]);
   const auto bytes = *static_cast<unsigned long long*>(args[1]);
-  auto* sum = *static_cast<unsigned long long**>(args[2]);
-  if (bytes == 0) return;  // no word: nothing to add
-  const auto* p = static_cast<const unsigned char*>(simcuda_access(data, bytes, SIMCUDA_READ));
-  const std::uint64_t terms = capuchin::checksum::add_words(0, p, bytes, 0);
-  auto* s = static_cast<unsigned long long*>(simcuda_access(sum, sizeof *sum, SIMCUDA_READ_WRITE));
-  std::atomic_ref<unsigned long long>(*s).fetch_add(terms, std::memory_order_relaxed);  // as atomicAdd
+  auto* partials = *static_cast<unsigned long long**>(args[2]);
+  const std::size_t blocks = std::size_t{launch->grid[0]} * launch->grid[1] * launch->grid[2];
+  std::uint64_t terms = 0;
+  if (bytes > 0) {
+    const auto* p = static_cast<const unsigned char*>(simcuda_access(data, bytes, SIMCUDA_READ));
+    terms = capuchin::checksum::add_words(0, p, bytes, 0);
+  }
+  auto* out = static_cast<unsigned long long*>(simcuda_access(partials, blocks * sizeof *partials, SIMCUDA_WRITE));
+  out[0] = terms;
+  for (std::size_t b = 1; b < blocks; ++b) out[b] = 0;
 }
 
 // capuchin_complement(unsigned char* data, unsigned long long bytes): every byte complemented.
