@@ -18,6 +18,9 @@ class AddressMap {
     std::uint64_t end = 0;
     std::uint64_t id = 0;  // meaningless for host entries
     bool host = false;     // host memory the driver knows (pinned, registered): never an allocation of ours
+    // The last launch whose words named it (the caller's stamp): each allocation counted once per
+    // launch without searching what the launch named so far.
+    mutable std::uint64_t seen = 0;
   };
 
   // Adds [base, base + bytes); `stale(base, entry)` is called for each overlapping entry removed.

@@ -78,11 +78,14 @@ void Translator::on(const Record& raw, const std::uint64_t* words, std::size_t n
     case Kind::Launch: {
       resolved_.clear();
       std::uint64_t unknown = 0;
+      const std::uint64_t stamp = ++launch_stamp_;
       for (std::size_t i = 0; i < nwords; ++i) {
         const AddressMap::Entry* e = addresses_.find(words[i]);
         if (e == nullptr) ++unknown;
-        else if (!e->host && std::find(resolved_.begin(), resolved_.end(), e->id) == resolved_.end())
+        else if (!e->host && e->seen != stamp) {
+          e->seen = stamp;
           resolved_.push_back(e->id);
+        }
       }
       head.h.b = resolved_.size();
       head.h.c = unknown;

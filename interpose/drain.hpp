@@ -83,6 +83,7 @@ class Translator {
   std::unordered_set<std::uint64_t> live_;
   AddressMap addresses_;
   std::vector<std::uint64_t> resolved_;
+  std::uint64_t launch_stamp_ = 0;  // launches translated (AddressMap::Entry::seen)
   std::unordered_map<std::uint64_t, std::uint32_t> streams_;
   std::unordered_map<std::uint32_t, std::vector<Captured>> captures_;
   std::unordered_map<std::uint64_t, std::uint32_t> graph_capture_, exec_capture_;

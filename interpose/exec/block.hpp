@@ -77,6 +77,7 @@ struct Block {
   std::uint64_t use_gen = 0;    // bumped by every use marked (a wait on the host knows what it covered)
   bool staging_stale = false;   // Vmm Incoming: written through its host copy meanwhile; the staged copy is not used
   std::uint64_t last_tick = 0;                   // the policy clock at its last use
+  std::uint64_t launch_seen = 0;  // the last launch that resolved it (Executor::next_launch_stamp): found once per launch
   std::uint64_t stuck_tick = ~std::uint64_t{0};  // a move out failed at this tick: not a victim again then
   // ordering (ordering.cpp)
   UseMark uses[4];

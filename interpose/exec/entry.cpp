@@ -403,7 +403,8 @@ void release_probation(Executor& e, Launch& l) {
 void conclude_probation(Executor& e, Launch& l) {
   const Probation& p = *l.probation;
   const WriteSets::Known k = p.verdict;
-  e.write_sets.learn(l.func, l.shape, k);
+  KernelInfo* ki = l.func != nullptr ? &e.kernels.info(e.api, l.func, l.layout) : nullptr;
+  if (ki != nullptr) e.write_sets.learn(*ki, l.shape, k);
   e.write_sets.count_bytes(p.bytes_hashed, p.bytes_copied);
   std::uint64_t first = kNoBlockId, out_bytes = 0;
   for (std::size_t i = 0; i < p.ranges.size(); ++i)
@@ -411,7 +412,6 @@ void conclude_probation(Executor& e, Launch& l) {
       if (first == kNoBlockId) first = p.ranges[i].id;
       out_bytes += p.ranges[i].bytes;
     }
-  const KernelInfo* ki = l.func != nullptr ? &e.kernels.info(e.api, l.func, l.layout) : nullptr;
   e.decisions.record(Action::Verdict, first, out_bytes, to_string(k.verdict), -1, ki != nullptr ? ki->name.c_str() : nullptr);
   std::erase_if(l.made, [&](const auto& m) {
     if (k.verdict != Verdict::Replayable) return true;
@@ -446,13 +446,17 @@ CUresult before_launch(Launch& l, const std::uint64_t* words, unsigned nwords, s
   l.other_device = other_device_current(e);
   Held held(e);
   std::vector<Block*>& cur = touched;
+  // Each block once, in first-seen order: a stamp per launch, not a search of the blocks found so
+  // far (an optimizer's multi-tensor launch names hundreds).
+  const std::uint64_t stamp = e.next_launch_stamp();
   auto take = [&](std::uint64_t word) {
     Block* b = e.blocks.by_addr(word);
-    if (b == nullptr || std::find(cur.begin(), cur.end(), b) != cur.end()) return;
+    if (b == nullptr || b->launch_seen == stamp) return;
     if (cur.size() == kMaxLaunchWords) {  // more blocks than a launch event holds
       l.complete_scan = false;
       return;
     }
+    b->launch_seen = stamp;
     ++b->pins;  // unpinned by after_launch (or on an error, below)
     cur.push_back(b);
   };
@@ -478,7 +482,7 @@ CUresult before_launch(Launch& l, const std::uint64_t* words, unsigned nwords, s
     std::uint64_t ptr = 0;
     std::memcpy(&ptr, l.params[ki->output], sizeof ptr);
     output = e.blocks.by_addr(ptr);
-    if (output != nullptr && std::find(cur.begin(), cur.end(), output) == cur.end()) output = nullptr;
+    if (output != nullptr && output->launch_seen != stamp) output = nullptr;  // not among the blocks taken
   }
   // Undeclared kernels: the shape's inferred write set, or a probation to learn it.
   WriteSets::Known known;
@@ -486,11 +490,10 @@ CUresult before_launch(Launch& l, const std::uint64_t* words, unsigned nwords, s
   bool probe = false;  // begun at the end, once nothing can fail
   if (output == nullptr && ki != nullptr && e.opt.recompute && e.opt.infer_writes && l.complete_scan && !l.other_device &&
       !l.attributes) {
-    shape = shape_of(l.func, *ki, l.params, cur, l);
-    if (shape.usable) known = e.write_sets.lookup(l.func, shape.key);
-    if (known.verdict == Verdict::Unknown && shape.usable && may_probe() &&
-        e.write_sets.begin_probation(l.func))
-      probe = true;
+    const bool probing = may_probe();
+    if (WriteSets::worth_a_shape(*ki, probing)) shape = shape_of(l.func, *ki, l.params, cur, l);
+    if (shape.usable) known = e.write_sets.lookup(*ki, shape.key);
+    if (known.verdict == Verdict::Unknown && shape.usable && probing && e.write_sets.begin_probation(*ki)) probe = true;
   }
   // What it writes: the declared output, a replayable shape's outputs, else (unknown) everything.
   const std::uint32_t writes = output != nullptr ? 0u : known.verdict == Verdict::Replayable ? known.outputs : 0u;

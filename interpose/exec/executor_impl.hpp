@@ -125,6 +125,9 @@ class Executor {
   std::vector<CUdeviceptr> frees_after_unlock;  // managed memory of trimmed blocks
   std::unordered_map<const void*, bool> library_callers;  // allocation call sites: in a CUDA library?
 
+  std::uint64_t launch_stamps = 0;  // launches resolved so far (Block::launch_seen)
+  std::uint64_t next_launch_stamp() { return ++launch_stamps; }
+
   BlockMemory& mem(const Block& b) { return b.kind == Kind::Vmm ? *vmm : *managed; }
   std::uint64_t tick() const { return planning.controller().tick(); }
   Kind kind_for(std::size_t bytes) const;

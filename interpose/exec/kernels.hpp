@@ -23,8 +23,16 @@ struct FuncLayout;
 
 namespace capuchin::interpose::exec {
 
+// What the probations learned of a function (write_sets.hpp keeps the verdicts per shape).
+struct FunctionProbations {
+  std::uint32_t probations = 0;  // begun (at most kMaxProbations)
+  std::uint32_t replayable = 0;  // shapes found replayable
+  bool nondeterministic = false;  // a replay wrote different bytes: never replayed, never probed again
+};
+
 struct KernelInfo {
   std::string name;
+  FunctionProbations probed;
   int output = -1;  // the written parameter; -1: unknown write set
   std::vector<std::uint32_t> offset, size;
   std::uint32_t buffer = 0;  // bytes of the parameter buffer

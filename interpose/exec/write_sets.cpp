@@ -157,31 +157,35 @@ Shape shape_of(CUfunction f, const KernelInfo& ki, void** params, const std::vec
   return s;
 }
 
-WriteSets::Known WriteSets::lookup(CUfunction f, std::uint64_t shape) const {
-  if (auto fn = functions_.find(f); fn != functions_.end() && fn->second.nondeterministic)
-    return Known{Verdict::NotDeterministic, 0};
+bool WriteSets::worth_a_shape(const KernelInfo& ki, bool may_probe) {
+  const FunctionProbations& f = ki.probed;
+  return f.replayable > 0 || (may_probe && !f.nondeterministic && f.probations < kMaxProbations);
+}
+
+WriteSets::Known WriteSets::lookup(const KernelInfo& ki, std::uint64_t shape) const {
+  if (ki.probed.nondeterministic) return Known{Verdict::NotDeterministic, 0};
   auto it = shapes_.find(shape);
   return it == shapes_.end() ? Known{} : it->second;
 }
 
-bool WriteSets::begin_probation(CUfunction f) {
-  PerFunction& pf = functions_[f];
-  if (pf.nondeterministic || pf.probations >= kMaxProbations) return false;
-  ++pf.probations;
+bool WriteSets::begin_probation(KernelInfo& ki) {
+  FunctionProbations& f = ki.probed;
+  if (f.nondeterministic || f.probations >= kMaxProbations) return false;
+  ++f.probations;
   ++probations_;
   return true;
 }
 
-void WriteSets::learn(CUfunction f, std::uint64_t shape, Known k) {
+void WriteSets::learn(KernelInfo& ki, std::uint64_t shape, Known k) {
   if (k.verdict == Verdict::Unknown) return;  // inconclusive: tried again later
-  if (k.verdict == Verdict::NotDeterministic) functions_[f].nondeterministic = true;
+  if (k.verdict == Verdict::NotDeterministic) ki.probed.nondeterministic = true;
   auto [it, fresh] = shapes_.try_emplace(shape, k);
   if (!fresh) {
     if (it->second.verdict != Verdict::Replayable) return;  // refused stays refused
-    if (k.verdict != Verdict::Replayable) --replayable_;
+    if (k.verdict != Verdict::Replayable) --replayable_, --ki.probed.replayable;
     it->second = k;
   }
-  if (k.verdict == Verdict::Replayable && fresh) ++replayable_;
+  if (k.verdict == Verdict::Replayable && fresh) ++replayable_, ++ki.probed.replayable;
 }
 
 void probation_before(const Api& api, Probation& p) {

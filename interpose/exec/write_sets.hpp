@@ -89,13 +89,17 @@ class WriteSets {
     Verdict verdict = Verdict::Unknown;
     std::uint32_t outputs = 0;  // by position: the fresh blocks it writes
   };
+  // Whether a launch of this function can have a verdict that changes what the executor does:
+  // a replayable shape of it is known, or one could be probed now. Otherwise its shape is not
+  // computed at all (a shape costs a pass over the parameters on the launch path).
+  static bool worth_a_shape(const KernelInfo& ki, bool may_probe);
   // A shape's verdict; NotDeterministic for any shape of a function found nondeterministic.
-  Known lookup(CUfunction f, std::uint64_t shape) const;
-  // Whether a launch of `f` with this unknown shape is probed now (the function's quota left,
-  // never found nondeterministic). Counts the probation.
-  bool begin_probation(CUfunction f);
+  Known lookup(const KernelInfo& ki, std::uint64_t shape) const;
+  // Whether a launch of this function with an unknown shape is probed now (the function's quota
+  // left, never found nondeterministic). Counts the probation.
+  bool begin_probation(KernelInfo& ki);
   // A verdict against replaying is never overwritten (another thread's probation of the same shape).
-  void learn(CUfunction f, std::uint64_t shape, Known k);
+  void learn(KernelInfo& ki, std::uint64_t shape, Known k);
   std::uint64_t probations() const { return probations_; }
   // Bytes the probations checksummed and bytes they copied between device and host (their cost
   // beside the synchronisations), and the shapes found replayable: the executor summary prints them.
@@ -108,12 +112,7 @@ class WriteSets {
   std::uint64_t replayable_shapes() const { return replayable_; }
 
  private:
-  struct PerFunction {
-    std::uint32_t probations = 0;
-    bool nondeterministic = false;
-  };
-  std::unordered_map<std::uint64_t, Known> shapes_;
-  std::unordered_map<CUfunction, PerFunction> functions_;
+  std::unordered_map<std::uint64_t, Known> shapes_;  // the function's counters are its KernelInfo's
   std::uint64_t probations_ = 0, bytes_hashed_ = 0, bytes_copied_ = 0, replayable_ = 0;
 };
 
