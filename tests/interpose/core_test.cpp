@@ -355,7 +355,8 @@ TEST(Drain, ResolvesAddressesToTheAllocationsLiveAtEachEvent) {
   free_at(0x100000);
   free_at(0x180000);  // never allocated: ignored
   alloc(3, 0x100000, 0x2000);  // the same address, a new allocation
-  launch({0x101800});
+  launch({0x101800, 0x100000, 0x101810});  // one allocation named three times: touched once
+  launch({0x100000});                      // and once again by the next launch
   alloc(4, 0x200800, 0x100);  // over id 2, whose free was missed: 2 is freed first
   Record copy = rec(Kind::Copy);
   copy.sub = static_cast<std::uint8_t>(ci::CopyHint::Infer);
@@ -385,7 +386,7 @@ TEST(Drain, ResolvesAddressesToTheAllocationsLiveAtEachEvent) {
       default: break;
     }
   });
-  EXPECT_EQ(seen, (std::vector<std::string>{"alloc 1", "alloc 2", "k 1,2", "free 1", "alloc 3", "k 3", "free 2",
+  EXPECT_EQ(seen, (std::vector<std::string>{"alloc 1", "alloc 2", "k 1,2", "free 1", "alloc 3", "k 3", "k 3", "free 2",
                                             "alloc 4", "copy h2d 3", "free 3", "k 4"}));
 }
 

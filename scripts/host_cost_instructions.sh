@@ -1,0 +1,127 @@
+#!/usr/bin/env bash
+# host_cost_instructions.sh: the host work libcapuchin.so adds per CUDA call, counted in
+# instructions (valgrind's callgrind) instead of seconds, so that two builds can be compared on a
+# machine whose timings swing by 2x from run to run (a shared 2-vCPU VM: bench_host_cost's medians
+# moved 600-900 us per mobilenet_v2 iteration for one build in one hour). Instruction counts do not
+# depend on what else the machine is doing; they are not time (a cache miss costs more than an
+# add), so bench_host_cost stays the figure to quote and this one the figure to compare builds by.
+#
+# For each trace it replays the trace's CUDA calls (bench/host_cost/host_replay.cpp) on the null
+# driver under callgrind in the four modes of bench_host_cost (direct, capture, exec, pressure),
+# each at two lengths (WARMUP+2 and WARMUP+2+STEADY iterations): the difference is STEADY
+# steady iterations, with start-up, trace loading and learning cancelled out. It prints
+#   - instructions added per call of each kind on the calling thread: the inclusive count of
+#     libcapuchin.so's hook (cuMemAllocAsync, cuLaunchKernel, ...) minus the null driver's own
+#     count for the same calls in the direct run;
+#   - added instructions per iteration on the calling thread (the hooks), and on capuchin's own
+#     threads (the drain, the planner): the whole program's added count minus the hooks'.
+# `pressure` uses CAPUCHIN_BUDGET=0.5x (half the resident peak the executor saw in the first
+# learned iteration; bench_host_cost uses half the simulated natural peak).
+#
+# Exits 1 when a run failed or a preloaded mode counted no launch hook, 77 without valgrind.
+#
+# Usage: scripts/host_cost_instructions.sh [BUILD_DIR] [TRACES_DIR] [STEADY] [WARMUP]
+#   defaults (from the checkout): build/release ../shared/traces 4 10; about 20 s for the three shared traces on 2 cores.
+#   HOST_COST_LIB=/other/libcapuchin.so measures another build's library with this replay.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+build=$(realpath -m "${1:-$root/build/release}")
+traces=$(realpath -m "${2:-$root/../shared/traces}")
+steady=${3:-4}
+warmup=${4:-10}
+replay=$build/bin/host_replay
+stub=$build/lib/stubcuda
+lib=${HOST_COST_LIB:-$build/lib/libcapuchin.so}  # HOST_COST_LIB: another build's library, same replay
+command -v valgrind >/dev/null && command -v callgrind_annotate >/dev/null ||
+  { echo "host_cost_instructions: needs valgrind (callgrind_annotate); not run" >&2; exit 77; }
+[[ -x $replay && -f $lib && -d $stub ]] || { echo "host_cost_instructions: build $build first (host_replay, libcapuchin.so)" >&2; exit 2; }
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+
+# run MODE TRACE ITERS: callgrind output in $work/MODE.TRACE.ITERS.{cg,out}
+run() {
+  local mode=$1 trace=$2 iters=$3 env=()
+  case $mode in
+    direct) ;;
+    capture) env=(LD_PRELOAD="$lib" CAPUCHIN_SINK=null CAPUCHIN_DRAIN_US=200) ;;
+    exec) env=(LD_PRELOAD="$lib" CAPUCHIN_SINK=null CAPUCHIN_DRAIN_US=200 CAPUCHIN_BUDGET=70GiB) ;;
+    pressure) env=(LD_PRELOAD="$lib" CAPUCHIN_SINK=null CAPUCHIN_DRAIN_US=200 CAPUCHIN_BUDGET=0.5x) ;;
+  esac
+  local name=$(basename "$trace" .jsonl.gz)
+  env -u LD_PRELOAD LD_LIBRARY_PATH="$stub" CAPUCHIN_LOG=error "${env[@]}" \
+    valgrind --tool=callgrind --callgrind-out-file="$work/$mode.$name.$iters.cg" \
+    "$replay" trace "$trace" --iters "$iters" --warmup "$warmup" >"$work/$mode.$name.$iters.out" 2>&1 ||
+    { echo "host_cost_instructions: host_replay failed ($mode, $name, $iters iterations):" >&2; tail -5 "$work/$mode.$name.$iters.out" >&2; return 1; }
+}
+
+# counts CG OBJECT: "total N" and "<kind> N" lines (inclusive counts of OBJECT's cu* entry points)
+counts() {
+  callgrind_annotate --inclusive=yes --threshold=100 "$1" 2>/dev/null | awk -v obj="$2" '
+    /PROGRAM TOTALS/ { gsub(",", "", $1); print "total", $1; next }
+    {
+      n = $1; gsub(",", "", n); if (n !~ /^[0-9]+$/) next
+      if (index($0, "[") == 0 || index($0, obj "]") == 0) next
+      f = $0; sub(/^.*\?\?\?:/, "", f); sub(/ \[.*$/, "", f); sub(/^.*:/, "", f)
+      if (f ~ /::/ || f !~ /^cu/) next
+      k = ""
+      if (f ~ /^cuMemAlloc/) k = "alloc"; else if (f ~ /^cuMemFree/) k = "free"
+      else if (f ~ /^cuLaunch/) k = "launch"; else if (f ~ /^cuMem(cpy|set)/) k = "copy"
+      else if (f ~ /Synchronize/) k = "sync"
+      if (k != "") sum[k] += n
+    }
+    END { for (k in sum) print k, sum[k] }'
+}
+
+kinds="alloc free launch copy sync"
+failed=0
+short=$((warmup + 2))
+long=$((short + steady))
+echo "# Instructions added per CUDA call and per steady iteration (valgrind callgrind, null driver;"
+echo "# iterations $((short + 1))..$long against $((warmup + 1))..$short; counts, not time)"
+printf '%-22s %-9s %9s %9s %9s %9s %9s %14s %14s\n' trace mode alloc free launch copy sync hook_instr/it other_instr/it
+for trace in "$traces"/*.jsonl.gz; do
+  name=$(basename "$trace" .jsonl.gz)
+  for mode in direct capture exec pressure; do
+    run "$mode" "$trace" "$short" &
+    run "$mode" "$trace" "$long" &
+    wait
+  done
+  declare -A base=() calls=()
+  for k in $kinds; do
+    calls[$k]=$(awk -v k="$k" '$1 == "kind" && $2 == k { print $3 }' "$work/direct.$name.$long.out")
+  done
+  for mode in direct capture exec pressure; do
+    obj=libcapuchin.so
+    [[ $mode == direct ]] && obj=libcuda.so.1
+    declare -A a=() b=()
+    while read -r k n; do a[$k]=$n; done < <(counts "$work/$mode.$name.$short.cg" "$obj")
+    while read -r k n; do b[$k]=$n; done < <(counts "$work/$mode.$name.$long.cg" "$obj")
+    line=$(printf '%-22s %-9s' "$name" "$mode")
+    hook=0
+    for k in $kinds; do
+      d=$(( ${b[$k]:-0} - ${a[$k]:-0} ))
+      if [[ $mode == direct ]]; then base[$k]=$d; fi
+      added=$(( d - ${base[$k]:-0} ))
+      hook=$(( hook + added ))
+      per=$(awk -v x="$added" -v c="${calls[$k]:-0}" -v s="$steady" -v m="$mode" \
+        'BEGIN { if (c == 0 || m == "direct") print "-"; else printf "%.0f", x / (c * s) }')
+      line+=$(printf ' %9s' "$per")
+      # A hook that added nothing was not found in the counts (renamed, not preloaded): no figure.
+      if [[ $mode != direct && $k == launch && ( $per == - || $per -le 0 ) ]]; then
+        echo "host_cost_instructions: no launch hook counted for $name ($mode): the figures would be vacuous" >&2
+        failed=1
+      fi
+    done
+    total=$(( ${b[total]} - ${a[total]} ))
+    [[ $mode == direct ]] && base[total]=$total
+    other=$(( total - ${base[total]} - hook ))
+    if [[ $mode == direct ]]; then
+      line+=$(printf ' %14s %14s' "$((total / steady)) (program)" -)
+    else
+      line+=$(printf ' %14d %14d' $((hook / steady)) $((other / steady)))
+    fi
+    echo "$line"
+  done
+  echo "$name calls per iteration: $(for k in $kinds; do printf '%s %s ' "$k" "${calls[$k]}"; done)"
+done
+exit $failed
