@@ -29,6 +29,8 @@ build=$(realpath -m "${1:-$root/build/release}")
 traces=$(realpath -m "${2:-$root/../shared/traces}")
 steady=${3:-4}
 warmup=${4:-10}
+[[ $steady =~ ^[1-9][0-9]*$ && $warmup =~ ^[0-9]+$ ]] ||
+  { echo "host_cost_instructions: STEADY must be a positive count and WARMUP a count (got '$steady', '$warmup')" >&2; exit 2; }
 replay=$build/bin/host_replay
 stub=$build/lib/stubcuda
 lib=${HOST_COST_LIB:-$build/lib/libcapuchin.so}  # HOST_COST_LIB: another build's library, same replay
@@ -61,8 +63,10 @@ counts() {
     {
       n = $1; gsub(",", "", n); if (n !~ /^[0-9]+$/) next
       if (index($0, "[") == 0 || index($0, obj "]") == 0) next
-      f = $0; sub(/^.*\?\?\?:/, "", f); sub(/ \[.*$/, "", f); sub(/^.*:/, "", f)
-      if (f ~ /::/ || f !~ /^cu/) next
+      f = $0; sub(/^.*\?\?\?:/, "", f); sub(/ \[.*$/, "", f)
+      if (f ~ /::/) next      # a C++ function (the hooks are extern "C" cu* entry points)
+      sub(/^.*:/, "", f)      # a file name before it (builds with line tables)
+      if (f !~ /^cu/) next
       k = ""
       if (f ~ /^cuMemAlloc/) k = "alloc"; else if (f ~ /^cuMemFree/) k = "free"
       else if (f ~ /^cuLaunch/) k = "launch"; else if (f ~ /^cuMem(cpy|set)/) k = "copy"
@@ -72,6 +76,9 @@ counts() {
     END { for (k in sum) print k, sum[k] }'
 }
 
+shopt -s nullglob
+all=("$traces"/*.jsonl.gz)
+((${#all[@]} > 0)) || { echo "host_cost_instructions: no traces (*.jsonl.gz) in $traces" >&2; exit 2; }
 kinds="alloc free launch copy sync"
 failed=0
 short=$((warmup + 2))
@@ -79,23 +86,35 @@ long=$((short + steady))
 echo "# Instructions added per CUDA call and per steady iteration (valgrind callgrind, null driver;"
 echo "# iterations $((short + 1))..$long against $((warmup + 1))..$short; counts, not time)"
 printf '%-22s %-9s %9s %9s %9s %9s %9s %14s %14s\n' trace mode alloc free launch copy sync hook_instr/it other_instr/it
-for trace in "$traces"/*.jsonl.gz; do
+for trace in "${all[@]}"; do
   name=$(basename "$trace" .jsonl.gz)
+  ran=1
   for mode in direct capture exec pressure; do
-    run "$mode" "$trace" "$short" &
-    run "$mode" "$trace" "$long" &
-    wait
+    run "$mode" "$trace" "$short" & p1=$!
+    run "$mode" "$trace" "$long" & p2=$!
+    wait "$p1" || ran=0
+    wait "$p2" || ran=0
   done
+  if ((!ran)); then
+    echo "host_cost_instructions: $name: a replay failed; no figures for it" >&2
+    failed=1
+    continue
+  fi
   declare -A base=() calls=()
   for k in $kinds; do
     calls[$k]=$(awk -v k="$k" '$1 == "kind" && $2 == k { print $3 }' "$work/direct.$name.$long.out")
   done
   for mode in direct capture exec pressure; do
-    obj=libcapuchin.so
+    obj=$(basename "$lib")
     [[ $mode == direct ]] && obj=libcuda.so.1
     declare -A a=() b=()
     while read -r k n; do a[$k]=$n; done < <(counts "$work/$mode.$name.$short.cg" "$obj")
     while read -r k n; do b[$k]=$n; done < <(counts "$work/$mode.$name.$long.cg" "$obj")
+    if [[ -z ${a[total]:-} || -z ${b[total]:-} ]]; then
+      echo "host_cost_instructions: $name ($mode): callgrind_annotate read no totals from $work/$mode.$name.*.cg" >&2
+      failed=1
+      break
+    fi
     line=$(printf '%-22s %-9s' "$name" "$mode")
     hook=0
     for k in $kinds; do

@@ -159,7 +159,8 @@ Shape shape_of(CUfunction f, const KernelInfo& ki, void** params, const std::vec
 
 bool WriteSets::worth_a_shape(const KernelInfo& ki, bool may_probe) {
   const FunctionProbations& f = ki.probed;
-  return f.replayable > 0 || (may_probe && !f.nondeterministic && f.probations < kMaxProbations);
+  if (f.nondeterministic) return false;  // every shape of it refused, none probed again
+  return f.replayable > 0 || (may_probe && f.probations < kMaxProbations);
 }
 
 WriteSets::Known WriteSets::lookup(const KernelInfo& ki, std::uint64_t shape) const {
