@@ -77,16 +77,20 @@ bool DeviceChecksum::current(const Api& api, Loaded& out) {
   Loaded fresh;
   fresh.ctx = ctx;
   fresh.failed = !load(api, fresh);
-  std::lock_guard<std::mutex> lock(mu_);
-  if (const Loaded* l = find(ctx)) {  // another thread loaded it meanwhile: keep theirs
-    if (fresh.module != nullptr && api.module_unload != nullptr) (void)api.module_unload(fresh.module);
-    out = Loaded{l->ctx, l->module, l->sum, l->complement, l->failed, {}};
-    return !l->failed;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (const Loaded* l = find(ctx)) {
+      out = Loaded{l->ctx, l->module, l->sum, l->complement, l->failed, {}};
+    } else {
+      loaded_.push_back(fresh);
+      any_loaded_ = any_loaded_ || !fresh.failed;
+      out = fresh;
+      return !fresh.failed;
+    }
   }
-  loaded_.push_back(fresh);
-  any_loaded_ = any_loaded_ || !fresh.failed;
-  out = fresh;
-  return !fresh.failed;
+  // Another thread loaded it meanwhile: theirs is kept, ours unloaded (outside the lock).
+  if (fresh.module != nullptr && api.module_unload != nullptr) (void)api.module_unload(fresh.module);
+  return !out.failed;
 }
 
 bool DeviceChecksum::available(const Api& api) {

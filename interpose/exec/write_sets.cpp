@@ -3,6 +3,7 @@
 #include "write_sets.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <new>
 #include <span>
@@ -83,9 +84,18 @@ bool checksum_all(const Api& api, Probation& p, std::uint64_t Probation::Range::
     DeviceChecksum::Range ranges[DeviceChecksum::kMaxRanges];
     std::uint64_t sums[DeviceChecksum::kMaxRanges];
     for (std::size_t i = 0; i < p.ranges.size(); ++i) ranges[i] = {p.ranges[i].base, p.ranges[i].bytes};
-    if (!p.device->sums(api, p.stream, std::span(ranges, p.ranges.size()), sums)) return false;
-    for (std::size_t i = 0; i < p.ranges.size(); ++i) p.ranges[i].*field = sums[i];
-    return true;
+    if (p.device->sums(api, p.stream, std::span(ranges, p.ranges.size()), sums)) {
+      for (std::size_t i = 0; i < p.ranges.size(); ++i) p.ranges[i].*field = sums[i];
+      return true;
+    }
+    // The kernels failed here (a launch refused, no pinned memory for the sums): the rest of
+    // this probation hashes through the host, with the same checksum, rather than spending one
+    // of the function's probations on an inconclusive result.
+    p.on_device = false;
+    static std::atomic<bool> said{false};
+    if (!said.exchange(true, std::memory_order_relaxed))
+      log(LogLevel::Info, "executor: the checksum kernels failed to run (no page-locked memory for their sums, or a "
+                          "launch refused): those probations hash on the host");
   }
   if (keep) {
     try {

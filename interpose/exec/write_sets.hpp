@@ -128,7 +128,7 @@ struct Probation {
   std::vector<Range> ranges;  // the touched blocks, by position
   std::vector<std::vector<std::uint8_t>> kept;  // each range's bytes after the launch (for restores)
   DeviceChecksum* device = nullptr;  // the executor's checksum kernels (null: hash on the host)
-  bool on_device = false;            // they run in this launch's context (decided before the launch)
+  bool on_device = false;  // they run in this launch's context (decided before the launch; off once they fail)
   CUstream stream = nullptr;  // the launch's (driver) stream: every copy and wait is on it
   // The touched blocks' last uses (events of the executor's pool, referenced until the probation
   // ends): waited for before the first hash, instead of the whole device (which could wait for

@@ -316,6 +316,11 @@ class Memory {
 
   std::mutex mu_;
   uint64_t capacity_ = 0;
+  // Page-locked host memory cuMemHostAlloc may hold at once (SIMCUDA_PINNED_BYTES; unlimited by
+  // default), and what it holds: past the limit it returns CUDA_ERROR_OUT_OF_MEMORY, as a real
+  // driver does once the host cannot lock more pages. Guarded by mu_.
+  uint64_t pinned_limit_ = ~uint64_t{0};
+  uint64_t pinned_bytes_ = 0;
   uint64_t used_ = 0;  // all devices together
   DeviceUse devices_[kMaxDevices];
   uintptr_t region_ = 0;

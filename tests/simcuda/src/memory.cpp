@@ -83,6 +83,7 @@ int device_count() {
 
 Memory::Memory() {
   capacity_ = env_bytes("SIMCUDA_DEVICE_BYTES", SIMCUDA_DEFAULT_DEVICE_BYTES);
+  pinned_limit_ = env_bytes("SIMCUDA_PINNED_BYTES", ~uint64_t{0});
   // Address space only (MAP_NORESERVE, PROT_NONE): managed memory may oversubscribe capacity.
   const uint64_t all_devices = capacity_ * static_cast<uint64_t>(device_count());
   region_bytes_ = std::max<uint64_t>(64ull << 30, round_up(all_devices * 4 + (16ull << 30), 1ull << 30));
@@ -331,9 +332,17 @@ CUresult Memory::alloc_pinned(size_t bytes, void** out) {
     return CUDA_SUCCESS;
   }
   const size_t span = round_up(bytes, kPage);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (span > pinned_limit_ - pinned_bytes_) return CUDA_ERROR_OUT_OF_MEMORY;
+    pinned_bytes_ += span;
+  }
   void* p = mmap(nullptr, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (p == MAP_FAILED) return CUDA_ERROR_OUT_OF_MEMORY;
   std::lock_guard<std::mutex> lock(mu_);
+  if (p == MAP_FAILED) {
+    pinned_bytes_ -= span;
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
   Allocation a;
   a.base = reinterpret_cast<uintptr_t>(p);
   a.bytes = bytes;
@@ -376,6 +385,7 @@ CUresult Memory::free_pinned(void* ptr) {
   if (it == allocations_.end() || it->second.kind != AllocKind::Pinned || it->second.registered)
     return CUDA_ERROR_INVALID_VALUE;
   munmap(ptr, it->second.span);
+  pinned_bytes_ -= it->second.span;
   allocations_.erase(it);
   return CUDA_SUCCESS;
 }
