@@ -35,13 +35,13 @@
 
 #include <cstdint>
 #include <memory>
-#include <memory_resource>
 #include <optional>
 #include <span>
 #include <unordered_map>
 #include <utility>
 #include <vector>
 
+#include "capuchin/flat_map.hpp"
 #include "capuchin/segment_plan.hpp"
 
 namespace capuchin::policy {
@@ -149,8 +149,7 @@ class Controller {
   std::vector<std::uint64_t> ids_;
   std::vector<std::uint64_t> sigs_;  // hist_'s signatures alone, for find_period (no copy per try)
   std::size_t next_try_ = 0;
-  std::pmr::unsynchronized_pool_resource pool_;  // live_'s nodes: no malloc per allocation once warm
-  std::pmr::unordered_map<std::uint64_t, std::uint64_t> live_{&pool_};  // id -> bytes
+  FlatMap<std::uint64_t> live_;  // id -> bytes (an id of ~0 is not counted)
   std::uint64_t live_bytes_ = 0;
   // the learned iteration
   bool locked_ = false;

@@ -20,6 +20,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "capuchin/flat_map.hpp"
 #include "event_pool.hpp"
 #include "host_pool.hpp"
 
@@ -132,60 +133,23 @@ class Ledger {
   std::uint64_t resident_ = 0, peak_ = 0;
 };
 
-// Blocks by a 64-bit key (an exact base address, an allocation id): open addressing with
-// linear probing in one flat array (a launch looks up each of its candidate words here: one
-// multiply and usually one cache line, where a node-based map took a division and two or three
-// dependent loads; an allocation or a free inserts or erases an id without a node to allocate).
-// Keys are anything but ~0 (no base or id is). At most half full; shrinks when an eighth full.
-class FlatIndex {
- public:
-  static constexpr std::uint64_t kEmpty = ~std::uint64_t{0};
-  Block* find(std::uint64_t key) const {
-    if (count_ == 0) return nullptr;
-    for (std::size_t i = slot(key);; i = (i + 1) & mask_) {
-      const Slot& s = slots_[i];
-      if (s.key == key) return s.block;
-      if (s.key == kEmpty) return nullptr;
-    }
-  }
-  void insert(std::uint64_t key, Block* b);
-  void erase(std::uint64_t key);
-  std::size_t size() const { return count_; }
-  // Every entry, in slot order; f must not insert or erase.
-  template <class F>
-  void for_each(F&& f) const {
-    if (count_ == 0) return;
-    for (const Slot& s : slots_)
-      if (s.key != kEmpty) f(*s.block);
-  }
-
- private:
-  struct Slot {
-    std::uint64_t key = kEmpty;
-    Block* block = nullptr;
-  };
-  std::size_t slot(std::uint64_t key) const {
-    return static_cast<std::size_t>((key * 0x9E3779B97F4A7C15ull) >> shift_) & mask_;  // Fibonacci hashing
-  }
-  void rehash(std::size_t slots);
-  std::vector<Slot> slots_;
-  std::size_t mask_ = 0, count_ = 0;
-  unsigned shift_ = 64;
-};
-
 // Blocks by allocation id and by address. A block keeps its base from its creation to its
 // deletion (a cached block is reused at the same address), so the address index changes only
 // then; an allocation or a free flips `live`, inserts or erases its id in a flat index and
 // links or unlinks it in its span's cache list (no allocation per event once warm).
 class BlockTable {
  public:
-  Block* by_id(std::uint64_t id) const { return id == kNoBlockId ? nullptr : by_id_.find(id); }
+  Block* by_id(std::uint64_t id) const {
+    if (id == kNoBlockId) return nullptr;
+    Block* const* b = by_id_.find(id);
+    return b != nullptr ? *b : nullptr;
+  }
   // The live block holding `addr`, or null.
   Block* by_addr(std::uint64_t addr) const;
   // The live block at exactly `base`, or null.
   Block* by_base(CUdeviceptr base) const {
-    Block* b = at_base_.find(base);
-    return b != nullptr && b->live ? b : nullptr;
+    Block* const* b = at_base_.find(base);
+    return b != nullptr && (*b)->live ? *b : nullptr;
   }
   void add_live(Block* b);     // b->id and b->base set
   void remove_live(Block* b);  // b stays indexed by address (cached, or deleted: forget)
@@ -208,7 +172,7 @@ class BlockTable {
   }
   template <class F>
   void for_each_live(F&& f) const {
-    by_id_.for_each(f);
+    by_id_.for_each([&](std::uint64_t, Block* b) { f(*b); });
   }
   // Smallest span first, oldest first within a span; f must not cache or uncache.
   template <class F>
@@ -245,13 +209,13 @@ class BlockTable {
   void uncache(CacheBucket& bucket, Block* b);
 
   std::pmr::unsynchronized_pool_resource pool_;  // before the containers that use it
-  FlatIndex by_id_;
+  FlatMap<Block*> by_id_;  // live blocks by id (include/capuchin/flat_map.hpp)
   // Every indexed block, live or cached, sorted by base: a binary search over contiguous
   // memory for interior pointers (inserted and erased only when a block is created or deleted).
   std::vector<std::pair<CUdeviceptr, Block*>> by_base_;
   // The same by exact base: most parameter words are a tensor's base, one hash probe instead
   // of a search (interior pointers fall back to by_base_).
-  FlatIndex at_base_;
+  FlatMap<Block*> at_base_;
   std::pmr::map<std::size_t, CacheBucket> cache_{&pool_};  // freed blocks by span, for reuse
 };
 

@@ -1,6 +1,5 @@
 // block_table.cpp: finding blocks by address (see block.hpp).
 #include <algorithm>
-#include <bit>
 
 #include "block.hpp"
 
@@ -10,55 +9,13 @@ namespace {
 bool base_before(const std::pair<CUdeviceptr, Block*>& e, CUdeviceptr addr) { return e.first < addr; }
 }  // namespace
 
-void FlatIndex::insert(std::uint64_t key, Block* b) {
-  if (key == kEmpty) return;  // no block has it (kNoBlockId): never indexed
-  if (2 * (count_ + 1) > slots_.size()) rehash(slots_.empty() ? 64 : 2 * slots_.size());  // short probe runs
-  std::size_t i = slot(key);
-  while (slots_[i].key != kEmpty && slots_[i].key != key) i = (i + 1) & mask_;
-  if (slots_[i].key == kEmpty) ++count_;
-  slots_[i] = Slot{key, b};
-}
-
-void FlatIndex::erase(std::uint64_t key) {
-  if (count_ == 0) return;
-  std::size_t i = slot(key);
-  while (slots_[i].key != key) {
-    if (slots_[i].key == kEmpty) return;
-    i = (i + 1) & mask_;
-  }
-  // Backward-shift deletion: later entries of the run move up so no lookup stops early.
-  for (std::size_t j = (i + 1) & mask_; slots_[j].key != kEmpty; j = (j + 1) & mask_) {
-    const std::size_t home = slot(slots_[j].key);
-    // j's entry may fill the hole at i when its home is not cyclically in (i, j].
-    const bool stays = i <= j ? (i < home && home <= j) : (i < home || home <= j);
-    if (stays) continue;
-    slots_[i] = slots_[j];
-    i = j;
-  }
-  slots_[i] = Slot{};
-  --count_;
-  // A scan (for_each) costs the table's size, not the entries': shrink after a peak.
-  if (slots_.size() > 64 && 8 * count_ < slots_.size()) rehash(slots_.size() / 2);
-}
-
-void FlatIndex::rehash(std::size_t n) {
-  std::vector<Slot> old;
-  old.swap(slots_);
-  slots_.assign(n, Slot{});
-  mask_ = n - 1;
-  shift_ = 64 - static_cast<unsigned>(std::countr_zero(n));
-  count_ = 0;
-  for (const Slot& s : old)
-    if (s.key != kEmpty) insert(s.key, s.block);
-}
-
 Block* BlockTable::by_addr(std::uint64_t addr) const {
   // Most candidate words of a launch are not ours (scalars, other memory): one range check
   // against the lowest base and the highest block's end (blocks never overlap; a reused block
   // may be asked for more bytes than at first, up to its span).
   if (by_base_.empty() || addr < by_base_.front().first) return nullptr;
   if (const Block* last = by_base_.back().second; addr >= last->base + last->span) return nullptr;
-  if (Block* exact = at_base_.find(addr)) return exact->live ? exact : nullptr;
+  if (Block* const* exact = at_base_.find(addr)) return (*exact)->live ? *exact : nullptr;
   auto it = std::lower_bound(by_base_.begin(), by_base_.end(), addr, base_before);  // first base >= addr
   if (it == by_base_.begin()) return nullptr;
   Block* b = std::prev(it)->second;
@@ -66,11 +23,11 @@ Block* BlockTable::by_addr(std::uint64_t addr) const {
 }
 
 void BlockTable::add_live(Block* b) {
-  by_id_.insert(b->id, b);
+  by_id_.insert_or_assign(b->id, b);
   b->live = true;
   if (b->indexed) return;
   by_base_.insert(std::lower_bound(by_base_.begin(), by_base_.end(), b->base, base_before), {b->base, b});
-  at_base_.insert(b->base, b);
+  at_base_.insert_or_assign(b->base, b);
   b->indexed = true;
 }
 

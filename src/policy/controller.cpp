@@ -75,13 +75,11 @@ void Controller::append(const Event& e, std::span<const std::uint64_t> ids) {
   const std::size_t n = std::min<std::size_t>(id_count(e), ids.size());
   ids_.insert(ids_.end(), ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(n));
   if (is(e, Op::Alloc)) {
-    auto [it, fresh] = live_.try_emplace(e.id, e.bytes);
-    if (fresh) live_bytes_ += e.bytes;
+    if (live_.try_emplace(e.id, e.bytes).second) live_bytes_ += e.bytes;
   } else if (is(e, Op::Free)) {
-    if (auto it = live_.find(e.id); it != live_.end()) {
-      s.e.bytes = it->second;  // kept so the live set of an earlier moment can be rebuilt
-      live_bytes_ -= it->second;
-      live_.erase(it);
+    if (std::uint64_t bytes = 0; live_.erase(e.id, &bytes)) {
+      s.e.bytes = bytes;  // kept so the live set of an earlier moment can be rebuilt
+      live_bytes_ -= bytes;
     }
   }
   s.live_after = live_bytes_;
@@ -280,7 +278,9 @@ void Controller::request_from(std::size_t b) {
     j.events.push_back(e);
   }
   // Live at b: today's live set with the events since b undone.
-  std::unordered_map<std::uint64_t, std::uint64_t> at(live_.begin(), live_.end());
+  std::unordered_map<std::uint64_t, std::uint64_t> at;
+  at.reserve(live_.size());
+  live_.for_each([&](std::uint64_t id, std::uint64_t bytes) { at.emplace(id, bytes); });
   for (std::size_t i = n; i-- > b;) {
     const Event& e = hist_[i].e;
     if (is(e, Op::Alloc)) at.erase(e.id);

@@ -1,7 +1,7 @@
 // The executor's block table (interpose/exec/block.hpp) against a plain std::map of what it
 // should hold: blocks created, allocated, freed into the cache, reused at the same base and
 // deleted in a random order, with lookups of exact bases, interior pointers, ends and words
-// that are no block's; and FlatIndex alone under many inserts and erases (its backward-shift
+// that are no block's; and the FlatMap it uses alone under many inserts and erases (its backward-shift
 // deletion must never hide an entry behind a hole).
 #include <gtest/gtest.h>
 
@@ -16,8 +16,12 @@
 namespace capuchin::interpose::exec {
 namespace {
 
-TEST(FlatIndex, AgreesWithAMapUnderChurn) {
-  FlatIndex index;
+TEST(FlatMap, AgreesWithAMapUnderChurn) {
+  FlatMap<Block*> index;
+  auto found = [&](std::uint64_t key) -> Block* {
+    Block* const* b = index.find(key);
+    return b != nullptr ? *b : nullptr;
+  };
   std::map<CUdeviceptr, Block*> truth;
   std::vector<std::unique_ptr<Block>> owned;
   std::mt19937_64 rng(7);
@@ -27,7 +31,7 @@ TEST(FlatIndex, AgreesWithAMapUnderChurn) {
     const CUdeviceptr base = pick();
     if (rng() % 3 != 0) {
       owned.push_back(std::make_unique<Block>());
-      index.insert(base, owned.back().get());
+      index.insert_or_assign(base, owned.back().get());
       truth[base] = owned.back().get();
     } else {
       index.erase(base);
@@ -37,7 +41,7 @@ TEST(FlatIndex, AgreesWithAMapUnderChurn) {
       for (int probe = 0; probe < 3000; ++probe) {
         const CUdeviceptr b = (1ull << 40) + static_cast<CUdeviceptr>(probe) * 4096;
         auto it = truth.find(b);
-        ASSERT_EQ(index.find(b), it == truth.end() ? nullptr : it->second) << "step " << step << " base " << b;
+        ASSERT_EQ(found(b), it == truth.end() ? nullptr : it->second) << "step " << step << " base " << b;
       }
   }
   EXPECT_GT(truth.size(), 1000u);  // the table grew and held many at once
@@ -49,12 +53,32 @@ TEST(FlatIndex, AgreesWithAMapUnderChurn) {
     index.erase(keys[i]);
     truth.erase(keys[i]);
     if (i % 97 == 0)
-      for (const auto& [k, b] : truth) ASSERT_EQ(index.find(k), b) << "after erasing " << i + 1;
+      for (const auto& [k, b] : truth) ASSERT_EQ(found(k), b) << "after erasing " << i + 1;
   }
   EXPECT_EQ(index.size(), 0u);
   int visited = 0;
-  index.for_each([&](Block&) { ++visited; });
+  index.for_each([&](std::uint64_t, Block*) { ++visited; });
   EXPECT_EQ(visited, 0);
+}
+
+// What the policy's live set relies on: a present key keeps its first value, an erase hands the
+// value back, the empty key is refused, and a lookup never finds an erased key.
+TEST(FlatMap, TryEmplaceKeepsTheFirstValueAndEraseHandsItBack) {
+  FlatMap<std::uint64_t> live;
+  auto [first, fresh] = live.try_emplace(7, 100);
+  ASSERT_TRUE(fresh);
+  ASSERT_NE(first, nullptr);
+  auto [again, fresh_again] = live.try_emplace(7, 200);
+  EXPECT_FALSE(fresh_again);
+  EXPECT_EQ(*again, 100u);
+  EXPECT_EQ(live.try_emplace(FlatMap<std::uint64_t>::kEmpty, 1).first, nullptr);
+  EXPECT_EQ(live.size(), 1u);
+  std::uint64_t out = 0;
+  EXPECT_TRUE(live.erase(7, &out));
+  EXPECT_EQ(out, 100u);
+  EXPECT_FALSE(live.erase(7));
+  EXPECT_EQ(live.find(7), nullptr);
+  EXPECT_TRUE(live.empty());
 }
 
 // The cache of freed blocks: by span, oldest first; a reuse takes the oldest usable one of its
