@@ -231,6 +231,11 @@ void warm_up_planning() { Planning::warm_up(); }
 Held::Held(Executor& e) : e_(e), lk_(e.mu) { e.held = &lk_; }
 
 Held::~Held() {
+  if (e_.frees_after_unlock.empty()) [[likely]] {
+    e_.held = nullptr;
+    lk_.unlock();
+    return;
+  }
   std::vector<CUdeviceptr> frees;
   frees.swap(e_.frees_after_unlock);
   e_.held = nullptr;

@@ -164,7 +164,13 @@ class Executor {
   bool evict(Block& b, const char* reason, double expected = -1);
   bool prefetch(Block& b, const char* reason, bool on_demand, double expected = -1, const CUstream* user = nullptr,
                 bool may_wait = true);
-  CUresult ensure_resident(Block& b, CUstream s);
+  // Resident and no replay of it pending: nothing to do (the launch path's common case inline).
+  CUresult ensure_resident(Block& b, CUstream s) {
+    if (b.where == Where::Device && !b.exec) [[likely]]
+      return CUDA_SUCCESS;
+    return ensure_resident_slow(b, s);
+  }
+  CUresult ensure_resident_slow(Block& b, CUstream s);
   void apply(const policy::Command& c);
   void reclaim_finished_evictions();  // completes finished Vmm evictions (never waits)
   void delete_block(Block* b);        // a block given back to the driver: forgotten everywhere
@@ -176,7 +182,11 @@ class Executor {
   bool recompute_valid(const Block& b) const;
   bool try_drop(Block& b, const char* reason, double expected);
   bool recompute(Block& b, const char* reason, double expected);
-  void materialize_dependents(Block& b);
+  void materialize_dependents(Block& b) {
+    if (!b.dependents.empty()) [[unlikely]]
+      materialize_dependents_slow(b);
+  }
+  void materialize_dependents_slow(Block& b);
 
  private:
   template <class Wait>

@@ -14,7 +14,7 @@ void waits(const EventPool& ev, CUstream on, Ev e) {
 }
 }  // namespace
 
-void mark_use(EventPool& ev, Block& b, CUstream s, Ev e) {
+void mark_use_slow(EventPool& ev, Block& b, CUstream s, Ev e) {
   ++b.use_gen;
   release_free_events(ev, b);  // the new use is ordered after them
   for (std::uint8_t i = 0; i < b.nuses; ++i) {

@@ -21,7 +21,16 @@
 namespace capuchin::interpose::exec {
 
 // b was used on `s` by work that `ev` follows (a reference is taken).
-void mark_use(EventPool& ev, Block& b, CUstream s, Ev e);
+void mark_use_slow(EventPool& ev, Block& b, CUstream s, Ev e);
+inline void mark_use(EventPool& ev, Block& b, CUstream s, Ev e) {
+  // Most uses: the same stream's deferred event marked it already (nothing recorded since) and
+  // no free events are left to release: only the use count moves.
+  if (b.nuses > 0 && b.uses[0].stream == s && b.uses[0].ev == e && b.free_events.empty()) [[likely]] {
+    ++b.use_gen;
+    return;
+  }
+  mark_use_slow(ev, b, s, e);
+}
 // `on` waits for b's uses, free events and replay. Pre: !b.many_streams (the host waits instead).
 void order_after_uses(const EventPool& ev, const Block& b, CUstream on);
 // Everything the host must see completed before b's memory is unmapped or released.

@@ -137,8 +137,7 @@ bool Executor::recompute(Block& b, const char* reason, double expected) {
   return true;
 }
 
-void Executor::materialize_dependents(Block& b) {
-  if (b.dependents.empty()) return;
+void Executor::materialize_dependents_slow(Block& b) {
   std::vector<std::uint64_t> deps;
   deps.swap(b.dependents);
   for (std::uint64_t id : deps) {

@@ -222,7 +222,7 @@ bool Executor::prefetch(Block& b, const char* reason, bool on_demand, double exp
 }
 
 // b is pinned by the caller; its state is looked at again after every wait.
-CUresult Executor::ensure_resident(Block& b, CUstream s) {
+CUresult Executor::ensure_resident_slow(Block& b, CUstream s) {
   for (int step = 0; step < 64; ++step) {
     order_after_replay(events, b, s);
     // Host-clock memory another thread's forwarded work is using is not remapped under it: the
