@@ -110,6 +110,7 @@ class Controller {
 
   // The request made at the last boundary, if any (taken once).
   std::optional<PlanRequest> take_request();
+  bool has_request() const { return request_.has_value(); }
   // The answer to request `serial`: a plan, or null when none could be made. Answers to
   // requests that are no longer current are dropped.
   void offer(std::uint64_t serial, std::shared_ptr<const plan::SegmentPlan> p);

@@ -326,8 +326,9 @@ void Executor::settle_managed_out(std::uint64_t incoming) {
 policy::Step Executor::feed(const policy::Event& ev, std::span<const std::uint64_t> ids) {
   reclaim_finished_evictions();  // copies out that ended free their device memory now
   planning.poll_timings();       // kernel times measured so far, for the next plan request
+  Scratch& sc = scratch();
   std::vector<policy::Command> cmds;
-  cmds.swap(scratch().cmds);
+  cmds.swap(sc.cmds);
   cmds.clear();
   const std::uint32_t pos = planning.controller().position(), period = planning.controller().period();
   const policy::Step st = planning.feed(ev, ids, cmds, ledger.budget);
@@ -352,7 +353,7 @@ policy::Step Executor::feed(const policy::Event& ev, std::span<const std::uint64
   }
   for (const policy::Command& c : cmds) apply(c);
   cmds.clear();
-  scratch().cmds.swap(cmds);
+  sc.cmds.swap(cmds);  // the thread's scratch, as scratch() would return it again
   return st;
 }
 

@@ -50,6 +50,8 @@ policy::Step Planning::feed(const policy::Event& e, std::span<const std::uint64_
   }
   const policy::Step st = controller_.on_event(e, ids, out);
   if (!pressure_seen_ && controller_.live_bytes() >= budget / 5 * 4) pressure_seen_ = true;
+  if (!controller_.has_request()) [[likely]]
+    return st;
   if (auto r = controller_.take_request()) {
     if (opt_.enabled) hand_over(std::move(*r), budget);
     else controller_.offer(r->serial, nullptr);
@@ -208,7 +210,7 @@ void Planning::cancel_timing(int pair) {
   if (pair >= 0) free_pairs_.push_back(pair);
 }
 
-void Planning::poll_timings(bool all) {
+void Planning::poll_timings_slow(bool all) {
   for (std::size_t i = 0, n = pending_.size(); i < n; ++i) {
     const int k = pending_.front();
     Pair& p = pairs_[static_cast<std::size_t>(k)];

@@ -74,7 +74,10 @@ class Planning {
   void cancel_timing(int pair);  // the launch was not made: the pair is free again
   // Reads completed pairs, oldest first, until one is still in flight (never waits); all:
   // look at every pending pair (at syncs and iteration ends).
-  void poll_timings(bool all = false);
+  void poll_timings(bool all = false) {
+    if (!pending_.empty()) poll_timings_slow(all);  // every event asks; few find a timing in flight
+  }
+  void poll_timings_slow(bool all);
   std::uint64_t launches_seen() const { return launches_; }
   std::uint64_t launches_timed() const { return timed_; }
 
