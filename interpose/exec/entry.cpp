@@ -469,9 +469,12 @@ CUresult before_launch(Launch& l, const std::uint64_t* words, unsigned nwords, s
   std::uint64_t sig = op_signature(Op::Kernel, reinterpret_cast<std::uint64_t>(l.func));
   for (Block* b : cur) {
     total += b->span;
-    total_managed += e.managed->span_for(b->bytes);
     sig = mix_signature(sig, b->bytes);
   }
+  // What it would take as managed memory matters only for a launch needing more than any before
+  // (note_launch_need keeps that one's): not summed for the others.
+  if (total > e.need.min_needed)
+    for (Block* b : cur) total_managed += e.managed->span_for(b->bytes);
   sig = op_signature(Op::Kernel, sig);
   const CUstream ds = driver_stream(l.stream, l.per_thread);
   if (e.planning.probes_armed())  // when this launch could run, before it is made to wait for data
