@@ -4,8 +4,8 @@
 // them on every allocation, free and launch; a node-based map took a node allocation per insert,
 // a division and two or three dependent loads per lookup.
 //
-// Contract: any key but kEmpty (~0: no allocation id or address is); try_emplace and
-// insert_or_assign of kEmpty do nothing and say so. At most half full (short probe runs); shrinks
+// Contract: any key but kEmpty (~0: no allocation id or address is); kEmpty is never found,
+// erased or inserted (try_emplace says so). At most half full (short probe runs); shrinks
 // to half when an eighth full, so a scan (for_each) costs about the entries, not a past peak.
 // Pointers returned by find or try_emplace stay valid only until the next insert or erase.
 // Not thread-safe: the owner's lock guards it.
@@ -25,7 +25,7 @@ class FlatMap {
   static constexpr std::uint64_t kEmpty = ~std::uint64_t{0};
 
   V* find(std::uint64_t key) {
-    if (count_ == 0) return nullptr;
+    if (count_ == 0 || key == kEmpty) return nullptr;  // an empty slot's key: no entry's
     for (std::size_t i = slot(key);; i = (i + 1) & mask_) {
       Slot& s = slots_[i];
       if (s.key == key) return &s.value;
@@ -37,10 +37,15 @@ class FlatMap {
   // The value at key, inserted as `v` when absent (then second is true). {nullptr, false} for kEmpty.
   std::pair<V*, bool> try_emplace(std::uint64_t key, V v) {
     if (key == kEmpty) return {nullptr, false};
-    if (2 * (count_ + 1) > slots_.size()) rehash(slots_.empty() ? 64 : 2 * slots_.size());
-    std::size_t i = slot(key);
-    while (slots_[i].key != kEmpty && slots_[i].key != key) i = (i + 1) & mask_;
-    if (slots_[i].key == key) return {&slots_[i].value, false};
+    std::size_t i = 0;
+    if (!slots_.empty()) {
+      i = probe(key);
+      if (slots_[i].key == key) return {&slots_[i].value, false};  // present: no growth
+    }
+    if (2 * (count_ + 1) > slots_.size()) {
+      rehash(slots_.empty() ? 64 : 2 * slots_.size());
+      i = probe(key);
+    }
     slots_[i] = Slot{key, std::move(v)};
     ++count_;
     return {&slots_[i].value, true};
@@ -52,7 +57,7 @@ class FlatMap {
 
   // Removes key (its value into *out when given); false when absent.
   bool erase(std::uint64_t key, V* out = nullptr) {
-    if (count_ == 0) return false;
+    if (count_ == 0 || key == kEmpty) return false;
     std::size_t i = slot(key);
     while (slots_[i].key != key) {
       if (slots_[i].key == kEmpty) return false;
@@ -90,6 +95,12 @@ class FlatMap {
     std::uint64_t key = kEmpty;
     V value{};
   };
+  // The slot holding key, or the empty slot where it would go (slots_ not empty, never full).
+  std::size_t probe(std::uint64_t key) const {
+    std::size_t i = slot(key);
+    while (slots_[i].key != kEmpty && slots_[i].key != key) i = (i + 1) & mask_;
+    return i;
+  }
   std::size_t slot(std::uint64_t key) const {
     return static_cast<std::size_t>((key * 0x9E3779B97F4A7C15ull) >> shift_) & mask_;
   }

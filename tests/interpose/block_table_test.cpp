@@ -73,6 +73,12 @@ TEST(FlatMap, TryEmplaceKeepsTheFirstValueAndEraseHandsItBack) {
   EXPECT_EQ(*again, 100u);
   EXPECT_EQ(live.try_emplace(FlatMap<std::uint64_t>::kEmpty, 1).first, nullptr);
   EXPECT_EQ(live.size(), 1u);
+  // The empty key is no entry's: not found (an empty slot's value is no answer) and not erased
+  // (an erase of it must not take an empty slot for an entry and lose count).
+  EXPECT_EQ(live.find(FlatMap<std::uint64_t>::kEmpty), nullptr);
+  EXPECT_FALSE(live.erase(FlatMap<std::uint64_t>::kEmpty));
+  EXPECT_EQ(live.size(), 1u);
+  ASSERT_NE(live.find(7), nullptr);
   std::uint64_t out = 0;
   EXPECT_TRUE(live.erase(7, &out));
   EXPECT_EQ(out, 100u);
