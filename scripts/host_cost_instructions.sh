@@ -14,13 +14,14 @@
 #     libcapuchin.so's hook (cuMemAllocAsync, cuLaunchKernel, ...) minus the null driver's own
 #     count for the same calls in the direct run;
 #   - added instructions per iteration on the calling thread (the hooks), and on capuchin's own
-#     threads (the drain, the planner): the whole program's added count minus the hooks'.
+#     threads (the drain, the planner): the whole program's added count minus the hooks' (an
+#     estimate: those threads' passes depend on timing, so short runs can even show it negative).
 # `pressure` uses CAPUCHIN_BUDGET=0.5x (half the resident peak the executor saw in the first
 # learned iteration; bench_host_cost uses half the simulated natural peak).
 #
 # Exits 1 when a run failed or a preloaded mode counted no launch hook, 77 without valgrind.
 #
-# Usage: scripts/host_cost_instructions.sh [BUILD_DIR] [TRACES_DIR] [STEADY] [WARMUP]
+# Usage: scripts/host_cost_instructions.sh [BUILD_DIR] [TRACES_DIR or TRACE] [STEADY] [WARMUP]
 #   defaults (from the checkout): build/release ../shared/traces 4 10; about 20 s for the three shared traces on 2 cores.
 #   HOST_COST_LIB=/other/libcapuchin.so measures another build's library with this replay.
 set -euo pipefail
@@ -77,7 +78,7 @@ counts() {
 }
 
 shopt -s nullglob
-all=("$traces"/*.jsonl.gz)
+if [[ -f $traces ]]; then all=("$traces"); else all=("$traces"/*.jsonl.gz); fi  # one trace, or a folder
 ((${#all[@]} > 0)) || { echo "host_cost_instructions: no traces (*.jsonl.gz) in $traces" >&2; exit 2; }
 kinds="alloc free launch copy sync"
 failed=0
