@@ -32,7 +32,7 @@ run_job() {  # budget seed outfile
 }
 
 for s in 1 2 3; do "$TRAIN" $args --iters $iters --seed $s > "$out/plain$s.txt"; done
-"$TRAIN" $args --iters $((iters * 4)) --seed 4 > "$out/plain4.txt"
+"$TRAIN" $args --iters $((iters * 10)) --seed 4 > "$out/plain4.txt"
 start_daemon
 
 # 1. Three concurrent jobs, different budgets (a share of the device, a size with a unit,
@@ -81,7 +81,10 @@ newer() {  # prints the ids above $1 among all sessions the daemon lists
   "$CAPUCHIN" sessions --all --json --socket "$sock" 2>/dev/null |
     python3 -c 'import json,sys; print(" ".join(str(s["id"]) for s in json.load(sys.stdin) if s["id"] > int(sys.argv[1])))' "$1" || true
 }
-iters_saved=$iters; iters=$((iters * 4))
+# The job must outlive the sink's reconnect attempts after the kill (100, 200, 400, 800 ms, ...
+# apart: interpose/daemon_sink.cpp): at 4x it sometimes ended before the attempt that finds the
+# restarted daemon once the executor's hook path got faster; 10x leaves seconds to spare.
+iters_saved=$iters; iters=$((iters * 10))
 run_job 50% 4 "$out/run4.txt" & p4=$!
 iters=$iters_saved
 for i in $(seq 1 400); do
