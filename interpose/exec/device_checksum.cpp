@@ -83,7 +83,6 @@ bool DeviceChecksum::current(const Api& api, Loaded& out) {
       out = Loaded{l->ctx, l->module, l->sum, l->complement, l->failed, {}};
     } else {
       loaded_.push_back(fresh);
-      any_loaded_ = any_loaded_ || !fresh.failed;
       out = fresh;
       return !fresh.failed;
     }
@@ -96,11 +95,6 @@ bool DeviceChecksum::current(const Api& api, Loaded& out) {
 bool DeviceChecksum::available(const Api& api) {
   Loaded l;
   return current(api, l);
-}
-
-bool DeviceChecksum::used() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return any_loaded_;
 }
 
 void* DeviceChecksum::take_partials(const Api& api, CUcontext ctx) {
@@ -147,7 +141,10 @@ bool DeviceChecksum::sums(const Api& api, CUstream stream, std::span<const Range
     out[i] = checksum::finish(sum, ranges[i].bytes);
   }
   // A failed call may leave a kernel still writing the buffer: it is not reused then (nor freed).
-  if (ok) give_partials(k.ctx, partials);
+  if (ok) {
+    give_partials(k.ctx, partials);
+    ran_.store(true, std::memory_order_relaxed);
+  }
   return ok;
 }
 

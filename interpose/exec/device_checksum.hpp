@@ -17,6 +17,7 @@
 
 #include <cuda.h>
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <mutex>
@@ -44,8 +45,9 @@ class DeviceChecksum {
   bool sums(const Api& api, CUstream stream, std::span<const Range> ranges, std::uint64_t* out);
   // Every byte of the range complemented, queued on `stream` (not waited for).
   bool complement(const Api& api, CUstream stream, Range r);
-  // Whether any context loaded the kernels (the executor summary's checksum=device|host).
-  bool used() const;
+  // Whether the kernels computed any checksum (the executor summary's checksum=device|host: a
+  // probation that fell back to the host after they failed does not count).
+  bool used() const { return ran_.load(std::memory_order_relaxed); }
 
  private:
   struct Loaded {
@@ -63,7 +65,7 @@ class DeviceChecksum {
 
   mutable std::mutex mu_;
   std::vector<Loaded> loaded_;  // guarded by mu_; a handful of contexts
-  bool any_loaded_ = false;     // guarded by mu_
+  std::atomic<bool> ran_{false};  // a sums() call succeeded
 };
 
 }  // namespace capuchin::interpose::exec

@@ -465,16 +465,12 @@ CUresult before_launch(Launch& l, const std::uint64_t* words, unsigned nwords, s
   else
     for (unsigned i = 0; i < nwords; ++i) take(words[i]);
   if (cur.empty() && l.complete_scan && l.other_device) return CUDA_SUCCESS;  // another device's launch
-  std::uint64_t total = 0, total_managed = 0;
+  std::uint64_t total = 0;
   std::uint64_t sig = op_signature(Op::Kernel, reinterpret_cast<std::uint64_t>(l.func));
   for (Block* b : cur) {
     total += b->span;
     sig = mix_signature(sig, b->bytes);
   }
-  // What it would take as managed memory matters only for a launch needing more than any before
-  // (note_launch_need keeps that one's): not summed for the others.
-  if (total > e.need.min_needed)
-    for (Block* b : cur) total_managed += e.managed->span_for(b->bytes);
   sig = op_signature(Op::Kernel, sig);
   const CUstream ds = driver_stream(l.stream, l.per_thread);
   if (e.planning.probes_armed())  // when this launch could run, before it is made to wait for data
@@ -529,7 +525,7 @@ CUresult before_launch(Launch& l, const std::uint64_t* words, unsigned nwords, s
       return r;
     }
   }
-  e.note_launch_need(total, total_managed, ki != nullptr && !ki->name.empty() ? std::string_view(ki->name) : "a kernel");
+  e.note_launch_need(total, cur, ki != nullptr && !ki->name.empty() ? std::string_view(ki->name) : "a kernel");
   for (Block* b : cur) {
     if (CUresult r = e.ensure_resident(*b, ds); r != CUDA_SUCCESS) {
       unpin(cur);

@@ -231,13 +231,9 @@ void warm_up_planning() { Planning::warm_up(); }
 Held::Held(Executor& e) : e_(e), lk_(e.mu) { e.held = &lk_; }
 
 Held::~Held() {
-  if (e_.frees_after_unlock.empty()) [[likely]] {
-    e_.held = nullptr;
-    lk_.unlock();
-    return;
-  }
   std::vector<CUdeviceptr> frees;
-  frees.swap(e_.frees_after_unlock);
+  if (!e_.frees_after_unlock.empty()) [[unlikely]]
+    frees.swap(e_.frees_after_unlock);
   e_.held = nullptr;
   lk_.unlock();
   for (CUdeviceptr p : frees)  // cuMemFree of managed memory may synchronise: never under the lock
@@ -442,12 +438,15 @@ void Executor::warn_pool_full() {
       format_bytes(pool.limit()).c_str(), format_bytes(pool.bytes() - pool.free_bytes()).c_str());
 }
 
-// What one launch needs resident at once (`total`; `total_managed` as uvm would charge it). A
-// launch over the budget is still served: what does not fit is used from host memory. Said
-// once, when it first happens; the iteration's minimum follows at its end (report_need).
-void Executor::note_launch_need(std::uint64_t total, std::uint64_t total_managed, std::string_view kernel) {
+// What one launch needs resident at once (`total`, the spans of `touched`). A launch over the
+// budget is still served: what does not fit is used from host memory. Said once, when it first
+// happens; the iteration's minimum follows at its end (report_need), with what the same blocks
+// would take as managed memory, summed only for a launch needing more than any before.
+void Executor::note_launch_need(std::uint64_t total, const std::vector<Block*>& touched, std::string_view kernel) {
   need.iteration_need = std::max(need.iteration_need, total);
   if (total > need.min_needed) {
+    std::uint64_t total_managed = 0;
+    for (const Block* b : touched) total_managed += managed->span_for(b->bytes);
     need.min_needed = total;
     need.min_needed_managed = total_managed;
     need.kernel = kernel;

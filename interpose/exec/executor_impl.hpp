@@ -149,7 +149,7 @@ class Executor {
   // Every live block may have been written (work whose accesses are unknown): no recomputation
   // from its current producer.
   void invalidate_producers();
-  void note_launch_need(std::uint64_t total, std::uint64_t total_managed, std::string_view kernel);
+  void note_launch_need(std::uint64_t total, const std::vector<Block*>& touched, std::string_view kernel);
   void report_need();
   void adopt_daemon_budget();
   void resolve_peak_budget();

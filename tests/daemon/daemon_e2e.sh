@@ -82,8 +82,8 @@ newer() {  # prints the ids above $1 among all sessions the daemon lists
     python3 -c 'import json,sys; print(" ".join(str(s["id"]) for s in json.load(sys.stdin) if s["id"] > int(sys.argv[1])))' "$1" || true
 }
 # The job must outlive the sink's reconnect attempts after the kill (100, 200, 400, 800 ms, ...
-# apart: interpose/daemon_sink.cpp): at 4x it sometimes ended before the attempt that finds the
-# restarted daemon once the executor's hook path got faster; 10x leaves seconds to spare.
+# apart: interpose/daemon_sink.cpp): at 4x it once ended before the attempt that finds the
+# restarted daemon (a clean-clone CI run); 10x leaves seconds to spare.
 iters_saved=$iters; iters=$((iters * 10))
 run_job 50% 4 "$out/run4.txt" & p4=$!
 iters=$iters_saved

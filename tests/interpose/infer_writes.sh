@@ -54,7 +54,7 @@ if not m:
     errors.append("no probation figures in the executor summary")
 else:
     summed, copied, where = int(m.group(1)), int(m.group(2)), m.group(3)
-    want_where = "device" if checksum == "fallback" else checksum  # the kernels loaded; they failed to run
+    want_where = "host" if checksum == "fallback" else checksum  # the kernels loaded but never ran
     if where != want_where: errors.append(f"the summary says checksum={where}, want {want_where}")
     if checksum == "device" and not copied < summed: errors.append(f"device checksums copied {copied} of {summed} bytes")
     if checksum != "device" and not copied >= summed: errors.append(f"host checksums copied only {copied} of {summed} bytes")
