@@ -91,6 +91,9 @@ struct SegmentJob {
   // optimizer-state swaps across iterations), a recomputation's dropped inputs kept once
   // recomputed, one pass of the hybrid phase (PlanOptions' improvements off).
   bool paper = false;
+  // Follow the planner's plan even where the pressure rules alone replay faster (CAPUCHIN_PLAN=
+  // always: studying plans, or tests of the moves themselves); by default the faster is kept.
+  bool keep_plan = false;
   bool want_json = false;
   std::string gpu = "h100";    // GPU profile when not simcuda (capuchin sim --list-gpus)
   std::string dump_dir;        // if set: the segment trace and the plan are written there

@@ -197,6 +197,10 @@ struct SimOptions {
   // sub-range run must account for although the range allocates it later (e.g. optimizer
   // state a first iteration creates at its end, present from the start of the next).
   std::vector<std::pair<std::uint32_t, std::uint64_t>> held_until;
+  // A sub-range run (first_event > 0): tensors (dense indices) live at first_event that start
+  // swapped out to the host rather than resident (e.g. what a plan keeps off the device across
+  // the iteration boundary); others are ignored.
+  std::vector<std::uint32_t> start_on_host;
   // The trace's iterations are copies of one (`--iters N`, trace::repeat_last_iteration): the
   // steady figures are then those of the run once it has settled, the iterations from the
   // first one after which every iteration takes within 1% of the last one's time (a policy
@@ -238,6 +242,13 @@ struct SimResult {
   std::uint64_t rejected_actions = 0;
   std::uint64_t skipped_prefetches = 0;  // no room even after every copy in flight
   std::uint64_t faults = 0;              // on-demand swap-ins and recomputes
+  // A sub-range run (SimOptions::first_event > 0): the tensors live at its end that are not
+  // resident then (on the host, being copied out or dropped), which the iteration after it
+  // would have to bring back.
+  std::vector<std::uint32_t> off_device_at_end;
+  // A sub-range run: the tensors that started off the device (SimOptions::start_on_host, and
+  // the policy's victims when the live set at its start was over the budget).
+  std::vector<std::uint32_t> started_off_device;
 };
 
 SimResult simulate(const PreparedTrace& p, Policy& policy, const SimOptions& opt);

@@ -180,6 +180,7 @@ CUresult start(Executor& e) {
   }
   PlanningOptions po;
   po.enabled = !(env("CAPUCHIN_PLAN") != nullptr && std::strcmp(env("CAPUCHIN_PLAN"), "0") == 0);
+  po.keep_plan = env("CAPUCHIN_PLAN") != nullptr && std::strcmp(env("CAPUCHIN_PLAN"), "always") == 0;
   po.simcuda = e.simcuda;
   po.allow_recompute = e.opt.recompute && (e.opt.backend == Backend::Pinned || e.managed->droppable());
   if (const char* v = env("CAPUCHIN_GPU")) po.gpu = v;

@@ -66,6 +66,7 @@ void Planning::hand_over(policy::PlanRequest r, std::uint64_t budget) {
   j.budget = budget;
   j.simcuda = opt_.simcuda;
   j.allow_recompute = opt_.allow_recompute;
+  j.keep_plan = opt_.keep_plan;
   j.gpu = opt_.gpu;
   j.dump_dir = opt_.dump_dir;
   for (policy::Event& e : j.events) {

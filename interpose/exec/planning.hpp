@@ -35,6 +35,7 @@ struct PlanningOptions {
   bool enabled = true;          // CAPUCHIN_PLAN (0: passive only)
   bool simcuda = false;         // plan on simcuda's cost constants (the figures are simulated)
   bool allow_recompute = false;
+  bool keep_plan = false;       // CAPUCHIN_PLAN=always: never the pressure rules alone instead of a plan
   std::string gpu = "h100";     // CAPUCHIN_GPU: the profile plans model (not on simcuda)
   std::string dump_dir;         // CAPUCHIN_PLAN_DUMP: iterations and plans written there
 };

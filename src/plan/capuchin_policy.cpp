@@ -29,6 +29,7 @@
 #include "capuchin/plan.hpp"
 #include "capuchin/segment_plan.hpp"
 #include "capuchin/victims.hpp"
+#include "sim_actions.hpp"
 
 namespace capuchin::plan {
 namespace {
@@ -89,31 +90,21 @@ class CapuchinPolicy final : public sim::Policy {
   }
 
   void on_memory_pressure(const sim::SimState& s, std::uint64_t bytes_short, std::vector<Action>& out) override {
-    cands_.clear();
-    for (std::uint32_t tn : s.resident) {
-      if (s.pinned(tn)) continue;
-      const double swap = policy::swap_round_trip_s(s.bytes(tn), s.prep->gpu.link_bytes_per_s * s.prep->eff.link,
-                                                    s.prep->gpu.link_latency_s);
-      const bool drop = allow_recompute_ && s.can_recompute(tn) && inputs_resident(s, tn) && s.recompute_cost_s(tn) < swap;
-      const std::uint64_t idle = controller_->tick() - std::min(controller_->tick(), last_tick_[tn]) + 1;
-      cands_.push_back({tn, s.bytes(tn), idle, drop ? s.recompute_cost_s(tn) : swap, drop});
-    }
-    std::uint64_t freed = 0;
     if (variant_ == CapuchinVariant::Paper) {  // the paper's passive mode: swap out, least recently used first
+      cands_.clear();
+      for (std::uint32_t tn : s.resident)
+        if (!s.pinned(tn)) cands_.push_back({tn, s.bytes(tn), controller_->tick() - std::min(controller_->tick(), last_tick_[tn]) + 1, 0, false});
       std::sort(cands_.begin(), cands_.end(), [](const policy::VictimCandidate& a, const policy::VictimCandidate& b) {
         return a.idle != b.idle ? a.idle > b.idle : a.handle < b.handle;
       });
+      std::uint64_t freed = 0;
       for (std::size_t k = 0; k < cands_.size() && freed < bytes_short; ++k) {
         out.push_back({static_cast<std::uint32_t>(cands_[k].handle), ActionKind::Evict});
         freed += cands_[k].bytes;
       }
       return;
     }
-    for (policy::VictimOrder order(cands_); !order.done() && freed < bytes_short;) {
-      const policy::VictimCandidate& v = order.next();
-      out.push_back({static_cast<std::uint32_t>(v.handle), v.drop ? ActionKind::Drop : ActionKind::Evict});
-      freed += v.bytes;
-    }
+    pressure_victims(s, allow_recompute_, last_tick_, controller_->tick(), bytes_short, cands_, out);
   }
 
  private:
@@ -158,26 +149,7 @@ class CapuchinPolicy final : public sim::Policy {
   }
 
   void issue(const sim::SimState& s, const policy::Command& c, std::vector<Action>& out) const {
-    if (c.id >= s.residence.size()) return;
-    const auto tn = static_cast<std::uint32_t>(c.id);
-    const Residence r = s.residence[tn];
-    switch (c.act) {
-      case Act::Drop:
-      case Act::Evict:
-        if (r != Residence::Resident || s.pinned(tn)) return;
-        if (c.act == Act::Drop && allow_recompute_ && s.can_recompute(tn)) out.push_back({tn, ActionKind::Drop});
-        else out.push_back({tn, ActionKind::Evict});
-        return;
-      case Act::Recompute:
-        if (r == Residence::Dropped) {
-          out.push_back({tn, ActionKind::Recompute});
-          return;
-        }
-        [[fallthrough]];
-      case Act::Prefetch:
-        if (r == Residence::Host || r == Residence::Evicting) out.push_back({tn, ActionKind::Prefetch});
-        return;
-    }
+    if (c.id < s.residence.size()) issue_action(s, c.act, static_cast<std::uint32_t>(c.id), allow_recompute_, out);
   }
 
   // A planned swap-in whose access begins now: late by what is left of its copy, or by a
@@ -188,23 +160,6 @@ class CapuchinPolicy final : public sim::Policy {
     if (s.residence[tn] == Residence::Resident) late = s.last_use_end_s[tn] - s.now_s;
     else late = 2 * s.prep->gpu.link_latency_s + static_cast<double>(s.bytes(tn)) / (s.prep->gpu.link_bytes_per_s * s.prep->eff.link);
     if (late > 1e-9) controller_->note_late(tn, late);
-  }
-
-  // Whether every input of t's writers is on the device now: then recomputing t is one
-  // level deep (Capuchin recomputes from the nearest resident inputs; deep chains pin
-  // memory while they run and can leave a budget unmeetable).
-  static bool inputs_resident(const sim::SimState& s, std::uint32_t t) {
-    const sim::PreparedTrace& p = *s.prep;
-    const trace::Trace& tr = *p.trace;
-    const std::uint32_t last = s.last_access(t);
-    for (std::uint32_t w = p.write_offset[t]; w < p.write_offset[t + 1] && p.write_event[w] <= last; ++w) {
-      const trace::Event& e = tr.events[p.write_event[w]];
-      for (std::uint32_t a = e.access_begin; a < e.reads_end; ++a) {
-        const std::uint32_t r = tr.accesses[a].tensor;
-        if (r != t && s.residence[r] != Residence::Resident && s.residence[r] != Residence::Evicting) return false;
-      }
-    }
-    return true;
   }
 
   const CapuchinVariant variant_;

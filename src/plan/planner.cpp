@@ -16,6 +16,7 @@
 #include <chrono>
 #include <cmath>
 #include <queue>
+#include <span>
 
 #include "capuchin/plan.hpp"
 #include "range_max_tree.hpp"
@@ -75,6 +76,7 @@ struct Candidate {
   std::uint64_t bytes;
   std::uint32_t a, b;    // accesses: after position a, before position b (b < a: next iteration)
   double free_time;      // ideal, ignoring other swaps
+  bool swap_ok;          // worth a link's time (PlanOptions::min_swap_efficiency)
   bool done = false;
 };
 
@@ -96,8 +98,9 @@ struct OffRec {
 
 class Planner {
  public:
-  Planner(const sim::PreparedTrace& p, const learn::Pattern& pat, const PlanOptions& opt)
-      : p_(p), t_(*p.trace), pat_(pat), opt_(opt), n_(static_cast<std::uint32_t>(pat.events.size())) {}
+  // stall_s: a planned wait before each position (empty: none).
+  Planner(const sim::PreparedTrace& p, const learn::Pattern& pat, const PlanOptions& opt, std::span<const double> stall_s)
+      : p_(p), t_(*p.trace), pat_(pat), opt_(opt), n_(static_cast<std::uint32_t>(pat.events.size())), stall_s_(stall_s) {}
 
   Plan run();
 
@@ -110,10 +113,11 @@ class Planner {
   std::uint32_t pos_from(double time) const {
     return static_cast<std::uint32_t>(std::lower_bound(start_.begin(), start_.end(), time - 1e-15) - start_.begin());
   }
-  // Last position starting at or before `time`, not after `limit`.
+  // Last position issued at or before `time`, not after `limit` (a copy issued before a
+  // planned stall starts when the stall does: a position is issued when its predecessor ends).
   std::uint32_t pos_until(double time, std::uint32_t limit) const {
-    auto it = std::upper_bound(start_.begin(), start_.end(), time + 1e-15);
-    std::uint32_t p = it == start_.begin() ? 0 : static_cast<std::uint32_t>(it - start_.begin()) - 1;
+    auto it = std::upper_bound(issue_.begin(), issue_.end(), time + 1e-15);
+    std::uint32_t p = it == issue_.begin() ? 0 : static_cast<std::uint32_t>(it - issue_.begin()) - 1;
     return std::min(p, limit);
   }
   bool over(const Off& o) const {
@@ -163,7 +167,9 @@ class Planner {
   const learn::Pattern& pat_;
   const PlanOptions& opt_;
   const std::uint32_t n_;
+  const std::span<const double> stall_s_;
   std::vector<double> start_, end_;
+  std::vector<double> issue_;  // when each position is issued: start_ less its planned stall
   double iter_s_ = 0;
   std::uint64_t target_ = 0;
   RangeMaxTree tree_;
@@ -343,9 +349,16 @@ Plan Planner::run() {
   // Ideal timeline and the trace's own copies on the engines.
   start_.resize(n_);
   end_.resize(n_);
+  issue_.resize(n_);
   double now = 0;
   for (std::uint32_t i = 0; i < n_; ++i) {
     const trace::Event& e = t_.events[ev(i)];
+    issue_[i] = now;
+    if (i < stall_s_.size() && stall_s_[i] > 0) {
+      now += stall_s_[i];
+      plan_.planned_stall_s += stall_s_[i];
+      plan_.expected_overhead_s += stall_s_[i];
+    }
     start_[i] = now;
     const double d = (e.op == Op::Kernel || e.op == Op::Copy) ? p_.duration_s[ev(i)] : 0.0;
     now += d;
@@ -399,12 +412,14 @@ Plan Planner::run() {
     if (!local && (!opt_.swap_persistent || free_pos[tn] != kNone || t_.tensors[tn].free_event != kNone)) continue;
     const TensorRef ref = ref_of_[tn];
     const std::uint64_t bytes = t_.tensors[tn].bytes;
+    const double moving = static_cast<double>(bytes) / (p_.gpu.link_bytes_per_s * p_.eff.link);
+    const bool swap_ok = moving >= opt_.min_swap_efficiency * copy_time(bytes);
     auto add = [&](std::uint32_t a, std::uint32_t b) {
       const bool wrap = b < a;
       const double gap = wrap ? iter_s_ - end_[a] + start_[b] : start_[b] - end_[a];
       const Off span = Off{a + 1, b};
       if ((!wrap && b <= a + 1) || !over(span)) return;
-      cands_.push_back({ref, tn, bytes, a, b, gap - 2 * copy_time(bytes)});
+      cands_.push_back({ref, tn, bytes, a, b, gap - 2 * copy_time(bytes), swap_ok});
     };
     for (std::size_t i = 0; i + 1 < v.size(); ++i) add(v[i], v[i + 1]);
     if (!local && v.back() + 1 < n_) add(v.back(), v.front());  // across the iteration boundary
@@ -416,6 +431,7 @@ Plan Planner::run() {
     for (Candidate& c : cands_) {
       if (tree_.max(0, n_) <= static_cast<std::int64_t>(target_)) break;
       if (c.free_time < 0) break;
+      if (!c.swap_ok) continue;
       SwapPlace sp;
       if (!place_swap(c, sp) || sp.late > 0 || !over(sp.off) || conflicts(c.tensor, sp.off)) continue;
       accept_swap(c, sp, c.b < c.a ? Reason::CrossIteration : Reason::FreeTime);
@@ -439,7 +455,7 @@ Plan Planner::run() {
       ok = true;
     }
     SwapPlace sp;
-    if (opt_.allow_swap && place_swap(c, sp) && over(sp.off) && !conflicts(c.tensor, sp.off)) {
+    if (opt_.allow_swap && c.swap_ok && place_swap(c, sp) && over(sp.off) && !conflicts(c.tensor, sp.off)) {
       const double per_byte = sp.late / static_cast<double>(c.bytes);
       if (!ok || per_byte < o.per_byte) o = {per_byte, true, sp};
       ok = true;
@@ -475,6 +491,12 @@ Plan Planner::run() {
     if (!opt_.repeat_rounds) break;
   }
 
+  for (std::uint32_t tn = 0; tn < nt; ++tn)
+    for (const OffRec& rec : off_[tn])
+      if (!rec.drop && rec.off.s != rec.off.e && rec.off.covers(0)) {
+        plan_.off_at_start.push_back(tn);
+        break;
+      }
   const std::int64_t peak = tree_.max(0, n_);
   plan_.planned_peak_bytes = static_cast<std::uint64_t>(std::max<std::int64_t>(0, peak));
   plan_.fits = peak <= static_cast<std::int64_t>(target_);
@@ -507,7 +529,7 @@ std::string_view to_string(Reason r) {
 }
 
 Plan make_plan(const sim::PreparedTrace& p, const learn::Pattern& pattern, const PlanOptions& opt) {
-  return Planner(p, pattern, opt).run();
+  return Planner(p, pattern, opt, opt.stall_s).run();
 }
 
 }  // namespace capuchin::plan

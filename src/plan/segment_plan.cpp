@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <optional>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -29,6 +30,91 @@ sim::GpuProfile simcuda_profile(std::uint64_t memory) {
   g.link_latency_s = 1.5e-6;
   g.sources = "simcuda.h";
   return g;
+}
+
+constexpr std::uint32_t kStallRounds = 24;  // waits added, at most, per margin
+constexpr double kMinStallS = 5e-6;         // the least wait added at a time
+
+// Candidates with planned stalls, from `first` (planned without): while the plan leaves a
+// position u over the target, a wait long enough for the link to move half or all of the
+// excess is added just before u (the copies out issued before it complete in it) or just
+// after it (the copies in of what is needed soon after u run in it, so those tensors stay off
+// at u: the end of backward, where what the optimizer step needs comes back at once). Of the
+// four, the search goes on with the one that leaves the least over the target (then the least
+// expected cost); each is offered to `consider`.
+template <class Consider>
+void search_stalls(const sim::PreparedTrace& prep, const learn::Pattern& pattern, PlanOptions opt, const Plan& first,
+                   Consider&& consider) {
+  const auto n = static_cast<std::uint32_t>(pattern.events.size());
+  const double link = prep.gpu.link_bytes_per_s * prep.eff.link;
+  auto better = [](const Plan& a, const Plan& b) {
+    if (a.fits != b.fits) return a.fits;
+    if (!a.fits && a.planned_peak_bytes != b.planned_peak_bytes) return a.planned_peak_bytes < b.planned_peak_bytes;
+    return a.expected_overhead_s < b.expected_overhead_s;
+  };
+  std::vector<double> stall(n, 0.0);
+  Plan last = first;
+  for (std::uint32_t round = 0; round < kStallRounds && !last.fits && n > 0; ++round) {
+    const double excess = static_cast<double>(last.planned_peak_bytes - std::min(last.planned_peak_bytes, last.target_bytes));
+    const std::uint32_t u = std::min(last.unfit_position, n - 1);
+    std::optional<Plan> pick;
+    std::vector<double> picked;
+    for (const std::uint32_t at : {u, u + 1}) {
+      for (const double share : {0.5, 1.0}) {
+        if (at >= n) continue;
+        opt.stall_s = stall;
+        opt.stall_s[at] += std::max(share * excess / link, kMinStallS);
+        Plan q = make_plan(prep, pattern, opt);
+        const bool take = !pick || better(q, *pick);
+        consider(q);
+        if (take) pick = std::move(q), picked = std::move(opt.stall_s);
+      }
+    }
+    last = std::move(*pick);
+    stall = std::move(picked);
+  }
+}
+
+// The plan to follow. As the paper did (paper): the plan for the budget less a 3% margin, or
+// with a 10% margin when that leaves less over the target. Otherwise candidates are replayed
+// through the simulator (replay_plan) and the fastest is kept, since the planner's
+// ideal-timeline model cannot see what a plan's stalls do to the moves after them: margins of
+// 3% and 10%, each without planned stalls and, where that does not fit, with the stalls
+// search_stalls tries; and, unless keep_plan, no plan at all (the pressure rules alone).
+Plan choose_plan(const sim::PreparedTrace& prep, const learn::Pattern& pattern, PlanOptions opt, bool paper, bool keep_plan) {
+  if (paper) {
+    opt.min_swap_efficiency = 0;
+    Plan p = make_plan(prep, pattern, opt);
+    if (!p.fits) {
+      opt.margin = 0.10;
+      Plan q = make_plan(prep, pattern, opt);
+      if (q.planned_peak_bytes < p.planned_peak_bytes) p = std::move(q);
+    }
+    return p;
+  }
+  Plan best;
+  bool have = false;
+  auto consider = [&](const Plan& q) {
+    const double s = replay_plan(prep, pattern, q, opt.budget_bytes, opt.allow_recompute);
+    if (have && !(s < best.replay_s)) return;
+    best = q;
+    best.replay_s = s;
+    have = true;
+  };
+  for (const double margin : {0.03, 0.10}) {
+    opt.margin = margin;
+    const Plan q = make_plan(prep, pattern, opt);
+    if (q.decisions.empty() && q.natural_peak_bytes <= opt.budget_bytes) return q;  // fits as it is
+    consider(q);
+    if (!q.fits) search_stalls(prep, pattern, opt, q, consider);
+  }
+  Plan passive;  // no decisions: what the pressure rules do alone
+  passive.budget_bytes = opt.budget_bytes;
+  passive.natural_peak_bytes = passive.planned_peak_bytes = best.natural_peak_bytes;
+  passive.fits = false;
+  passive.passive = true;
+  if (!keep_plan) consider(passive);
+  return best;
 }
 
 }  // namespace
@@ -263,12 +349,7 @@ Expected<SegmentPlan, std::string> plan_segment(const SegmentJob& job, const Pla
       opt.extra_lead_s[{ref, pos}] += a.late_s;
     }
   }
-  Plan p = make_plan(*prep, pattern, opt);
-  if (!p.fits) {
-    opt.margin = 0.10;
-    Plan q = make_plan(*prep, pattern, opt);
-    if (q.planned_peak_bytes < p.planned_peak_bytes) p = std::move(q);
-  }
+  Plan p = choose_plan(*prep, pattern, opt, job.paper, job.keep_plan);
   SegmentPlan out;
   out.summary = fmt::format("plan from iteration {} (cut at {} of {} events): {} decisions ({} swaps, {} recomputes), "
                             "natural peak {}, planned peak {}, budget {}, baseline {}{}",

@@ -48,7 +48,7 @@ constexpr std::uint32_t kMaxLate = 1u << 16;
 
 struct WireJobHead {
   std::uint64_t segment, budget, baseline;
-  std::uint32_t flags;  // 1 simcuda, 2 allow_recompute, 4 want_json
+  std::uint32_t flags;  // 1 simcuda, 2 allow_recompute, 4 want_json, 8 keep_plan
   std::uint32_t nevents, nids, nnames, ncarried, nprev;
 };
 static_assert(sizeof(WireJobHead) == 48);
@@ -87,7 +87,7 @@ bool encode_plan_request(std::vector<std::uint8_t>& out, const plan::SegmentJob&
   h.segment = job.segment;
   h.budget = job.budget;
   h.baseline = job.baseline;
-  h.flags = (job.simcuda ? 1u : 0u) | (job.allow_recompute ? 2u : 0u) | (job.want_json ? 4u : 0u);
+  h.flags = (job.simcuda ? 1u : 0u) | (job.allow_recompute ? 2u : 0u) | (job.want_json ? 4u : 0u) | (job.keep_plan ? 8u : 0u);
   h.nevents = static_cast<std::uint32_t>(job.events.size());
   h.nids = static_cast<std::uint32_t>(job.ids.size());
   h.nnames = static_cast<std::uint32_t>(job.names.size());
@@ -136,12 +136,13 @@ ProtoExpected<plan::SegmentJob> decode_plan_request(std::span<const std::uint8_t
   plan::SegmentJob job;
   job.gpu = std::string(r.str(kMaxGpuName));
   if (!r.ok) return fail(ProtoErrc::Truncated, "plan request truncated");
-  if (h.flags > 7) return fail(ProtoErrc::BadPayload, "plan request: unknown flags");
+  if (h.flags > 15) return fail(ProtoErrc::BadPayload, "plan request: unknown flags");
   job.segment = h.segment;
   job.budget = h.budget;
   job.baseline = h.baseline;
   job.simcuda = (h.flags & 1u) != 0;
   job.allow_recompute = (h.flags & 2u) != 0;
+  job.keep_plan = (h.flags & 8u) != 0;
   job.want_json = (h.flags & 4u) != 0;
   std::vector<WireSegEvent> events;
   if (!read_array(r, h.nevents, events)) return fail(ProtoErrc::Truncated, "plan request counts more events than it carries");

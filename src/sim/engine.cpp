@@ -139,6 +139,7 @@ class Engine {
   bool materialize(std::uint32_t t);
   bool recompute(std::uint32_t t);
   void run_event(std::uint32_t i);
+  void settle_start(std::uint32_t first);
 
   const PreparedTrace& p_;
   const trace::Trace& t_;
@@ -426,6 +427,35 @@ void Engine::run_event(std::uint32_t i) {
   for (std::uint32_t t : current_) ++s_.cursor[t];
 }
 
+// A sub-range run starts where an earlier iteration left the device: within the budget. When
+// its live set is over, the policy's victims for the excess start off the device (on the host,
+// or dropped when the policy drops them), as the iteration before would have left them; no
+// copy is charged for them here.
+void Engine::settle_start(std::uint32_t first) {
+  for (std::uint32_t tn = 0; tn < t_.tensors.size(); ++tn) {
+    const Residence res = s_.residence[tn];
+    if (res == Residence::Host || res == Residence::Dropped) r_.started_off_device.push_back(tn);
+  }
+  if (unlimited_) return;
+  s_.event = first;
+  while (s_.used_bytes > s_.budget_bytes) {
+    pressure_actions_.clear();
+    pol_.on_memory_pressure(s_, s_.used_bytes - s_.budget_bytes, pressure_actions_);
+    const std::uint64_t before = s_.used_bytes;
+    for (const Action& a : pressure_actions_) {
+      const std::uint32_t t = a.tensor;
+      if (t >= s_.residence.size() || s_.residence[t] != Residence::Resident || s_.pinned(t)) continue;
+      const bool drop = a.kind == ActionKind::Drop && s_.can_recompute(t);
+      if (a.kind != ActionKind::Evict && !drop) continue;
+      remove_resident(t);
+      s_.residence[t] = drop ? Residence::Dropped : Residence::Host;
+      give(s_.bytes(t));
+      r_.started_off_device.push_back(t);
+    }
+    if (s_.used_bytes == before) return;  // the policy freed nothing: the run finds out where
+  }
+}
+
 SimResult Engine::run() {
   r_.policy = std::string(pol_.name());
   r_.gpu = p_.gpu.name;
@@ -438,6 +468,9 @@ SimResult Engine::run() {
   std::vector<Mark> marks;
   const auto n = std::min(static_cast<std::uint32_t>(t_.events.size()), opt_.end_event);
   const std::uint32_t first = std::min(opt_.first_event, n);
+  std::vector<bool> on_host(first > 0 ? t_.tensors.size() : 0, false);
+  for (std::uint32_t tn : opt_.start_on_host)
+    if (tn < on_host.size()) on_host[tn] = true;
   for (std::uint32_t tn = 0; first > 0 && tn < t_.tensors.size(); ++tn) {  // a sub-range: its live set
     const trace::Tensor& ts = t_.tensors[tn];
     if (ts.alloc_event >= first) continue;
@@ -447,9 +480,14 @@ SimResult Engine::run() {
       s_.residence[tn] = Residence::Freed;
       continue;
     }
+    if (on_host[tn]) {
+      s_.residence[tn] = Residence::Host;
+      continue;
+    }
     add_resident(tn);
     take(ts.bytes);
   }
+  if (first > 0) settle_start(first);
   std::vector<std::pair<std::uint32_t, std::uint64_t>> held = opt_.held_until;
   std::sort(held.begin(), held.end());
   for (const auto& h : held) take(h.second);
@@ -460,6 +498,10 @@ SimResult Engine::run() {
     run_event(i);
   }
   if (failed_) return r_;
+  for (std::uint32_t tn = 0; first > 0 && tn < t_.tensors.size(); ++tn) {
+    const Residence res = s_.residence[tn];
+    if (res == Residence::Host || res == Residence::Evicting || res == Residence::Dropped) r_.off_device_at_end.push_back(tn);
+  }
   if (opt_.memory) retire(std::numeric_limits<double>::infinity());  // copies in flight land
   const Mark end{now_, stall_, recompute_, swap_out_, swap_in_};
   r_.total_time_s = now_;

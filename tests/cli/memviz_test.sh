@@ -134,7 +134,9 @@ gzip -f "$out/replay.jsonl"
 mlp="--depth 6 --width 64 --batch 8192 --iters 6 --seed 3 --kernel-ns 200000 --keep-preact"
 P=$("$TRAIN" $mlp --print-peak)
 B=$((P / 2))
-SIMCUDA_DEVICE_BYTES=$B CAPUCHIN_BUDGET=$B CAPUCHIN_BACKEND=pinned CAPUCHIN_DECISION_LOG="$out/mlp.jsonl" \
+# CAPUCHIN_PLAN=always: the log must hold drops and recomputations; for this small MLP the
+# planner would keep the pressure rules alone (they replay faster) and make none.
+SIMCUDA_DEVICE_BYTES=$B CAPUCHIN_BUDGET=$B CAPUCHIN_BACKEND=pinned CAPUCHIN_DECISION_LOG="$out/mlp.jsonl" CAPUCHIN_PLAN=always \
   CAPUCHIN_KERNEL_OUTPUTS="relu_forward:2,relu_backward:3,simblas_sgemm_nn:9,simblas_sgemm_tn:9,simblas_sgemm_nt:9" \
   LD_PRELOAD="$PRELOAD" timeout 120 "$TRAIN" $mlp > "$out/mlp.out" 2> "$out/mlp.err" || fail "sim_mlp_train under capuchin: $(tail -3 "$out/mlp.err")"
 
