@@ -94,6 +94,7 @@ struct Plan {
   std::vector<std::uint32_t> off_at_start;  // trace tensors the plan keeps off the device as the iteration starts
   double replay_s = 0;   // its iteration in the simulator (replay_plan), when a planner compared candidates
   bool passive = false;  // the chosen candidate was no plan: the pressure rules alone replayed faster
+  bool no_drops = false;  // made and replayed without recomputation (the pressure rules must not drop either)
 };
 
 Plan make_plan(const sim::PreparedTrace& p, const learn::Pattern& pattern, const PlanOptions& opt);

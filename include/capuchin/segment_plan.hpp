@@ -57,6 +57,9 @@ struct SegmentPlan {
   bool fits = true;
   std::uint32_t recomputes = 0, swaps = 0;
   double expected_overhead_s = 0;
+  double replay_s = 0;                 // its iteration as the simulator replays it (0: not replayed)
+  bool passive = false;                // no decisions because the pressure rules alone replayed faster
+  bool no_drops = false;               // made and replayed without recomputation: pressure swaps only
   std::uint64_t budget = 0;            // the budget it was made for
   std::uint64_t natural_peak = 0, planned_peak = 0;
   std::string summary;                 // one line for logs

@@ -104,7 +104,9 @@ class CapuchinPolicy final : public sim::Policy {
       }
       return;
     }
-    pressure_victims(s, allow_recompute_, last_tick_, controller_->tick(), bytes_short, cands_, out);
+    // A plan chosen without recomputation was replayed with pressure victims swapped only.
+    const bool drops = allow_recompute_ && !(controller_->following() && controller_->plan()->no_drops);
+    pressure_victims(s, drops, last_tick_, controller_->tick(), bytes_short, cands_, out);
   }
 
  private:

@@ -59,8 +59,10 @@ struct WirePlanHead {
   double expected_overhead_s;
   std::uint64_t budget, natural_peak, planned_peak;
   std::uint32_t nsigs, ndecisions;
+  double replay_s;
+  std::uint32_t no_drops, reserved;
 };
-static_assert(sizeof(WirePlanHead) == 64);
+static_assert(sizeof(WirePlanHead) == 80);
 
 // n records of T at the reader's position, checked against what is left.
 template <class T>
@@ -219,6 +221,8 @@ void encode_plan_reply(std::vector<std::uint8_t>& out, const PlanReply& rep) {
     h.recomputes = p.recomputes;
     h.swaps = p.swaps;
     h.expected_overhead_s = p.expected_overhead_s;
+    h.replay_s = p.replay_s;
+    h.no_drops = p.no_drops ? 1 : 0;
     h.budget = p.budget;
     h.natural_peak = p.natural_peak;
     h.planned_peak = p.planned_peak;
@@ -270,6 +274,8 @@ ProtoExpected<PlanReply> decode_plan_reply(std::span<const std::uint8_t> payload
   p.recomputes = h.recomputes;
   p.swaps = h.swaps;
   p.expected_overhead_s = h.expected_overhead_s;
+  p.replay_s = h.replay_s;
+  p.no_drops = h.no_drops != 0;
   p.budget = h.budget;
   p.natural_peak = h.natural_peak;
   p.planned_peak = h.planned_peak;

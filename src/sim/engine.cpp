@@ -438,6 +438,7 @@ void Engine::settle_start(std::uint32_t first) {
   }
   if (unlimited_) return;
   s_.event = first;
+  r_.peak_bytes = s_.used_bytes;
   while (s_.used_bytes > s_.budget_bytes) {
     pressure_actions_.clear();
     pol_.on_memory_pressure(s_, s_.used_bytes - s_.budget_bytes, pressure_actions_);
@@ -452,8 +453,9 @@ void Engine::settle_start(std::uint32_t first) {
       give(s_.bytes(t));
       r_.started_off_device.push_back(t);
     }
-    if (s_.used_bytes == before) return;  // the policy freed nothing: the run finds out where
+    if (s_.used_bytes == before) break;  // the policy freed nothing: the run finds out where
   }
+  r_.peak_bytes = s_.used_bytes;  // the run's peak starts here, not with the live set taken whole
 }
 
 SimResult Engine::run() {
