@@ -328,17 +328,25 @@ TEST(Policy, RelearnsAfterAChangedPatternWithoutApplyingAStalePlan) {
   EXPECT_EQ(r.rejected_actions, 0u);
   EXPECT_LE(r.peak_bytes, 1'900'000u);
 }
+
+// The toy's second iteration, planned for a 1.6 MB budget with no margin (A and B do not fit together).
+learn::Pattern second_iteration(const Fixture& f) { return learn::make_pattern(f.t, trace::Iteration{2, 13, 24}); }
+PlanOptions toy_options() {
+  PlanOptions opt;
+  opt.budget_bytes = 1'600'000;
+  opt.baseline_bytes = 2000;
+  opt.margin = 0;
+  return opt;
+}
+
 // A swap that cannot hide (fwd 0.5 ms, then 0.75 ms until B's allocation and 0.25 ms after B's
 // free: a 1 ms copy fits neither) leaves the plan over the budget; waits where the copies need
 // them (before B's allocation for A's copy out, before bwd for its copy in) let the same swap
 // fit, and the plan counts them as its cost.
 TEST(Plan, PlannedStallsLetASwapFitWhereTheTimelineHasNoRoom) {
   Fixture f = prepare_toy(2, 0.5, 0.25, 0.5, 0.25);
-  const learn::Pattern pat = learn::make_pattern(f.t, trace::Iteration{2, 13, 24});
-  PlanOptions opt;
-  opt.budget_bytes = 1'600'000;
-  opt.baseline_bytes = 2000;
-  opt.margin = 0;
+  const learn::Pattern pat = second_iteration(f);
+  PlanOptions opt = toy_options();
   opt.allow_recompute = false;
   const Plan without = make_plan(f.p, pat, opt);
   EXPECT_FALSE(without.fits);
@@ -356,15 +364,12 @@ TEST(Plan, PlannedStallsLetASwapFitWhereTheTimelineHasNoRoom) {
 }
 
 // The simulator's replay of a plan times the iteration as the simulated job would run it: the
-// hidden swap costs nothing (the iteration's 10 ms of kernels), while no plan at all stalls on
-// the copy out of A at B's allocation and on its way back at bwd.
+// hidden swap costs nothing (the iteration's 10 ms of kernels), while with no plan the pressure
+// rules drop A at B's allocation and bwd waits for fwd to be re-run.
 TEST(Plan, ReplayTimesAPlanAsTheSimulatorRunsIt) {
   Fixture f = prepare_toy(2, 1.0, 2.0, 4.0, 2.0);
-  const learn::Pattern pat = learn::make_pattern(f.t, trace::Iteration{2, 13, 24});
-  PlanOptions opt;
-  opt.budget_bytes = 1'600'000;
-  opt.baseline_bytes = 2000;
-  opt.margin = 0;
+  const learn::Pattern pat = second_iteration(f);
+  const PlanOptions opt = toy_options();
   const Plan plan = make_plan(f.p, pat, opt);
   ASSERT_TRUE(plan.fits);
   const double planned = replay_plan(f.p, pat, plan, opt.budget_bytes, true);
