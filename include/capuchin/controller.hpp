@@ -112,7 +112,9 @@ class Controller {
   std::optional<PlanRequest> take_request();
   bool has_request() const { return request_.has_value(); }
   // The answer to request `serial`: a plan, or null when none could be made. Answers to
-  // requests that are no longer current are dropped.
+  // requests that are no longer current are dropped. An anytime planner may answer the last
+  // request twice: the second answer (a refinement) is adopted at the next boundary like the
+  // first, which it replaces.
   void offer(std::uint64_t serial, std::shared_ptr<const plan::SegmentPlan> p);
 
   bool locked() const { return locked_; }
@@ -162,7 +164,9 @@ class Controller {
   std::size_t next_ = 0;
   std::optional<PlanRequest> request_;
   std::uint64_t serial_ = 0, pending_ = 0;  // pending: the serial awaiting an answer (0: none)
+  std::uint64_t answered_ = 0;              // the last request answered: a second answer refines it
   bool late_since_plan_ = false, invalidated_ = false, failed_ = false;
+  bool for_late_only_ = false;  // the pending request was made for late swap-ins alone
   std::unordered_map<std::uint64_t, plan::LateArrival> awaited_;  // id -> its place and access (late_s 0)
   std::vector<plan::LateArrival> feedback_;                       // accumulated while the iteration holds
 };

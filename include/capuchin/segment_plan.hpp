@@ -94,9 +94,13 @@ struct SegmentJob {
   // optimizer-state swaps across iterations), a recomputation's dropped inputs kept once
   // recomputed, one pass of the hybrid phase (PlanOptions' improvements off).
   bool paper = false;
-  // Follow the planner's plan even where the pressure rules alone replay faster (CAPUCHIN_PLAN=
-  // always: studying plans, or tests of the moves themselves); by default the faster is kept.
+  // Follow the planner's own plan, made once for the budget, with no candidates replayed against
+  // it (CAPUCHIN_PLAN=always: studying plans, or tests of the moves themselves); by default the
+  // candidate the simulator replays fastest is followed, which can be no plan.
   bool keep_plan = false;
+  // The first answer of an anytime planner: the planner's own plan alone, as keep_plan, made in
+  // one planning (the executor's planner thread sends it at once, then the replay-chosen one).
+  bool quick = false;
   bool want_json = false;
   std::string gpu = "h100";    // GPU profile when not simcuda (capuchin sim --list-gpus)
   std::string dump_dir;        // if set: the segment trace and the plan are written there

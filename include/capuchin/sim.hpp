@@ -189,8 +189,9 @@ struct SimOptions {
   // Filled when set: every MemoryChange of the run (swap-outs still in flight at its end
   // included), not in time order (a swap-out's release is found late): sort by t_s, stably.
   std::vector<MemoryChange>* memory = nullptr;
-  // Only events [first_event, end_event): tensors live at first_event start resident (a
-  // what-if over one iteration, e.g. for a planner comparing candidate plans).
+  // Only events [first_event, end_event): tensors live at first_event start resident, but those
+  // in start_on_host and, when they exceed the budget, the policy's victims (a what-if over one
+  // iteration, e.g. for a planner comparing candidate plans).
   std::uint32_t first_event = 0;
   std::uint32_t end_event = trace::kNone;
   // Bytes held from the start until an event (then released, before it runs): memory that a

@@ -100,16 +100,35 @@ void Planning::run() {
             rep->why.c_str());
       }
     }
-    if (!p) {
-      if (auto made = plan::plan_segment(j)) {
-        log(LogLevel::Info, "executor: %s", made->summary.c_str());
-        p = std::make_shared<const plan::SegmentPlan>(std::move(*made));
-      } else {
-        log(LogLevel::Info, "executor: no plan for iteration %" PRIu64 ": %s", j.segment, made.error().c_str());
-      }
+    if (p) {
+      delete outbox_.exchange(new Answer{r->serial, std::move(p)}, std::memory_order_acq_rel);
+      continue;
     }
-    delete outbox_.exchange(new Answer{r->serial, std::move(p)}, std::memory_order_acq_rel);
+    // Anytime: the planner's own plan at once (one planning), then the candidate the
+    // simulator replays fastest (many plannings and replays: up to seconds on a large
+    // iteration), which the controller adopts at the boundary after it arrives. Where the
+    // first is all the job asked for (CAPUCHIN_PLAN=always), it is the only answer.
+    const bool refine = !j.keep_plan;
+    plan::SegmentJob first = j;
+    first.quick = refine;
+    if (!answer(r->serial, first) || !refine) continue;
+    if (stop_.load(std::memory_order_acquire)) return;
+    (void)answer(r->serial, j);
   }
+}
+
+// Plans `j` and posts the answer to request `serial` (a plan, or none); false when none.
+bool Planning::answer(std::uint64_t serial, const plan::SegmentJob& j) {
+  std::shared_ptr<const plan::SegmentPlan> p;
+  if (auto made = plan::plan_segment(j)) {
+    log(LogLevel::Info, "executor: %s%s", j.quick ? "first plan: " : "", made->summary.c_str());
+    p = std::make_shared<const plan::SegmentPlan>(std::move(*made));
+  } else {
+    log(LogLevel::Info, "executor: no plan for iteration %" PRIu64 ": %s", j.segment, made.error().c_str());
+  }
+  const bool ok = p != nullptr;
+  delete outbox_.exchange(new Answer{serial, std::move(p)}, std::memory_order_acq_rel);
+  return ok;
 }
 
 int Planning::begin_timing(CUstream s, std::uint64_t sig) {

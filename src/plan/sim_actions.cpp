@@ -39,7 +39,12 @@ void pressure_victims(const sim::SimState& s, bool allow_recompute, std::span<co
     if (s.pinned(tn)) continue;
     const double swap = policy::swap_round_trip_s(s.bytes(tn), s.prep->gpu.link_bytes_per_s * s.prep->eff.link,
                                                   s.prep->gpu.link_latency_s);
-    const bool drop = allow_recompute && s.can_recompute(tn) && inputs_resident(s, tn) && s.recompute_cost_s(tn) < swap;
+    // A tensor that stays allocated with no access left in the trace is not dropped: the trace
+    // ends before its next use (in a one-iteration replay: the next iteration's), which no
+    // recomputation could serve.
+    const bool lasting = s.next_access(tn) == trace::kNone && s.prep->trace->tensors[tn].free_event == trace::kNone;
+    const bool drop = allow_recompute && !lasting && s.can_recompute(tn) && inputs_resident(s, tn) &&
+                      s.recompute_cost_s(tn) < swap;
     const std::uint64_t idle = now - std::min(now, idle_since[tn]) + 1;
     cands.push_back({tn, s.bytes(tn), idle, drop ? s.recompute_cost_s(tn) : swap, drop});
   }

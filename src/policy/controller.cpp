@@ -140,6 +140,7 @@ void Controller::lock_at(std::size_t b, std::size_t p) {
   if (last_ && last_->sigs == pattern_) ready_ = last_;
   if (!ready_ || invalidated_) {
     invalidated_ = false;
+    for_late_only_ = false;
     request_from(b);
   }
 }
@@ -153,6 +154,9 @@ void Controller::boundary(Step& st) {
   if (pending_ == 0) {
     const bool want = (!plan_ && !ready_ && !failed_) || late_since_plan_ || invalidated_;
     if (want) {
+      // Only a request made for late swap-ins alone may be refused in favour of the plan
+      // followed (offer): an invalidated plan (a new budget, recomputation switched) must go.
+      for_late_only_ = plan_ != nullptr && late_since_plan_ && !invalidated_;
       late_since_plan_ = false;
       invalidated_ = false;
       failed_ = false;
@@ -206,7 +210,9 @@ void Controller::relearn(Step& st) {
   prev_locals_.clear();
   request_.reset();
   pending_ = 0;
+  answered_ = 0;
   late_since_plan_ = false;
+  for_late_only_ = false;
   failed_ = false;
   next_try_ = hist_.size() + opt_.min_period;
 }
@@ -240,20 +246,31 @@ std::optional<PlanRequest> Controller::take_request() {
 }
 
 void Controller::offer(std::uint64_t serial, std::shared_ptr<const plan::SegmentPlan> p) {
-  if (p) last_ = p;
-  if (serial == 0 || serial != pending_) return;
-  pending_ = 0;
-  if (!p) {
-    failed_ = true;  // asked again only when something changes (lateness, budget, a new iteration)
+  const bool answer = serial != 0 && serial == pending_;
+  const bool refinement = serial != 0 && serial == answered_ && !answer;
+  if (!answer && !refinement) {
+    if (p) last_ = std::move(p);
     return;
   }
-  if (!locked_ || p->sigs != pattern_) return;
-  // A plan asked for while one is followed (late swap-ins) replaces it only when the simulator
-  // replays it faster: each is the fastest of its own candidates, and the lateness fed back
-  // makes the next request's candidates different, not better (the churn cost resnet18 on
-  // h200 at 0.5x about 5% per iteration).
-  if (plan_ && plan_->replay_s > 0 && p->replay_s > 0 && !(p->replay_s < plan_->replay_s)) return;
-  ready_ = std::move(p);
+  if (answer) {
+    pending_ = 0;
+    answered_ = serial;
+    if (!p) {
+      failed_ = true;  // asked again only when something changes (lateness, budget, a new iteration)
+      return;
+    }
+  }
+  if (!p) return;  // a refinement that failed: the first answer stands
+  // A plan asked for because swap-ins of the followed one were late replaces it only when the
+  // simulator replays it faster (same budget; a plan not replayed, an anytime planner's first
+  // answer, never replaces a replayed one): each is the fastest of its own candidates, and the
+  // lateness fed back makes the next request's candidates different, not better (that churn
+  // cost resnet18 on h200 at 0.5x about 5% per iteration).
+  if (for_late_only_ && plan_ && p->budget == plan_->budget && plan_->replay_s > 0 &&
+      !(p->replay_s > 0 && p->replay_s < plan_->replay_s))
+    return;
+  last_ = p;
+  if (locked_ && p->sigs == pattern_) ready_ = std::move(p);
 }
 
 std::vector<std::uint64_t> Controller::allocations_in(std::size_t from, std::size_t to) const {

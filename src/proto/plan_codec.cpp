@@ -259,7 +259,10 @@ ProtoExpected<PlanReply> decode_plan_reply(std::span<const std::uint8_t> payload
   const auto h = r.get<WirePlanHead>();
   const std::string_view text = r.str(kMaxSummary);
   if (!r.ok) return fail(ProtoErrc::Truncated, "plan reply truncated");
-  if (h.ok > 1 || h.fits > 1) return fail(ProtoErrc::BadPayload, "plan reply: bad flags");
+  if (h.ok > 1 || h.fits > 1 || h.no_drops > 1 || h.reserved != 0) return fail(ProtoErrc::BadPayload, "plan reply: bad flags");
+  // A replay time is a duration or 0 (not replayed); anything else would make the executor's
+  // controller refuse every later plan.
+  if (!(h.replay_s >= 0) || !std::isfinite(h.replay_s)) return fail(ProtoErrc::BadPayload, "plan reply: bad replay time");
   PlanReply rep;
   rep.segment = h.segment;
   rep.ok = h.ok != 0;

@@ -128,14 +128,16 @@ fi
 r18="$data/resnet18-b16.jsonl.gz"
 P=$("$REPLAY" --trace "$r18" --iters 4 --print-peak)
 B=$((P / 2))
-SIMCUDA_DEVICE_BYTES=$B CAPUCHIN_BUDGET=$B CAPUCHIN_DECISION_LOG="$out/replay.jsonl" LD_PRELOAD="$PRELOAD" \
+# CAPUCHIN_PLAN=always: the planner's own plan, so the log holds its prefetches whichever
+# candidate the replay would pick in 4 iterations.
+SIMCUDA_DEVICE_BYTES=$B CAPUCHIN_BUDGET=$B CAPUCHIN_DECISION_LOG="$out/replay.jsonl" CAPUCHIN_PLAN=always LD_PRELOAD="$PRELOAD" \
   timeout 120 "$REPLAY" --trace "$r18" --iters 4 > "$out/replay.out" 2> "$out/replay.err" || fail "sim_trace_replay under capuchin: $(tail -3 "$out/replay.err")"
 gzip -f "$out/replay.jsonl"
 mlp="--depth 6 --width 64 --batch 8192 --iters 6 --seed 3 --kernel-ns 200000 --keep-preact"
 P=$("$TRAIN" $mlp --print-peak)
 B=$((P / 2))
-# CAPUCHIN_PLAN=always: the log must hold drops and recomputations; for this small MLP the
-# planner would keep the pressure rules alone (they replay faster) and make none.
+# CAPUCHIN_PLAN=always (the planner's own plan): the log must hold drops and recomputations;
+# for this small MLP the replay-chosen candidate makes none.
 SIMCUDA_DEVICE_BYTES=$B CAPUCHIN_BUDGET=$B CAPUCHIN_BACKEND=pinned CAPUCHIN_DECISION_LOG="$out/mlp.jsonl" CAPUCHIN_PLAN=always \
   CAPUCHIN_KERNEL_OUTPUTS="relu_forward:2,relu_backward:3,simblas_sgemm_nn:9,simblas_sgemm_tn:9,simblas_sgemm_nt:9" \
   LD_PRELOAD="$PRELOAD" timeout 120 "$TRAIN" $mlp > "$out/mlp.out" 2> "$out/mlp.err" || fail "sim_mlp_train under capuchin: $(tail -3 "$out/mlp.err")"

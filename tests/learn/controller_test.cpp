@@ -258,6 +258,53 @@ TEST(Controller, ALateSwapInMakesTheNextBoundaryRequestAPlanCarryingIt) {
   EXPECT_TRUE(c.following());  // the old plan is followed until the new one is adopted
 }
 
+// A plan asked for because swap-ins were late replaces the followed one only when it replays
+// faster; one asked for because the plan was invalidated (a new budget, recomputation switched
+// off) replaces it whatever its replay time.
+TEST(Controller, ALatePlanMustReplayFasterButAnInvalidatedPlanIsReplacedAnyway) {
+  Controller c;
+  Stream s(c);
+  auto r = s.learn(0);
+  ASSERT_TRUE(r);
+  auto first = toy_plan(r->job);
+  first->replay_s = 0.010;
+  c.offer(r->serial, first);
+  s.to_boundary();
+  s.iteration(0);
+  ASSERT_EQ(c.plan(), first);
+  auto late_round = [&](double replay_s) {
+    const std::uint64_t a = s.next_ + 1;
+    s.iteration(0, 4 << 20, 9);
+    c.note_late(a, 0.002);
+    s.resume();
+    s.iteration(0, 4 << 20, 1);  // the boundary asks
+    auto q = c.take_request();
+    EXPECT_TRUE(q.has_value());
+    if (!q) return std::shared_ptr<plan::SegmentPlan>();
+    auto p = toy_plan(q->job);
+    p->replay_s = replay_s;
+    c.offer(q->serial, p);
+    s.resume();
+    s.iteration(0, 4 << 20, 1);  // adopted at this boundary, if at all
+    s.resume();
+    return p;
+  };
+  late_round(0.012);  // slower: refused
+  EXPECT_EQ(c.plan(), first);
+  auto faster = late_round(0.009);
+  EXPECT_EQ(c.plan(), faster);
+  c.invalidate_plan();
+  s.iteration(0, 4 << 20, 1);
+  auto q = c.take_request();
+  ASSERT_TRUE(q.has_value());
+  auto slower = toy_plan(q->job);
+  slower->replay_s = 0.020;
+  c.offer(q->serial, slower);
+  s.resume();
+  s.iteration(0);
+  EXPECT_EQ(c.plan(), slower);
+}
+
 // Without period re-checks while locked: a loop inside the iteration that leaves no bytes
 // behind (a temporary per step, as a model's identical layers can) repeats long before the
 // iteration does, so the controller locks on it first; the lock ends at the first event after
