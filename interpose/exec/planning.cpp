@@ -107,18 +107,20 @@ void Planning::run() {
     // Anytime: the planner's own plan at once (one planning), then the candidate the
     // simulator replays fastest (many plannings and replays: up to seconds on a large
     // iteration), which the controller adopts at the boundary after it arrives. Where the
-    // first is all the job asked for (CAPUCHIN_PLAN=always), it is the only answer.
+    // first is all the job asked for (CAPUCHIN_PLAN=always), or the iteration fits the budget
+    // as it is, it is the only answer.
     const bool refine = !j.keep_plan;
     plan::SegmentJob first = j;
     first.quick = refine;
-    if (!answer(r->serial, first) || !refine) continue;
+    const std::shared_ptr<const plan::SegmentPlan> made = answer(r->serial, first);
+    if (!made || !refine || (made->decisions.empty() && made->natural_peak <= j.budget)) continue;
     if (stop_.load(std::memory_order_acquire)) return;
     (void)answer(r->serial, j);
   }
 }
 
-// Plans `j` and posts the answer to request `serial` (a plan, or none); false when none.
-bool Planning::answer(std::uint64_t serial, const plan::SegmentJob& j) {
+// Plans `j` and posts the answer to request `serial` (a plan, or none), which it returns.
+std::shared_ptr<const plan::SegmentPlan> Planning::answer(std::uint64_t serial, const plan::SegmentJob& j) {
   std::shared_ptr<const plan::SegmentPlan> p;
   if (auto made = plan::plan_segment(j)) {
     log(LogLevel::Info, "executor: %s%s", j.quick ? "first plan: " : "", made->summary.c_str());
@@ -126,9 +128,8 @@ bool Planning::answer(std::uint64_t serial, const plan::SegmentJob& j) {
   } else {
     log(LogLevel::Info, "executor: no plan for iteration %" PRIu64 ": %s", j.segment, made.error().c_str());
   }
-  const bool ok = p != nullptr;
-  delete outbox_.exchange(new Answer{serial, std::move(p)}, std::memory_order_acq_rel);
-  return ok;
+  delete outbox_.exchange(new Answer{serial, p}, std::memory_order_acq_rel);
+  return p;
 }
 
 int Planning::begin_timing(CUstream s, std::uint64_t sig) {

@@ -94,7 +94,7 @@ class Planning {
   bool probes_armed() const { return !armed_.empty(); }
 
  private:
-  bool answer(std::uint64_t serial, const plan::SegmentJob& j);  // the planner thread's
+  std::shared_ptr<const plan::SegmentPlan> answer(std::uint64_t serial, const plan::SegmentJob& j);  // the planner thread's
   struct Answer {
     std::uint64_t serial = 0;
     std::shared_ptr<const plan::SegmentPlan> plan;

@@ -287,6 +287,7 @@ void Controller::request_from(std::size_t b) {
   PlanRequest r;
   r.serial = ++serial_;
   pending_ = r.serial;
+  answered_ = 0;  // a refinement of an earlier request comes too late now
   ++stats_.requests;
   plan::SegmentJob& j = r.job;
   j.segment = stats_.iterations;

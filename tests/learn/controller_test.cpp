@@ -305,6 +305,43 @@ TEST(Controller, ALatePlanMustReplayFasterButAnInvalidatedPlanIsReplacedAnyway) 
   EXPECT_EQ(c.plan(), slower);
 }
 
+// An anytime planner answers a request twice: the refinement replaces the first answer at the
+// next boundary, unless a newer request was made meanwhile (then it comes too late).
+TEST(Controller, ARefinementReplacesTheFirstAnswerUnlessANewerRequestWasMade) {
+  Controller c;
+  Stream s(c);
+  auto r = s.learn(0);
+  ASSERT_TRUE(r);
+  auto quick = toy_plan(r->job);
+  c.offer(r->serial, quick);
+  auto refined = toy_plan(r->job);
+  refined->replay_s = 0.010;
+  c.offer(r->serial, refined);
+  s.to_boundary();
+  s.iteration(0);
+  EXPECT_EQ(c.plan(), refined);
+  c.invalidate_plan();
+  s.iteration(0, 4 << 20, 1);
+  auto q = c.take_request();
+  ASSERT_TRUE(q.has_value());
+  c.offer(q->serial, toy_plan(q->job));  // first answer
+  s.resume();
+  s.iteration(0, 4 << 20, 1);
+  auto newer = c.take_request();  // a late swap-in or a new budget: asked again
+  if (!newer) {
+    c.invalidate_plan();
+    s.resume();
+    s.iteration(0, 4 << 20, 1);
+    newer = c.take_request();
+  }
+  ASSERT_TRUE(newer.has_value());
+  auto stale = toy_plan(q->job);
+  c.offer(q->serial, stale);  // the first request's refinement, after the newer request
+  s.resume();
+  s.iteration(0);
+  EXPECT_NE(c.plan(), stale);
+}
+
 // Without period re-checks while locked: a loop inside the iteration that leaves no bytes
 // behind (a temporary per step, as a model's identical layers can) repeats long before the
 // iteration does, so the controller locks on it first; the lock ends at the first event after
