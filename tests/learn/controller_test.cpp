@@ -258,6 +258,14 @@ TEST(Controller, ALateSwapInMakesTheNextBoundaryRequestAPlanCarryingIt) {
   EXPECT_TRUE(c.following());  // the old plan is followed until the new one is adopted
 }
 
+// The plan is invalidated (a new budget) and the next iteration's first event crosses the
+// boundary, where the new request is made.
+std::optional<PlanRequest> request_after_invalidation(Controller& c, Stream& s) {
+  c.invalidate_plan();
+  s.iteration(0, 4 << 20, 1);
+  return c.take_request();
+}
+
 // A plan asked for because swap-ins were late replaces the followed one only when it replays
 // faster; one asked for because the plan was invalidated (a new budget, recomputation switched
 // off) replaces it whatever its replay time.
@@ -293,9 +301,7 @@ TEST(Controller, ALatePlanMustReplayFasterButAnInvalidatedPlanIsReplacedAnyway) 
   EXPECT_EQ(c.plan(), first);
   auto faster = late_round(0.009);
   EXPECT_EQ(c.plan(), faster);
-  c.invalidate_plan();
-  s.iteration(0, 4 << 20, 1);
-  auto q = c.take_request();
+  auto q = request_after_invalidation(c, s);
   ASSERT_TRUE(q.has_value());
   auto slower = toy_plan(q->job);
   slower->replay_s = 0.020;
@@ -320,20 +326,11 @@ TEST(Controller, ARefinementReplacesTheFirstAnswerUnlessANewerRequestWasMade) {
   s.to_boundary();
   s.iteration(0);
   EXPECT_EQ(c.plan(), refined);
-  c.invalidate_plan();
-  s.iteration(0, 4 << 20, 1);
-  auto q = c.take_request();
+  auto q = request_after_invalidation(c, s);
   ASSERT_TRUE(q.has_value());
   c.offer(q->serial, toy_plan(q->job));  // first answer
   s.resume();
-  s.iteration(0, 4 << 20, 1);
-  auto newer = c.take_request();  // a late swap-in or a new budget: asked again
-  if (!newer) {
-    c.invalidate_plan();
-    s.resume();
-    s.iteration(0, 4 << 20, 1);
-    newer = c.take_request();
-  }
+  auto newer = request_after_invalidation(c, s);  // a new budget: asked again
   ASSERT_TRUE(newer.has_value());
   auto stale = toy_plan(q->job);
   c.offer(q->serial, stale);  // the first request's refinement, after the newer request
