@@ -128,6 +128,8 @@ void at_fork_child() {
 
 const Config& config() { return st().config; }
 
+bool started_with_disable() { return g_state != nullptr && st().config.disabled; }
+
 bool init_from_env() {
   if (g_state != nullptr) return g_capturing.load(std::memory_order_relaxed);
   g_state = new (g_state_mem) State();
@@ -493,34 +495,85 @@ std::uint32_t capture_sequence(std::uint64_t stream, bool per_thread) {
 
 // --- parameter layouts ---------------------------------------------------------------------
 
+namespace {
+
+using ParamInfoFn = CUresult (*)(void*, size_t, size_t*, size_t*);  // cuFuncGetParamInfo / cuKernelGetParamInfo
+using NameFn = CUresult (*)(const char**, void*);                     // cuFuncGetName / cuKernelGetName
+
+// The parameters of a handle, asked index by index until the driver says the index is past
+// the last one (CUDA_ERROR_INVALID_VALUE). The count, or -1 when index 0 fails otherwise
+// (*first: that CUresult): the driver does not take this handle for this query.
+int query_params(ParamInfoFn fn, void* h, ParamSpec* specs, std::uint32_t max, CUresult* first) {
+  std::uint32_t n = 0;
+  for (; n < max; ++n) {
+    size_t off = 0, size = 0;
+    const CUresult r = fn(h, n, &off, &size);
+    if (n == 0) *first = r;
+    if (r != CUDA_SUCCESS) break;
+    specs[n] = ParamSpec{static_cast<std::uint32_t>(off), static_cast<std::uint32_t>(size)};
+  }
+  if (n == 0 && *first != CUDA_ERROR_INVALID_VALUE) return -1;
+  return static_cast<int>(n);
+}
+
+// A launch's handle is a CUfunction, or a CUkernel (cuda.h, cuLaunchKernel: "f: Function
+// CUfunction or Kernel CUkernel to launch"; the CUDA 12+ runtime launches CUkernels), which
+// cuFuncGetParamInfo / cuFuncGetName may refuse: then the cuKernel* queries are asked, and a
+// lazily loaded function (CUDA_ERROR_FUNCTION_NOT_LOADED) is loaded first. A handle neither
+// answers for is left unscanned (nullptr), said once with the driver's answers.
+const FuncLayout* describe(FuncCache& cache, std::uint64_t key, void* f) {
+  auto func_info = reinterpret_cast<ParamInfoFn>(driver_symbol("cuFuncGetParamInfo"));
+  auto func_name = reinterpret_cast<NameFn>(driver_symbol("cuFuncGetName"));
+  auto kernel_info = reinterpret_cast<ParamInfoFn>(driver_symbol("cuKernelGetParamInfo"));
+  auto kernel_name = reinterpret_cast<NameFn>(driver_symbol("cuKernelGetName"));
+  if (func_info == nullptr && kernel_info == nullptr) {
+    static std::atomic<bool> warned{false};
+    if (!warned.exchange(true))
+      log(LogLevel::Warn, "the driver lacks cuFuncGetParamInfo (CUDA 12.4): launches cannot be scanned, "
+                          "so the tensors they touch are unknown");
+    return nullptr;
+  }
+  ParamSpec specs[1024];  // 8 KiB of stack, on the cold path of a function's first launch
+  CUresult r_func = CUDA_ERROR_NOT_FOUND, r_kernel = CUDA_ERROR_NOT_FOUND, r_name = CUDA_ERROR_NOT_FOUND;
+  const char* name = nullptr;
+  int n = func_info != nullptr ? query_params(func_info, f, specs, 1024, &r_func) : -1;
+  if (n < 0 && r_func == CUDA_ERROR_FUNCTION_NOT_LOADED) {
+    if (auto load = reinterpret_cast<CUresult (*)(void*)>(driver_symbol("cuFuncLoad")); load != nullptr && load(f) == CUDA_SUCCESS)
+      n = query_params(func_info, f, specs, 1024, &r_func);
+  }
+  // "No parameters" from a handle the driver cannot name is no answer: a layout saying a launch
+  // touches nothing when it may touch anything would let its tensors move under it.
+  const auto named = [&](NameFn fn) {
+    if (fn == nullptr || (r_name = fn(&name, f)) != CUDA_SUCCESS) name = nullptr;
+    if (name == nullptr && n == 0) n = -1;
+  };
+  if (n >= 0) named(func_name);
+  if (n < 0 && kernel_info != nullptr) {
+    n = query_params(kernel_info, f, specs, 1024, &r_kernel);
+    if (n >= 0) named(kernel_name);
+  }
+  if (n < 0 || n == 1024) {
+    static std::atomic<bool> warned{false};
+    if (!warned.exchange(true))
+      log(LogLevel::Warn, "kernel %p: the driver gives no parameter layout (cuFuncGetParamInfo %d, cuKernelGetParamInfo %d, "
+                          "name %d%s); its launches go unscanned: the tensors they touch are unknown (said once)",
+          f, static_cast<int>(r_func), static_cast<int>(r_kernel), static_cast<int>(r_name),
+          n == 1024 ? ", over 1024 parameters" : "");
+    return nullptr;
+  }
+  const FuncLayout* l = cache.insert(key, key, specs, static_cast<std::uint32_t>(n), name);
+  if (l == nullptr) log(LogLevel::Warn, "kernel parameter cache is full; launches of %s go unscanned", name ? name : "?");
+  return l;
+}
+
+}  // namespace
+
 const FuncLayout* layout_for_function(CUfunction f) {
   State& s = st();
   const auto key = reinterpret_cast<std::uint64_t>(f);
   if (const FuncLayout* l = s.cache.lookup(key)) [[likely]] return l;
-  using ParamInfoFn = CUresult (*)(CUfunction, size_t, size_t*, size_t*);
-  using NameFn = CUresult (*)(const char**, CUfunction);
-  auto param_info = reinterpret_cast<ParamInfoFn>(driver_symbol("cuFuncGetParamInfo"));
-  auto get_name = reinterpret_cast<NameFn>(driver_symbol("cuFuncGetName"));
-  if (param_info == nullptr && f != nullptr) {
-    static std::atomic<bool> warned{false};
-    if (!warned.exchange(true))
-      log(LogLevel::Warn, "the driver lacks cuFuncGetParamInfo (CUDA 12.4): driver-API launches cannot be scanned, "
-                          "so the tensors they touch are unknown");
-  }
-  if (param_info == nullptr || f == nullptr) return nullptr;
-  ParamSpec specs[1024];
-  std::uint32_t n = 0;
-  for (; n < 1024; ++n) {
-    size_t off = 0, size = 0;
-    if (param_info(f, n, &off, &size) != CUDA_SUCCESS) break;
-    specs[n] = ParamSpec{static_cast<std::uint32_t>(off), static_cast<std::uint32_t>(size)};
-  }
-  if (n == 1024) return nullptr;  // more parameters than we scan: record unscanned
-  const char* name = nullptr;
-  if (get_name == nullptr || get_name(&name, f) != CUDA_SUCCESS) name = nullptr;
-  const FuncLayout* l = s.cache.insert(key, key, specs, n, name);
-  if (l == nullptr) log(LogLevel::Warn, "kernel parameter cache is full; launches of %s go unscanned", name ? name : "?");
-  return l;
+  if (f == nullptr) return nullptr;
+  return describe(s.cache, key, f);
 }
 
 const FuncLayout* layout_for_stub(const void* stub) {
@@ -531,8 +584,14 @@ const FuncLayout* layout_for_stub(const void* stub) {
   using GetFuncFn = int (*)(CUfunction*, const void*);
   auto get_func = reinterpret_cast<GetFuncFn>(runtime_symbol("cudaGetFuncBySymbol"));
   CUfunction f = nullptr;
-  if (get_func == nullptr || get_func(&f, stub) != 0 || f == nullptr) return nullptr;
-  const FuncLayout* l = layout_for_function(f);
+  const FuncLayout* l = nullptr;
+  if (get_func != nullptr && get_func(&f, stub) == 0 && f != nullptr) l = layout_for_function(f);
+  if (l == nullptr) {  // the runtime's CUkernel for the stub (CUDA 12.0), which the cuKernel* queries take
+    using GetKernelFn = int (*)(void**, const void*);
+    auto get_kernel = reinterpret_cast<GetKernelFn>(runtime_symbol("cudaGetKernel"));
+    void* k = nullptr;
+    if (get_kernel != nullptr && get_kernel(&k, stub) == 0 && k != nullptr) l = layout_for_function(static_cast<CUfunction>(k));
+  }
   if (l != nullptr) s.cache.alias(key, l);
   return l;
 }

@@ -59,7 +59,12 @@ struct ErrnoKeeper {
 // whether capture is on. Registers no exit handler: the library's stop calls shutdown_capture.
 bool init_from_env();
 void shutdown_capture(char* summary, std::size_t summary_bytes);
-const Config& config();
+const Config& config();  // after init_from_env only
+// CAPUCHIN_DISABLE as the library's start read it; false before that start. Another library's
+// constructor can resolve driver symbols (dlsym, cuGetProcAddress) before ours has run (the
+// loader runs a program's own dependencies' constructors first; libcublasLt's does this): what
+// it gets is wrapped, and the wrappers pass through until capture is on.
+bool started_with_disable();
 
 // --- what hooks record -------------------------------------------------------------------
 // Returns the allocation's id (kNoId when bytes == 0).

@@ -38,9 +38,21 @@ std::atomic<void*> g_real_gpa_v1{nullptr};
 
 }  // namespace
 
+namespace {
+// Whether p is inside libcapuchin.so: dlsym(RTLD_DEFAULT, "cu...") finds our own exports first
+// (we are preloaded), and those are hooks already; taken for the driver's, our
+// cuGetProcAddress_v2 would call itself forever.
+bool is_ours(const void* p) {
+  Dl_info mine{}, theirs{};
+  return dladdr(reinterpret_cast<const void*>(&is_ours), &mine) != 0 && dladdr(p, &theirs) != 0 &&
+         mine.dli_fbase == theirs.dli_fbase;
+}
+}  // namespace
+
 // Names whose real pointers we must see and swap (dlsym_export.cpp calls this for "cu*").
 void* intercept_driver_symbol(const char* name, void* real) {
   if (real == nullptr || name == nullptr || name[0] != 'c' || name[1] != 'u') return real;
+  if (is_ours(real)) return real;
   if (std::strcmp(name, "cuGetProcAddress_v2") == 0) {
     g_real_gpa_v2.store(real, std::memory_order_release);
     return reinterpret_cast<void*>(&cuGetProcAddress_v2);
@@ -49,7 +61,7 @@ void* intercept_driver_symbol(const char* name, void* real) {
     g_real_gpa_v1.store(real, std::memory_order_release);
     return reinterpret_cast<void*>(&capuchin_cuGetProcAddress_v1);
   }
-  if (config().disabled) return real;
+  if (started_with_disable()) return real;
   return wrap_driver_pointer(name, real, false, CUDA_VERSION, false);
 }
 
@@ -59,7 +71,8 @@ struct DriverSymbol {
   const char* name;
   std::atomic<void*> ptr;
 };
-DriverSymbol g_driver_symbols[] = {{"cuFuncGetParamInfo", {}}, {"cuFuncGetName", {}}};
+DriverSymbol g_driver_symbols[] = {{"cuFuncGetParamInfo", {}},   {"cuFuncGetName", {}}, {"cuKernelGetParamInfo", {}},
+                                   {"cuKernelGetName", {}},      {"cuFuncLoad", {}}};
 
 }  // namespace
 
@@ -171,7 +184,7 @@ void* wrap_proc(const char* symbol, void* real, int version, cuuint64_t flags) {
     cap::note_real_get_proc_address(nullptr, real);
     return reinterpret_cast<void*>(&capuchin_cuGetProcAddress_v1);
   }
-  if (cap::config().disabled) return real;
+  if (cap::started_with_disable()) return real;
   return cap::wrap_driver_pointer(symbol, real, true, version,
                                   (flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) != 0);
 }

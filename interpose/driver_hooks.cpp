@@ -10,6 +10,7 @@
 #include <dlfcn.h>
 
 #include <atomic>
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <optional>
@@ -148,6 +149,16 @@ void warn_own_vmm_once(HookScope& scope, const char* call) {
   static std::atomic<bool> said{false};
   if (!scope.outer || !exec::on() || said.exchange(true, std::memory_order_relaxed)) return;
   ErrnoKeeper keep;
+  // PyTorch's expandable segments are the usual cause: named, with what to change.
+  const char* conf = std::getenv("PYTORCH_CUDA_ALLOC_CONF");
+  if (conf != nullptr && strcasestr(conf, "expandable_segments:true") != nullptr) {
+    log(LogLevel::Warn,
+        "PYTORCH_CUDA_ALLOC_CONF=%s: PyTorch's expandable segments map device memory themselves (%s), outside "
+        "CAPUCHIN_BUDGET, which then does not hold; leave expandable_segments out (`capuchin run` sets "
+        "backend:cudaMallocAsync, whose allocations the executor serves)",
+        conf, call);
+    return;
+  }
   log(LogLevel::Warn,
       "the job maps device memory itself (%s) under CAPUCHIN_BUDGET: the executor serves only cudaMalloc, "
       "cuMemAlloc and the stream-ordered allocations, so this memory is outside the budget (PyTorch: "

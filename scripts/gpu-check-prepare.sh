@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # gpu-check-prepare.sh: `scripts/gpu-check.sh --prepare`: on a development machine with our
-# Debian dependencies, builds build/gpu-carry: capuchin, capuchind and libcapuchin.so (RUNPATH
-# $ORIGIN/../lib, with copies of the shared libraries they need beyond the base system) and,
+# Debian dependencies, builds build/gpu-carry: capuchin, capuchind and libcapuchin.so (RPATH
+# $ORIGIN/../lib, with copies of the shared libraries they need beyond the base system; RPATH,
+# not RUNPATH, because only RPATH is also searched for those libraries' own needs: the bundled
+# libspdlog needs the bundled libfmt) and,
 # where nvcc is found, the GPU programs; then checks that they run with those packages hidden.
 # Carry build/gpu-carry to the GPU machine with the working tree (the device tool's `carry`).
 set -uo pipefail
@@ -11,9 +13,11 @@ cd "$(dirname "$0")/.." || exit 2
 
 prepare() {
   local build=build/gpu-carry-build carry=build/gpu-carry
-  echo "== building $build (release, RUNPATH \$ORIGIN/../lib)"
+  echo "== building $build (release, RPATH \$ORIGIN/../lib)"
   cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCAPUCHIN_BUILD_TESTS=ON \
-        -DCAPUCHIN_BUILD_BENCHMARKS=ON '-DCMAKE_BUILD_RPATH=$ORIGIN/../lib' >/dev/null || return 1
+        -DCAPUCHIN_BUILD_BENCHMARKS=ON '-DCMAKE_BUILD_RPATH=$ORIGIN/../lib' \
+        -DCMAKE_EXE_LINKER_FLAGS=-Wl,--disable-new-dtags -DCMAKE_SHARED_LINKER_FLAGS=-Wl,--disable-new-dtags \
+        >/dev/null || return 1
   local targets=(capuchin_cli capuchind capuchin_interpose)
   local gpu_targets=("${GPU_PROGRAMS[@]}")
   cmake --build "$build" -j "$(nproc)" --target "${targets[@]}" || return 1
@@ -40,7 +44,7 @@ prepare() {
   local glibc glibcxx
   glibc=$(objdump -T "$carry"/bin/* "$carry"/lib/*.so* 2>/dev/null | grep -o 'GLIBC_[0-9.]*' | sort -uV | tail -1)
   glibcxx=$(objdump -T "$carry"/bin/* "$carry"/lib/*.so* 2>/dev/null | grep -o 'GLIBCXX_[0-9.]*' | sort -uV | tail -1)
-  echo "   needs at least $glibc and $glibcxx on the GPU machine (Ubuntu 22.04 and later have both)"
+  echo "   needs at least $glibc and $glibcxx on the GPU machine (Ubuntu 24.04 has GLIBC_2.39 and GLIBCXX_3.4.33)"
   prepare_verify "$carry"
 }
 

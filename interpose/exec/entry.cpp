@@ -82,7 +82,15 @@ bool other_device_current(const Executor& e) {
 // device is current (cudaSetDevice) is passed through untouched; said once in the log.
 bool on_executor_device(Executor& e, std::size_t bytes) {
   int dev = 0;
-  if (!current_device(e, &dev)) return false;  // when in doubt, the driver's
+  if (!current_device(e, &dev)) {  // when in doubt, the driver's; counted and said once
+    if (!e.device_unknown_noted) {
+      e.device_unknown_noted = true;
+      log(LogLevel::Warn, "executor: the driver cannot say which device is current (cuCtxGetDevice fails); such "
+                          "allocations are passed through unmanaged");
+    }
+    e.decisions.record(Action::Fallback, kNoBlockId, bytes, "device-unknown", -1, "no current device: the driver's");
+    return false;
+  }
   if (dev == e.moves.device) return true;
   if (!e.other_device_noted) {
     e.other_device_noted = true;

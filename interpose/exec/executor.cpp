@@ -217,6 +217,7 @@ bool started(Executor& e, CUresult* why) {
   }
   *why = r;
   if (r != CUDA_ERROR_INVALID_CONTEXT && r != CUDA_ERROR_NOT_INITIALIZED) {
+    log(LogLevel::Warn, "executor: cannot start (CUresult %d); the job runs unmanaged (pass-through)", static_cast<int>(r));
     g_start.store(2, std::memory_order_release);
     g_on.store(false, std::memory_order_relaxed);
   }

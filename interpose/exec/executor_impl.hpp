@@ -113,6 +113,7 @@ class Executor {
   bool simcuda = false;
   bool pool_full_warned = false;
   bool other_device_noted = false;  // an allocation on another device was passed through (logged once)
+  bool device_unknown_noted = false;  // an allocation with no current device was passed through (logged once)
   bool other_device_use_noted = false;  // another device's work used the executor's blocks (logged once)
   std::uint64_t evictions_started = 0;
   // Work whose accesses are unknown (graph launches, unscanned launches) forwarded and not yet

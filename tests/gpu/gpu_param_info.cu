@@ -47,6 +47,12 @@ __global__ void pi_big(Big b) {
 __global__ void pi_none() {}
 
 using ParamInfo = CUresult (*)(CUfunction, size_t, size_t*, size_t*);
+using FuncName = CUresult (*)(const char**, CUfunction);
+using KernelParamInfo = CUresult (*)(CUkernel, size_t, size_t*, size_t*);
+using KernelName = CUresult (*)(const char**, CUkernel);
+using KernelFunction = CUresult (*)(CUfunction*, CUkernel);
+using FuncIsLoaded = CUresult (*)(CUfunctionLoadingState*, CUfunction);
+using FuncLoad = CUresult (*)(CUfunction);
 
 struct Expected {
   std::size_t offset, size;
@@ -82,11 +88,52 @@ void check_layout(ParamInfo info, const void* kernel, const char* name, const st
                    want.size(), want.size(), static_cast<int>(past));
 }
 
+// What the interposer's layout cache depends on, as facts (INFO lines, never a FAIL): which
+// handle the runtime gives for a kernel (cudaGetFuncBySymbol, cudaGetKernel), whether the
+// driver's queries accept it before and after the kernel's first launch (lazy loading), and
+// the CUresult of each.
+void probe_handles(const void* kernel, const char* name, bool launched) {
+  auto info = gpu_check::driver_entry<ParamInfo>("cuFuncGetParamInfo", 12040);
+  auto fname = gpu_check::driver_entry<FuncName>("cuFuncGetName", 12030);
+  auto kinfo = gpu_check::driver_entry<KernelParamInfo>("cuKernelGetParamInfo", 12040);
+  auto kname = gpu_check::driver_entry<KernelName>("cuKernelGetName", 12030);
+  auto kfunc = gpu_check::driver_entry<KernelFunction>("cuKernelGetFunction", 12000);
+  auto loaded = gpu_check::driver_entry<FuncIsLoaded>("cuFuncIsLoaded", 12040);
+  cudaFunction_t rf = nullptr;
+  const cudaError_t ef = cudaGetFuncBySymbol(&rf, kernel);
+  const auto f = reinterpret_cast<CUfunction>(rf);
+  cudaKernel_t rk = nullptr;
+  const cudaError_t ek = cudaGetKernel(&rk, kernel);
+  const auto k = reinterpret_cast<CUkernel>(rk);
+  std::size_t off = 0, size = 0;
+  const char* n1 = nullptr;
+  const char* n2 = nullptr;
+  CUfunctionLoadingState st{};
+  CUfunction kf = nullptr;
+  const int r_loaded = f ? static_cast<int>(loaded(&st, f)) : -1;
+  const int r_info = f ? static_cast<int>(info(f, 0, &off, &size)) : -1;
+  const int r_name = f ? static_cast<int>(fname(&n1, f)) : -1;
+  const int r_kinfo = k ? static_cast<int>(kinfo(k, 0, &off, &size)) : -1;
+  const int r_kname = k ? static_cast<int>(kname(&n2, k)) : -1;
+  const int r_kfunc = k ? static_cast<int>(kfunc(&kf, k)) : -1;
+  const int r_kf_info = kf ? static_cast<int>(info(kf, 0, &off, &size)) : -1;
+  std::printf("INFO handles %s (%s launch): stub %p cudaGetFuncBySymbol %d -> %p (loaded %d: %d), cuFuncGetParamInfo(0) %d, "
+              "cuFuncGetName %d (%s); cudaGetKernel %d -> %p, cuKernelGetParamInfo(0) %d, cuKernelGetName %d (%s), "
+              "cuKernelGetFunction %d -> %p (cuFuncGetParamInfo(0) %d)\n",
+              name, launched ? "after its first" : "before any", kernel, static_cast<int>(ef), static_cast<void*>(f),
+              r_loaded, static_cast<int>(st), r_info, r_name, n1 ? n1 : "-", static_cast<int>(ek), static_cast<void*>(k),
+              r_kinfo, r_kname, n2 ? n2 : "-", r_kfunc, static_cast<void*>(kf), r_kf_info);
+  std::fflush(stdout);
+}
+
 }  // namespace
 
 int main() {
   gpu_check::require_gpu_or_skip("gpu_param_info");
-  auto info = gpu_check::driver_entry<ParamInfo>("cuFuncGetParamInfo");
+  probe_handles(reinterpret_cast<const void*>(pi_ptrs), "pi_ptrs", false);
+  // cuFuncGetParamInfo is CUDA 12.4's: asked at an older version the runtime refuses it
+  // (cudaDriverEntryPointVersionNotSufficent).
+  auto info = gpu_check::driver_entry<ParamInfo>("cuFuncGetParamInfo", 12040);
   check_layout(info, reinterpret_cast<const void*>(pi_ptrs), "pi_ptrs", abi_layout<float*, const float*, int>());
   check_layout(info, reinterpret_cast<const void*>(pi_pair), "pi_pair", abi_layout<Pair, int>());
   check_layout(info, reinterpret_cast<const void*>(pi_mixed), "pi_mixed", abi_layout<char, Mixed, short, float*>());
@@ -105,10 +152,12 @@ int main() {
   Mixed m{1, 2.0, 3, bufs[4]};
   pi_mixed<<<1, 32>>>(4, m, 5, bufs[5]);
   Big big{};
-  for (int i = 0; i < 8; ++i) big.ptr[i] = bufs[4 + i] + i;  // bufs 4..11, some interior
+  // bufs 4..11, all interior (+1 at least: bufs[4][0] holds pi_mixed's flag, read below)
+  for (int i = 0; i < 8; ++i) big.ptr[i] = bufs[4 + i] + i + 1;
   pi_big<<<1, 32>>>(big);
   pi_none<<<1, 1>>>();
   GPU_CK(cudaDeviceSynchronize());
+  probe_handles(reinterpret_cast<const void*>(pi_ptrs), "pi_ptrs", true);
   float out = 0, flag = 0;
   GPU_CK(cudaMemcpy(&out, bufs[5], 4, cudaMemcpyDeviceToHost));
   GPU_CK(cudaMemcpy(&flag, bufs[4], 4, cudaMemcpyDeviceToHost));
