@@ -75,6 +75,7 @@ struct Step {
   bool locked = false;     // the iteration was learned at this event
   bool relearn = false;    // this event did not match the learned iteration: learning again
   bool adopted = false;    // a new plan is followed from this event on
+  Event expected;          // relearn: the event one iteration earlier, which this one did not match
 };
 
 // A plan request: the SegmentJob is complete but for what only the owner knows (names,

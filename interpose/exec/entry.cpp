@@ -60,11 +60,14 @@ bool in_cuda_library(Executor& e, const void* caller) {
   return false;
 }
 
-// The calling thread's current device; false when the driver cannot say.
-bool current_device(const Executor& e, int* dev) {
+// The calling thread's current device; false when the driver cannot say (*why: its CUresult).
+bool current_device(const Executor& e, int* dev, CUresult* why = nullptr) {
   CUdevice d = 0;
   if (e.api.ctx_get_device == nullptr) d = e.moves.device;  // a driver without it: one device for us
-  else if (e.api.ctx_get_device(&d) != CUDA_SUCCESS) return false;
+  else if (const CUresult r = e.api.ctx_get_device(&d); r != CUDA_SUCCESS) {
+    if (why != nullptr) *why = r;
+    return false;
+  }
   *dev = static_cast<int>(d);
   return true;
 }
@@ -118,6 +121,15 @@ bool alloc(CUdeviceptr* out, std::size_t bytes, CUstream s, bool per_thread, boo
       return true;  // the runtime hook initialises the context and retries
     }
     return false;
+  }
+  // A thread with no context yet (its first CUDA call allocates: PyTorch's autograd thread):
+  // the runtime hook makes the runtime bind one, as the real call would, and asks again; a
+  // driver call gets the driver's own answer to an allocation without a context.
+  int dev = 0;
+  CUresult no_device = CUDA_SUCCESS;
+  if (!current_device(e, &dev, &no_device) && no_device == CUDA_ERROR_INVALID_CONTEXT) {
+    *r = no_device;
+    return true;
   }
   if (!on_executor_device(e, bytes)) return false;
   if (!e.opt.serve_libraries && in_cuda_library(e, caller)) {

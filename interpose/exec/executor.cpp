@@ -6,10 +6,12 @@
 
 #include <chrono>
 #include <cinttypes>
+#include <string_view>
 #include <cstring>
 
 #include "capture.hpp"
 #include "capuchin/budget.hpp"
+#include "capuchin/trace.hpp"
 #include "capuchin/units.hpp"
 #include "daemon_sink.hpp"
 #include "executor.hpp"
@@ -126,6 +128,9 @@ void log_driver_features(const Executor& e) {
 // Under e.mu at the first served call. CUDA_ERROR_INVALID_CONTEXT / NOT_INITIALIZED: not yet
 // possible (the runtime hook initialises the context and retries).
 CUresult start(Executor& e) {
+  // The runtime loads libcuda at its first call: a job whose first CUDA call allocates reaches
+  // us before the driver is there. Not yet possible, rather than "this driver lacks ...".
+  if (driver_export("cuDriverGetVersion") == nullptr) return CUDA_ERROR_NOT_INITIALIZED;
   const char* missing = nullptr;
   if (!resolve(e.api, &missing)) {
     log(LogLevel::Warn, "CAPUCHIN_BUDGET set but %s lacks %s; the executor is off (pass-through)",
@@ -321,6 +326,23 @@ void Executor::settle_managed_out(std::uint64_t incoming) {
 
 // ---- the policy --------------------------------------------------------------------------
 
+// What differed, so that a job whose iterations never repeat exactly can be told why (the
+// kind of event, its bytes, how many tensors a kernel touched).
+void Executor::log_relearn(std::uint32_t pos, std::uint32_t period, const policy::Event& was, const policy::Event& got) {
+  const auto what = [](const policy::Event& e, char* buf, std::size_t n) {
+    const std::string_view op = trace::to_string(static_cast<trace::Op>(e.op));
+    if (static_cast<trace::Op>(e.op) == trace::Op::Kernel)
+      std::snprintf(buf, n, "a kernel touching %u tensors (signature %016" PRIx64 ")", e.nreads + e.nwrites, e.sig);
+    else
+      std::snprintf(buf, n, "%.*s of %" PRIu64 " bytes", static_cast<int>(op.size()), op.data(), e.bytes);
+  };
+  char a[96], b[96];
+  what(was, a, sizeof a);
+  what(got, b, sizeof b);
+  log(LogLevel::Info, "executor: the iteration changed at position %u of %u (event %" PRIu64 "): %s where the last "
+                      "iteration had %s; learning it again", pos, period, planning.controller().tick(), b, a);
+}
+
 policy::Step Executor::feed(const policy::Event& ev, std::span<const std::uint64_t> ids) {
   reclaim_finished_evictions();  // copies out that ended free their device memory now
   planning.poll_timings();       // kernel times measured so far, for the next plan request
@@ -330,9 +352,7 @@ policy::Step Executor::feed(const policy::Event& ev, std::span<const std::uint64
   cmds.clear();
   const std::uint32_t pos = planning.controller().position(), period = planning.controller().period();
   const policy::Step st = planning.feed(ev, ids, cmds, ledger.budget);
-  if (st.relearn)
-    log(LogLevel::Info, "executor: the iteration changed at position %u of %u (event %" PRIu64 "): learning it again", pos,
-        period, planning.controller().tick());
+  if (st.relearn) log_relearn(pos, period, st.expected, ev);
   if (st.locked)
     log(LogLevel::Info, "executor: learned an iteration of %u events (event %" PRIu64 ")", planning.controller().period(),
         planning.controller().tick());

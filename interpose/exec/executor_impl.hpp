@@ -144,6 +144,7 @@ class Executor {
   void await_quiet(Block& b);        // every event quiet_events(b) lists (pins b meanwhile)
   void settle_managed_out(std::uint64_t incoming);  // enough managed moves out complete for `incoming` more Vmm bytes
   policy::Step feed(const policy::Event& e, std::span<const std::uint64_t> ids);  // + commands applied
+  void log_relearn(std::uint32_t pos, std::uint32_t period, const policy::Event& was, const policy::Event& got);
   void end_iteration();
   void judge_recomputation();  // the trial's step at an iteration end
   void poll_lateness();

@@ -48,7 +48,10 @@ Step Controller::on_event(const Event& e, std::span<const std::uint64_t> ids, st
   ++stats_.events;
   if (locked_) {
     if (pos_ == pattern_.size()) boundary(st);
-    if (pattern_[pos_] != e.sig) relearn(st);
+    if (pattern_[pos_] != e.sig) {
+      if (hist_.size() >= pattern_.size()) st.expected = hist_[hist_.size() - pattern_.size()].e;
+      relearn(st);
+    }
   }
   append(e, ids);
   if (locked_) {

@@ -7,6 +7,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <utility>
 
 #include "capuchin/controller.hpp"
 #include "capuchin/learn.hpp"
@@ -110,13 +111,17 @@ class Stream {
     const Step s = c_.on_event(e, ids, out);
     if (s.boundary) ++boundaries;
     if (s.adopted) ++adoptions;
-    if (s.relearn) ++relearns;
+    if (s.relearn) {
+      ++relearns;
+      last_mismatch = std::make_pair(s.expected, e);
+    }
     return s;
   }
 
   static constexpr std::uint64_t kWeights = 1;
   std::vector<Command> out;
   int boundaries = 0, adoptions = 0, relearns = 0;
+  std::optional<std::pair<Event, Event>> last_mismatch;  // the last relearn: expected, got
   std::uint64_t next_ = 100;
 
  private:
@@ -219,6 +224,12 @@ TEST(Controller, AChangedIterationDropsThePlanAndTheSamePlanComesBackWithIt) {
   s.out.clear();
   s.iteration(2, 8 << 20);  // larger activations: another iteration
   EXPECT_GE(s.relearns, 1);
+  // What differed is told (the executor logs it): the first activation's allocation, 4 MiB in
+  // the iteration before, 8 MiB now.
+  ASSERT_TRUE(s.last_mismatch);
+  EXPECT_EQ(s.last_mismatch->first.op, static_cast<std::uint8_t>(Op::Alloc));
+  EXPECT_EQ(s.last_mismatch->first.bytes, 4u << 20);
+  EXPECT_EQ(s.last_mismatch->second.bytes, 8u << 20);
   EXPECT_FALSE(c.following());
   EXPECT_TRUE(s.out.empty());  // nothing of the stale plan was issued
   // The old shape comes back: learned again, and the plan made for it is reused without a request.
