@@ -22,8 +22,9 @@
 
 namespace capuchin::interpose::timing {
 
-// Resolves the driver's event entry points; timing stays off when any is missing or
-// every == 0. Called once capture starts (first CUDA use).
+// Times 1 launch in `every` per thread (0: off). The driver's event entry points are resolved
+// at the first timed launches (capture may start before libcuda is loaded); timing goes off,
+// said once, when they are still missing after a few tries. Called once capture starts.
 void start(std::uint32_t every);
 void reset_after_fork();
 
