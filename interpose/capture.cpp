@@ -516,53 +516,60 @@ int query_params(ParamInfoFn fn, void* h, ParamSpec* specs, std::uint32_t max, C
   return static_cast<int>(n);
 }
 
-// A launch's handle is a CUfunction, or a CUkernel (cuda.h, cuLaunchKernel: "f: Function
-// CUfunction or Kernel CUkernel to launch"; the CUDA 12+ runtime launches CUkernels), which
-// cuFuncGetParamInfo / cuFuncGetName may refuse: then the cuKernel* queries are asked, and a
-// lazily loaded function (CUDA_ERROR_FUNCTION_NOT_LOADED) is loaded first. A handle neither
-// answers for is left unscanned (nullptr), said once with the driver's answers.
-const FuncLayout* describe(FuncCache& cache, std::uint64_t key, void* f) {
+}  // namespace
+
+HandleParams describe_handle(void* f, ParamSpec* specs, std::uint32_t max) {
+  HandleParams h;
   auto func_info = reinterpret_cast<ParamInfoFn>(driver_symbol("cuFuncGetParamInfo"));
   auto func_name = reinterpret_cast<NameFn>(driver_symbol("cuFuncGetName"));
   auto kernel_info = reinterpret_cast<ParamInfoFn>(driver_symbol("cuKernelGetParamInfo"));
   auto kernel_name = reinterpret_cast<NameFn>(driver_symbol("cuKernelGetName"));
-  if (func_info == nullptr && kernel_info == nullptr) {
+  h.queries = func_info != nullptr || kernel_info != nullptr;
+  if (f == nullptr || !h.queries) return h;
+  int n = func_info != nullptr ? query_params(func_info, f, specs, max, &h.func_result) : -1;
+  if (n < 0 && h.func_result == CUDA_ERROR_FUNCTION_NOT_LOADED) {
+    if (auto load = reinterpret_cast<CUresult (*)(void*)>(driver_symbol("cuFuncLoad")); load != nullptr && load(f) == CUDA_SUCCESS)
+      n = query_params(func_info, f, specs, max, &h.func_result);
+  }
+  // "No parameters" from a handle the driver cannot name is no answer (a CUkernel given to
+  // cuFuncGetParamInfo): a layout saying a launch touches nothing when it may touch anything
+  // would let its tensors move under it.
+  const auto named = [&](NameFn fn) {
+    if (fn == nullptr || (h.name_result = fn(&h.name, f)) != CUDA_SUCCESS) h.name = nullptr;
+    if (h.name == nullptr && n == 0) n = -1;
+  };
+  if (n >= 0) named(func_name);
+  if (n < 0 && kernel_info != nullptr) {
+    n = query_params(kernel_info, f, specs, max, &h.kernel_result);
+    if (n >= 0) named(kernel_name);
+  }
+  h.count = n;
+  return h;
+}
+
+namespace {
+
+const FuncLayout* describe(FuncCache& cache, std::uint64_t key, void* f) {
+  ParamSpec specs[1024];  // 8 KiB of stack, on the cold path of a function's first launch
+  const HandleParams h = describe_handle(f, specs, 1024);
+  if (!h.queries) {
     static std::atomic<bool> warned{false};
     if (!warned.exchange(true))
       log(LogLevel::Warn, "the driver lacks cuFuncGetParamInfo (CUDA 12.4): launches cannot be scanned, "
                           "so the tensors they touch are unknown");
     return nullptr;
   }
-  ParamSpec specs[1024];  // 8 KiB of stack, on the cold path of a function's first launch
-  CUresult r_func = CUDA_ERROR_NOT_FOUND, r_kernel = CUDA_ERROR_NOT_FOUND, r_name = CUDA_ERROR_NOT_FOUND;
-  const char* name = nullptr;
-  int n = func_info != nullptr ? query_params(func_info, f, specs, 1024, &r_func) : -1;
-  if (n < 0 && r_func == CUDA_ERROR_FUNCTION_NOT_LOADED) {
-    if (auto load = reinterpret_cast<CUresult (*)(void*)>(driver_symbol("cuFuncLoad")); load != nullptr && load(f) == CUDA_SUCCESS)
-      n = query_params(func_info, f, specs, 1024, &r_func);
-  }
-  // "No parameters" from a handle the driver cannot name is no answer: a layout saying a launch
-  // touches nothing when it may touch anything would let its tensors move under it.
-  const auto named = [&](NameFn fn) {
-    if (fn == nullptr || (r_name = fn(&name, f)) != CUDA_SUCCESS) name = nullptr;
-    if (name == nullptr && n == 0) n = -1;
-  };
-  if (n >= 0) named(func_name);
-  if (n < 0 && kernel_info != nullptr) {
-    n = query_params(kernel_info, f, specs, 1024, &r_kernel);
-    if (n >= 0) named(kernel_name);
-  }
-  if (n < 0 || n == 1024) {
+  if (h.count < 0 || h.count == 1024) {
     static std::atomic<bool> warned{false};
     if (!warned.exchange(true))
       log(LogLevel::Warn, "kernel %p: the driver gives no parameter layout (cuFuncGetParamInfo %d, cuKernelGetParamInfo %d, "
                           "name %d%s); its launches go unscanned: the tensors they touch are unknown (said once)",
-          f, static_cast<int>(r_func), static_cast<int>(r_kernel), static_cast<int>(r_name),
-          n == 1024 ? ", over 1024 parameters" : "");
+          f, static_cast<int>(h.func_result), static_cast<int>(h.kernel_result), static_cast<int>(h.name_result),
+          h.count == 1024 ? ", over 1024 parameters" : "");
     return nullptr;
   }
-  const FuncLayout* l = cache.insert(key, key, specs, static_cast<std::uint32_t>(n), name);
-  if (l == nullptr) log(LogLevel::Warn, "kernel parameter cache is full; launches of %s go unscanned", name ? name : "?");
+  const FuncLayout* l = cache.insert(key, key, specs, static_cast<std::uint32_t>(h.count), h.name);
+  if (l == nullptr) log(LogLevel::Warn, "kernel parameter cache is full; launches of %s go unscanned", h.name ? h.name : "?");
   return l;
 }
 

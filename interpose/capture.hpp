@@ -176,6 +176,18 @@ void record_iteration();
 // Parameter layouts, cached: by CUfunction (queries the driver once), by runtime host stub
 // (cudaGetFuncBySymbol once). Null when the driver cannot tell.
 const FuncLayout* layout_for_function(CUfunction f);
+// A launch handle's parameters (offset, size) and name as the driver gives them: a CUfunction
+// answers cuFuncGetParamInfo / cuFuncGetName, a CUkernel (what CUDA 13's compiler-generated
+// launches pass: crt/host_runtime.h, __cudaGetKernel then __cudaLaunchKernel) answers
+// cuKernelGetParamInfo / cuKernelGetName; a lazily loaded function is loaded first. The one
+// place both the capture's layouts and the executor's kernel table learn them from.
+struct HandleParams {
+  int count = -1;  // parameters written to specs; -1: the driver gives no layout for the handle
+  const char* name = nullptr;
+  bool queries = false;  // the driver has cuFuncGetParamInfo or cuKernelGetParamInfo
+  CUresult func_result = CUDA_ERROR_NOT_FOUND, kernel_result = CUDA_ERROR_NOT_FOUND, name_result = CUDA_ERROR_NOT_FOUND;
+};
+HandleParams describe_handle(void* f, ParamSpec* specs, std::uint32_t max);
 const FuncLayout* layout_for_stub(const void* stub);
 
 // The capture sequence a stream is being captured into, as its origin or through a join

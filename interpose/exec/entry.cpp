@@ -423,7 +423,7 @@ void release_probation(Executor& e, Launch& l) {
 void conclude_probation(Executor& e, Launch& l) {
   const Probation& p = *l.probation;
   const WriteSets::Known k = p.verdict;
-  KernelInfo* ki = l.func != nullptr ? &e.kernels.info(e.api, l.func, l.layout) : nullptr;
+  KernelInfo* ki = l.func != nullptr ? &e.kernels.info(l.func, l.layout) : nullptr;
   if (ki != nullptr) e.write_sets.learn(*ki, l.shape, k);
   e.write_sets.count_bytes(p.bytes_hashed, p.bytes_copied);
   std::uint64_t first = kNoBlockId, out_bytes = 0;
@@ -495,7 +495,7 @@ CUresult before_launch(Launch& l, const std::uint64_t* words, unsigned nwords, s
   const CUstream ds = driver_stream(l.stream, l.per_thread);
   if (e.planning.probes_armed())  // when this launch could run, before it is made to wait for data
     for (Block* b : cur) e.planning.stamp_probe(b->id, ds);
-  KernelInfo* ki = l.func != nullptr ? &e.kernels.info(e.api, l.func, l.layout) : nullptr;
+  KernelInfo* ki = l.func != nullptr ? &e.kernels.info(l.func, l.layout) : nullptr;
   Block* output = nullptr;
   if (ki != nullptr && ki->output >= 0 && l.params != nullptr && static_cast<std::size_t>(ki->output) < ki->offset.size()) {
     std::uint64_t ptr = 0;

@@ -5,6 +5,7 @@
 #include <cstdlib>
 
 #include "config.hpp"
+#include "capture.hpp"
 #include "func_cache.hpp"
 
 namespace capuchin::interpose::exec {
@@ -29,25 +30,23 @@ void KernelTable::declare_outputs(const char* text) {
   }
 }
 
-KernelInfo& KernelTable::info(const Api& api, CUfunction f, const FuncLayout* layout) {
+KernelInfo& KernelTable::info(CUfunction f, const FuncLayout* layout) {
   auto [it, fresh] = funcs_.try_emplace(f);
   KernelInfo& ki = it->second;
   if (!fresh) return ki;
-  if (layout != nullptr && layout->name != nullptr) {
-    ki.name = layout->name;
-  } else if (api.func_get_name != nullptr) {
-    const char* n = nullptr;
-    if (api.func_get_name(&n, f) == CUDA_SUCCESS && n != nullptr) ki.name = n;
-  }
+  // Once per function: the same driver answers the capture's layout came from (a CUkernel's
+  // too, which cuFuncGetParamInfo refuses).
+  std::vector<ParamSpec> specs(1024);
+  const HandleParams h = describe_handle(f, specs.data(), 1024);
+  if (layout != nullptr && layout->name != nullptr) ki.name = layout->name;
+  else if (h.name != nullptr) ki.name = h.name;
   auto out = outputs_by_name_.find(ki.name);
   const bool declared = out != outputs_by_name_.end();
-  if ((!declared && !all_layouts_) || api.func_get_param_info == nullptr) return ki;
-  for (std::size_t i = 0; i < 1024; ++i) {
-    size_t off = 0, size = 0;
-    if (api.func_get_param_info(f, i, &off, &size) != CUDA_SUCCESS) break;  // past the last parameter
-    ki.offset.push_back(static_cast<std::uint32_t>(off));
-    ki.size.push_back(static_cast<std::uint32_t>(size));
-    ki.buffer = std::max<std::uint32_t>(ki.buffer, static_cast<std::uint32_t>(off + size));
+  if (!declared && !all_layouts_) return ki;
+  for (int i = 0; i < h.count; ++i) {
+    ki.offset.push_back(specs[static_cast<std::size_t>(i)].offset);
+    ki.size.push_back(specs[static_cast<std::size_t>(i)].size);
+    ki.buffer = std::max(ki.buffer, specs[static_cast<std::size_t>(i)].offset + specs[static_cast<std::size_t>(i)].size);
   }
   if (!declared) return ki;
   if (out->second < ki.offset.size() && ki.size[out->second] == sizeof(void*)) ki.output = static_cast<int>(out->second);

@@ -45,7 +45,7 @@ class KernelTable {
   void declare_outputs(const char* text);
   // Every function's layout is read (inferred write sets need it), not only declared ones'.
   void want_layouts() { all_layouts_ = true; }
-  KernelInfo& info(const Api& api, CUfunction f, const FuncLayout* layout);
+  KernelInfo& info(CUfunction f, const FuncLayout* layout);
 
  private:
   std::unordered_map<std::string, unsigned> outputs_by_name_;

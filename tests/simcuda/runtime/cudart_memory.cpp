@@ -1,6 +1,7 @@
 // cudart_memory.cpp: simcuda's libcudart.so.13 memory and launch calls: cudaMalloc family,
 // copies and memsets (plain and _ptds/_ptsz), Unified Memory prefetch/advise, cudaMemGetInfo,
-// cudaPointerGetAttributes, cudaLaunchKernel(+_ptsz), cudaLaunchKernelExC, cudaGetFuncBySymbol
+// cudaPointerGetAttributes, cudaLaunchKernel(+_ptsz), cudaLaunchKernelExC, cudaGetKernel and
+// CUDA 13's compiler launch (__cudaGetKernel, __cudaLaunchKernel(+_ptsz)), cudaGetFuncBySymbol
 // and cudaFuncGetParamInfo, each forwarded to the driver entry point the real runtime uses.
 //
 // Contract: as cudart_core.cpp. A kernel "symbol" is the host stub registered with
@@ -263,6 +264,36 @@ cudaError_t cudaLaunchKernelExC(const cudaLaunchConfig_t* config, const void* fu
 }
 cudaError_t cudaLaunchKernelExC_ptsz(const cudaLaunchConfig_t* config, const void* func, void** args) {
   return launch_ex_impl(config, func, args, true);
+}
+
+// CUDA 13's compiler-generated launch (crt/host_runtime.h, __cudaLaunch unless
+// __NV_LEGACY_LAUNCH): __cudaGetKernel(&handle, stub) once, then __cudaLaunchKernel(handle, ...)
+// (crt/device_functions.h), which the runtime forwards to the driver with the CUkernel.
+cudaError_t cudaGetKernel(cudaKernel_t* kernel, const void* entry) {
+  SIMCUDART_READY();
+  if (kernel == nullptr) return record(cudaErrorInvalidValue);
+  CUkernel k = rt().kernel_for_stub(entry);
+  if (k == nullptr) return record(cudaErrorInvalidDeviceFunction);
+  *kernel = reinterpret_cast<cudaKernel_t>(k);
+  return cudaSuccess;
+}
+extern "C" cudaError_t __cudaGetKernel(cudaKernel_t* kernel, const void* entry) { return cudaGetKernel(kernel, entry); }
+
+namespace {
+cudaError_t launch_kernel_handle(cudaKernel_t k, dim3 grid, dim3 block, void** args, size_t smem, cudaStream_t s, bool ptsz) {
+  SIMCUDART_READY();
+  if (k == nullptr) return record(cudaErrorInvalidDeviceFunction);
+  return check((ptsz ? rt().launch_kernel_ptsz : rt().launch_kernel)(reinterpret_cast<CUfunction>(k), grid.x, grid.y, grid.z,
+                                                                      block.x, block.y, block.z, static_cast<unsigned>(smem),
+                                                                      s, args, nullptr));
+}
+}  // namespace
+extern "C" cudaError_t __cudaLaunchKernel(cudaKernel_t k, dim3 grid, dim3 block, void** args, size_t smem, cudaStream_t s) {
+  return launch_kernel_handle(k, grid, block, args, smem, s, false);
+}
+extern "C" cudaError_t __cudaLaunchKernel_ptsz(cudaKernel_t k, dim3 grid, dim3 block, void** args, size_t smem,
+                                               cudaStream_t s) {
+  return launch_kernel_handle(k, grid, block, args, smem, s, true);
 }
 
 cudaError_t cudaGetFuncBySymbol(cudaFunction_t* functionPtr, const void* symbolPtr) {

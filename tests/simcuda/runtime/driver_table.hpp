@@ -126,6 +126,7 @@ namespace simcudart {
   X(launch_kernel_ex_ptsz, "cuLaunchKernelEx", cuLaunchKernelEx_ptsz, true)          \
   X(func_get_param_info, "cuFuncGetParamInfo", cuFuncGetParamInfo, false)            \
   X(function_for_stub, "simcuda_function_for_stub", simcuda_function_for_stub, false)  \
+  X(kernel_for_stub, "simcuda_kernel_for_stub", simcuda_kernel_for_stub, false)        \
   X(global_for_symbol, "simcuda_global_for_symbol", simcuda_global_for_symbol, false)
 
 struct DriverTable {

@@ -74,7 +74,8 @@ CUresult launch(CUfunction f, const unsigned grid[3], const unsigned block[3], u
   CUresult err;
   CUstream_st* s = stream_or(h, ds, &err);
   if (s == nullptr) return err;
-  if (f == nullptr || !is_function(f)) return CUDA_ERROR_INVALID_HANDLE;
+  f = launchable(f);
+  if (f == nullptr) return CUDA_ERROR_INVALID_HANDLE;
   if (grid[0] == 0 || grid[1] == 0 || grid[2] == 0 || block[0] == 0 || block[1] == 0 || block[2] == 0)
     return CUDA_ERROR_INVALID_VALUE;
   if (static_cast<uint64_t>(block[0]) * block[1] * block[2] > 1024) return CUDA_ERROR_INVALID_VALUE;
@@ -628,8 +629,13 @@ CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig* config, CUfunction f, void*
   return launch_ex(config, f, params, extra, DefaultStream::PerThread);
 }
 
+// A CUkernel is a launch handle but not a CUfunction: cuFuncGetParamInfo and cuFuncGetName
+// refuse it with CUDA_ERROR_INVALID_VALUE (the one error cuda.h lists for them), as the driver
+// did on an H200 (580.159, CUDA 13.0): the runtime's launch handles got no parameters and no
+// name from them. cuKernelGetParamInfo / cuKernelGetName answer for it.
 CUresult cuFuncGetParamInfo(CUfunction f, size_t index, size_t* offset, size_t* size) {
   if (!driver_initialized()) return CUDA_ERROR_NOT_INITIALIZED;
+  if (function_of_kernel(f) != nullptr) return CUDA_ERROR_INVALID_VALUE;
   if (f == nullptr || !is_function(f)) return CUDA_ERROR_INVALID_HANDLE;
   if (index >= f->param_offsets.size()) return CUDA_ERROR_INVALID_VALUE;
   if (offset) *offset = f->param_offsets[index];
@@ -639,9 +645,39 @@ CUresult cuFuncGetParamInfo(CUfunction f, size_t index, size_t* offset, size_t* 
 
 CUresult cuFuncGetName(const char** name, CUfunction f) {
   if (!driver_initialized()) return CUDA_ERROR_NOT_INITIALIZED;
-  if (name == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (name == nullptr || function_of_kernel(f) != nullptr) return CUDA_ERROR_INVALID_VALUE;
   if (f == nullptr || !is_function(f)) return CUDA_ERROR_INVALID_HANDLE;
   *name = f->name.c_str();
+  return CUDA_SUCCESS;
+}
+
+// cuda.h (12.4): "Returns the offset and size of a kernel parameter in the device-side
+// parameter layout"; CUDA_ERROR_INVALID_VALUE past the last parameter.
+CUresult cuKernelGetParamInfo(CUkernel k, size_t index, size_t* offset, size_t* size) {
+  if (!driver_initialized()) return CUDA_ERROR_NOT_INITIALIZED;
+  CUfunc_st* f = function_of_kernel(k);
+  if (f == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  if (index >= f->param_offsets.size()) return CUDA_ERROR_INVALID_VALUE;
+  if (offset) *offset = f->param_offsets[index];
+  if (size) *size = f->param_sizes[index];
+  return CUDA_SUCCESS;
+}
+CUresult cuKernelGetName(const char** name, CUkernel k) {
+  if (!driver_initialized()) return CUDA_ERROR_NOT_INITIALIZED;
+  if (name == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  CUfunc_st* f = function_of_kernel(k);
+  if (f == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  *name = f->name.c_str();
+  return CUDA_SUCCESS;
+}
+// cuda.h: "Returns a function handle" for the kernel in the current context (simcuda's functions
+// serve every context).
+CUresult cuKernelGetFunction(CUfunction* out, CUkernel k) {
+  if (!driver_initialized()) return CUDA_ERROR_NOT_INITIALIZED;
+  if (out == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  CUfunc_st* f = function_of_kernel(k);
+  if (f == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  *out = f;
   return CUDA_SUCCESS;
 }
 

@@ -26,6 +26,14 @@
 #include "simcuda/simcuda.h"
 
 // The opaque CUDA handle types are ours to define (the headers only forward-declare them).
+struct CUfunc_st;
+// A registered kernel's context-independent handle (cuda.h: CUkernel, from cuLibraryGetKernel;
+// cudart's cudaGetKernel / __cudaGetKernel), distinct from its CUfunction: what the CUDA 13
+// runtime's compiler-generated launches pass to the driver (crt/host_runtime.h: __cudaLaunch
+// calls __cudaGetKernel, then __cudaLaunchKernel).
+struct CUkern_st {
+  CUfunc_st* function = nullptr;
+};
 struct CUfunc_st {
   std::string name;
   const void* host_stub = nullptr;
@@ -34,6 +42,7 @@ struct CUfunc_st {
   size_t param_buffer_bytes = 0;  // max(offset + size)
   simcuda_kernel_body body = nullptr;
   double fixed_ns = 0;
+  CUkern_st kernel;  // its CUkernel is &kernel: not the first member, so never the function's address
 };
 
 // A device's primary context (the only contexts simcuda has): one per device, never destroyed.
@@ -449,6 +458,11 @@ bool is_context(const CUctx_st* ctx);
 // failed; else the error the real driver gives (NOT_INITIALIZED, INVALID_CONTEXT, the sticky one).
 CUresult check_ready();
 bool is_function(CUfunc_st* f);
+// The function a CUkernel handle names; nullptr when h is none.
+CUfunc_st* function_of_kernel(const void* h);
+// What a launch may be given (cuda.h, cuLaunchKernel: "f: Function CUfunction or Kernel
+// CUkernel to launch"): the function, or nullptr when h is neither.
+CUfunc_st* launchable(CUfunction h);
 // Whether cuMemCreate offers host-located memory of this location type (SIMCUDA_HOST_VMM:
 // all, the default; numa: HOST_NUMA only, as some 12.x drivers; none).
 bool host_vmm_supported(CUmemLocationType type);

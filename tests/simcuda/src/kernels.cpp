@@ -90,6 +90,20 @@ bool is_function(CUfunc_st* f) {
   return false;
 }
 
+CUfunc_st* function_of_kernel(const void* h) {
+  Driver& d = driver();
+  std::lock_guard<std::mutex> lock(d.kernels_mu);
+  for (const auto& k : d.kernels)
+    if (&k->kernel == h) return k.get();
+  return nullptr;
+}
+
+CUfunc_st* launchable(CUfunction h) {
+  if (h == nullptr) return nullptr;
+  if (is_function(h)) return h;
+  return function_of_kernel(h);
+}
+
 double run_kernel(const OpPayload& op, bool* illegal_address) {
   CUfunc_st* f = op.func;
   std::vector<uint8_t> params = op.params;  // bodies may scribble on their arguments
@@ -171,9 +185,15 @@ CUfunction simcuda_register_kernel(const simcuda_kernel_desc* desc) {
     f->param_buffer_bytes = std::max(f->param_buffer_bytes, desc->param_offsets[i] + desc->param_sizes[i]);
   }
   CUfunc_st* raw = f.get();
+  raw->kernel.function = raw;
   d.kernels.push_back(std::move(f));
   if (desc->host_stub != nullptr) d.kernel_by_stub[desc->host_stub] = raw;
   return raw;
+}
+
+CUkernel simcuda_kernel_for_stub(const void* host_stub) {
+  CUfunction f = simcuda_function_for_stub(host_stub);
+  return f == nullptr ? nullptr : &f->kernel;
 }
 
 CUfunction simcuda_function_for_stub(const void* host_stub) {

@@ -207,6 +207,9 @@ const ProcEntry kTable[] = {
     EP("cuLaunchKernelEx", 11060, cuLaunchKernelEx, cuLaunchKernelEx_ptsz),
     E("cuFuncGetParamInfo", 12040, cuFuncGetParamInfo),
     E("cuFuncGetName", 12030, cuFuncGetName),
+    E("cuKernelGetParamInfo", 12040, cuKernelGetParamInfo),
+    E("cuKernelGetName", 12030, cuKernelGetName),
+    E("cuKernelGetFunction", 12000, cuKernelGetFunction),
     // modules (PTX text run by registered equivalents: modules.cpp)
     E("cuModuleLoadData", 2000, cuModuleLoadData),
     E("cuModuleGetFunction", 2000, cuModuleGetFunction),
@@ -214,6 +217,7 @@ const ProcEntry kTable[] = {
     // simcuda's extension API
     E("simcuda_register_kernel", 0, simcuda_register_kernel),
     E("simcuda_function_for_stub", 0, simcuda_function_for_stub),
+    E("simcuda_kernel_for_stub", 0, simcuda_kernel_for_stub),
     E("simcuda_access", 0, simcuda_access),
     E("simcuda_register_global", 0, simcuda_register_global),
     E("simcuda_global_for_symbol", 0, simcuda_global_for_symbol),

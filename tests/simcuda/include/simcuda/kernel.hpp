@@ -8,6 +8,7 @@
 // libcuda.so.1 with dlopen + dlsym, so a program needs to link only libcudart. Header-only.
 #pragma once
 
+#include <cstdlib>
 #include <dlfcn.h>
 
 #include <array>
@@ -104,10 +105,35 @@ inline void add_flops(double flops) { api().add_flops(flops); }
 }  // namespace simcuda
 
 #ifdef __CUDA_RUNTIME_API_H__
+// CUDA 13's compiler launch entry points (crt/device_functions.h; exported by libcudart.so.13).
+extern "C" cudaError_t __cudaGetKernel(cudaKernel_t*, const void*);
+extern "C" cudaError_t __cudaLaunchKernel(cudaKernel_t, dim3, dim3, void**, size_t, cudaStream_t);
+extern "C" cudaError_t __cudaLaunchKernel_ptsz(cudaKernel_t, dim3, dim3, void**, size_t, cudaStream_t);
+
 namespace simcuda {
-// Launches the kernel registered for `stub` through cudaLaunchKernel, as nvcc's stubs do.
+// Launches the kernel registered for `stub` as CUDA 13's nvcc-generated code does
+// (crt/host_runtime.h, __cudaLaunch): __cudaGetKernel for the stub's CUkernel, then
+// __cudaLaunchKernel with it, which reaches the driver's cuLaunchKernel with the CUkernel (not
+// cudaLaunchKernel, and not a CUfunction). SIMCUDA_LEGACY_LAUNCH (set): as launch_legacy.
 template <typename... Args, typename... Values>
 cudaError_t launch(void (*stub)(Args...), dim3 grid, dim3 block, cudaStream_t stream, Values... values) {
+  std::tuple<Args...> typed{static_cast<Args>(values)...};
+  std::array<void*, sizeof...(Args)> argv{};
+  std::apply([&](auto&... v) { size_t i = 0; ((argv[i++] = static_cast<void*>(&v)), ...); }, typed);
+  static const bool legacy = std::getenv("SIMCUDA_LEGACY_LAUNCH") != nullptr;  // a program built as launch_legacy
+  if (legacy) return cudaLaunchKernel(reinterpret_cast<const void*>(stub), grid, block, argv.data(), 0, stream);
+  cudaKernel_t k = nullptr;
+  if (const cudaError_t e = __cudaGetKernel(&k, reinterpret_cast<const void*>(stub)); e != cudaSuccess) return e;
+#if defined(__CUDART_API_PER_THREAD_DEFAULT_STREAM)
+  return __cudaLaunchKernel_ptsz(k, grid, block, argv.data(), 0, stream);
+#else
+  return __cudaLaunchKernel(k, grid, block, argv.data(), 0, stream);
+#endif
+}
+// The launch of older toolkits and of nvcc with __NV_LEGACY_LAUNCH, and of code calling the
+// runtime itself: cudaLaunchKernel with the host stub.
+template <typename... Args, typename... Values>
+cudaError_t launch_legacy(void (*stub)(Args...), dim3 grid, dim3 block, cudaStream_t stream, Values... values) {
   std::tuple<Args...> typed{static_cast<Args>(values)...};
   std::array<void*, sizeof...(Args)> argv{};
   std::apply([&](auto&... v) { size_t i = 0; ((argv[i++] = static_cast<void*>(&v)), ...); }, typed);

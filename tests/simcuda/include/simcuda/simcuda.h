@@ -72,6 +72,8 @@ typedef struct simcuda_kernel_desc {
 CUfunction simcuda_register_kernel(const simcuda_kernel_desc* desc);
 /* The CUfunction registered for a host stub, or NULL (what cudaGetFuncBySymbol uses). */
 CUfunction simcuda_function_for_stub(const void* host_stub);
+// The registered kernel's CUkernel (what cudaGetKernel gives for the stub); nullptr if none.
+CUkernel simcuda_kernel_for_stub(const void* host_stub);
 
 enum { SIMCUDA_READ = 1, SIMCUDA_WRITE = 2, SIMCUDA_READ_WRITE = 3 };
 /* Declares that the running kernel touches [ptr, ptr+bytes) with `mode`; returns the host
