@@ -55,6 +55,10 @@ struct State {
 };
 alignas(State) unsigned char g_state_mem[sizeof(State)];
 State* g_state = nullptr;
+// State's two mutexes live here, not on the heap: a forked child makes them afresh in place.
+// Its fork handler must not allocate or free: a lock another thread of the parent held in the
+// allocator at the fork stays held in the child (ASan's allocator hung the child this way).
+alignas(std::mutex) unsigned char g_mutex_mem[2][sizeof(std::mutex)];
 
 State& st() { return *g_state; }
 
@@ -112,8 +116,8 @@ void at_fork_child() {
   s.pool.reset_after_fork();
   timing::reset_after_fork();
   s.drain = nullptr;
-  s.start_mu = new (std::nothrow) std::mutex;
-  s.join_mu = new (std::nothrow) std::mutex;
+  s.start_mu = new (g_mutex_mem[0]) std::mutex;  // the parent's may be held by a thread not here
+  s.join_mu = new (g_mutex_mem[1]) std::mutex;
   g_started.store(false, std::memory_order_release);
   if (s.config.sink == SinkKind::File && !s.config.record_path_has_pid) {
     g_capturing.store(false, std::memory_order_relaxed);
@@ -135,8 +139,8 @@ bool init_from_env() {
   g_state = new (g_state_mem) State();
   State& s = st();
   s.config = Config::from_env();
-  s.start_mu = new std::mutex;
-  s.join_mu = new std::mutex;
+  s.start_mu = new (g_mutex_mem[0]) std::mutex;
+  s.join_mu = new (g_mutex_mem[1]) std::mutex;
   if (s.config.disabled) {
     log(LogLevel::Info, "CAPUCHIN_DISABLE set: pure pass-through");
     return false;

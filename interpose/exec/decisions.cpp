@@ -111,8 +111,10 @@ void DecisionLog::finish() { end_iteration(); }
 
 void DecisionLog::discard_after_fork() {
   if (file_ != nullptr) __fpurge(file_);
-  daemon_lines_.clear();
-  last_ = Last{};
+  // Made afresh over the parent's, whose buffers are left (not freed): a fork handler must not
+  // allocate or free (an allocator lock another thread held at the fork stays held here).
+  new (&daemon_lines_) decltype(daemon_lines_)();
+  new (&last_) Last{};
 }
 
 }  // namespace capuchin::interpose::exec
