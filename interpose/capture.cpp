@@ -582,9 +582,12 @@ const FuncLayout* describe(FuncCache& cache, std::uint64_t key, void* f) {
 const FuncLayout* layout_for_function(CUfunction f) {
   State& s = st();
   const auto key = reinterpret_cast<std::uint64_t>(f);
-  if (const FuncLayout* l = s.cache.lookup(key)) [[likely]] return l;
-  if (f == nullptr) return nullptr;
-  return describe(s.cache, key, f);
+  bool refused = false;
+  if (const FuncLayout* l = s.cache.lookup(key, &refused)) [[likely]] return l;
+  if (f == nullptr || refused) return nullptr;
+  const FuncLayout* l = describe(s.cache, key, f);
+  if (l == nullptr) s.cache.refuse(key);  // its later launches go unscanned without asking again
+  return l;
 }
 
 const FuncLayout* layout_for_stub(const void* stub) {
@@ -595,14 +598,8 @@ const FuncLayout* layout_for_stub(const void* stub) {
   using GetFuncFn = int (*)(CUfunction*, const void*);
   auto get_func = reinterpret_cast<GetFuncFn>(runtime_symbol("cudaGetFuncBySymbol"));
   CUfunction f = nullptr;
-  const FuncLayout* l = nullptr;
-  if (get_func != nullptr && get_func(&f, stub) == 0 && f != nullptr) l = layout_for_function(f);
-  if (l == nullptr) {  // the runtime's CUkernel for the stub (CUDA 12.0), which the cuKernel* queries take
-    using GetKernelFn = int (*)(void**, const void*);
-    auto get_kernel = reinterpret_cast<GetKernelFn>(runtime_symbol("cudaGetKernel"));
-    void* k = nullptr;
-    if (get_kernel != nullptr && get_kernel(&k, stub) == 0 && k != nullptr) l = layout_for_function(static_cast<CUfunction>(k));
-  }
+  if (get_func == nullptr || get_func(&f, stub) != 0 || f == nullptr) return nullptr;
+  const FuncLayout* l = layout_for_function(f);
   if (l != nullptr) s.cache.alias(key, l);
   return l;
 }

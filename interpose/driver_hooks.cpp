@@ -69,7 +69,7 @@ CUresult body_MemAlloc(const Variant& v, CUdeviceptr* dptr, size_t bytes) {
   if (executor_on(scope)) {
     ErrnoKeeper keep;
     CUresult r;
-    if (exec::alloc(dptr, bytes, nullptr, false, false, &r)) return r;
+    if (exec::alloc(dptr, bytes, nullptr, false, false, &r) && !exec::not_yet(r)) return r;
   }
   const CUresult r = REAL(MemAlloc)(dptr, bytes);
   if (r == CUDA_SUCCESS && scope.record()) {
@@ -92,7 +92,7 @@ CUresult body_MemAllocAsync(const Variant& v, CUdeviceptr* dptr, size_t bytes, C
   if (executor_on(scope)) {
     ErrnoKeeper keep;
     CUresult r;
-    if (exec::alloc(dptr, bytes, s, thread_flag(v) != 0, true, &r)) return r;
+    if (exec::alloc(dptr, bytes, s, thread_flag(v) != 0, true, &r) && !exec::not_yet(r)) return r;
   }
   const CUresult r = REAL(MemAllocAsync)(dptr, bytes, s);
   if (r == CUDA_SUCCESS && scope.record()) {
@@ -106,7 +106,7 @@ CUresult body_MemAllocFromPoolAsync(const Variant& v, CUdeviceptr* dptr, size_t 
   if (executor_on(scope)) {
     ErrnoKeeper keep;
     CUresult r;
-    if (exec::alloc(dptr, bytes, s, thread_flag(v) != 0, true, &r)) return r;
+    if (exec::alloc(dptr, bytes, s, thread_flag(v) != 0, true, &r) && !exec::not_yet(r)) return r;
   }
   const CUresult r = REAL(MemAllocFromPoolAsync)(dptr, bytes, pool, s);
   if (r == CUDA_SUCCESS && scope.record()) {

@@ -5,7 +5,8 @@
 // (bump allocation in arenas mapped at init, one CAS to claim a table slot, one release
 // store to publish). Nothing is ever removed or freed, so a published FuncLayout and its
 // name stay valid for the life of the process. When the arenas or the table are full,
-// insert() returns nullptr and the caller counts the launch as unscanned.
+// insert() returns nullptr and the caller counts the launch as unscanned. A key the driver gave
+// no layout for is remembered too (refuse), so its launches do not ask the driver again.
 //
 // A layout is stored as a scan plan: for each parameter of at least 8 bytes, one run
 // (parameter index, byte offset inside that parameter's value of its first word that is
@@ -51,12 +52,18 @@ class FuncCache {
   bool init();  // maps the arenas (cold path)
   bool ready() const { return table_ != nullptr; }
 
-  const FuncLayout* lookup(std::uint64_t key) const {
+  // The layout published under `key`; nullptr when there is none yet, or (*refused set) when
+  // the key was refused.
+  const FuncLayout* lookup(std::uint64_t key, bool* refused = nullptr) const {
     std::uint32_t h = hash(key);
     for (std::uint32_t probe = 0; probe < kMaxProbe; ++probe, h = (h + 1) & (kTableSize - 1)) {
       const std::uint64_t k = table_[h].key.load(std::memory_order_acquire);
       if (k == key) {
         const std::uint32_t v = table_[h].value.load(std::memory_order_acquire);
+        if (v == kRefused) [[unlikely]] {
+          if (refused != nullptr) *refused = true;
+          return nullptr;
+        }
         return v == 0 ? nullptr : &layouts_[v - 1];
       }
       if (k == 0) return nullptr;
@@ -68,6 +75,10 @@ class FuncCache {
                            std::uint32_t nparams, const char* name);
   // Publishes an existing layout under another key (a host stub aliasing its CUfunction).
   bool alias(std::uint64_t key, const FuncLayout* layout);
+  // Remembers that `key` has no layout (the driver gave none): lookup says so from now on.
+  void refuse(std::uint64_t key) {
+    if (table_ != nullptr) (void)publish(key, kRefused);
+  }
 
   const ScanRun* runs(const FuncLayout& l) const { return runs_ + l.runs_first; }
   std::uint32_t index_of(const FuncLayout* l) const { return static_cast<std::uint32_t>(l - layouts_); }
@@ -77,6 +88,7 @@ class FuncCache {
 
  private:
   static constexpr std::uint32_t kMaxProbe = 64;
+  static constexpr std::uint32_t kRefused = ~0u;  // a value no layout index + 1 reaches (kMaxLayouts)
   struct Slot {
     std::atomic<std::uint64_t> key{0};
     std::atomic<std::uint32_t> value{0};  // layout index + 1; 0 while unpublished

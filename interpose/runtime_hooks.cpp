@@ -74,12 +74,12 @@ bool executor_alloc(void** p, size_t n, cudaStream_t s, bool pt, bool async, cud
   for (int attempt = 0; attempt < 2; ++attempt) {
     exec::note_alloc_caller(caller);
     if (!exec::alloc(&d, n, s, pt, async, &r)) return false;
-    if (r != CUDA_ERROR_INVALID_CONTEXT && r != CUDA_ERROR_NOT_INITIALIZED) break;
+    if (!exec::not_yet(r)) break;
     static std::atomic<void*> slot{nullptr};
     auto init = runtime_real<cudaError_t (*)(void*)>(slot, "cudaFree");
     if (init == nullptr || init(nullptr) != cudaSuccess) return false;
   }
-  if (r == CUDA_ERROR_INVALID_CONTEXT || r == CUDA_ERROR_NOT_INITIALIZED) return false;
+  if (exec::not_yet(r)) return false;
   if (r == CUDA_SUCCESS) *p = reinterpret_cast<void*>(d);
   *out = rt_error(r);
   return true;

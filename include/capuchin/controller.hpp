@@ -75,7 +75,6 @@ struct Step {
   bool locked = false;     // the iteration was learned at this event
   bool relearn = false;    // this event did not match the learned iteration: learning again
   bool adopted = false;    // a new plan is followed from this event on
-  Event expected;          // relearn: the event one iteration earlier, which this one did not match
 };
 
 // A plan request: the SegmentJob is complete but for what only the owner knows (names,
@@ -119,6 +118,8 @@ class Controller {
   void offer(std::uint64_t serial, std::shared_ptr<const plan::SegmentPlan> p);
 
   bool locked() const { return locked_; }
+  // At the last relearn: the event one iteration earlier, which the event then did not match.
+  const Event& mismatched() const { return mismatched_; }
   bool following() const { return plan_ != nullptr; }
   std::uint32_t period() const { return locked_ ? static_cast<std::uint32_t>(pattern_.size()) : 0; }
   std::uint32_t position() const { return pos_; }
@@ -168,6 +169,7 @@ class Controller {
   std::uint64_t answered_ = 0;              // the last request answered: a second answer refines it
   bool late_since_plan_ = false, invalidated_ = false, failed_ = false;
   bool for_late_only_ = false;  // the pending request was made for late swap-ins alone
+  Event mismatched_;            // see mismatched()
   std::unordered_map<std::uint64_t, plan::LateArrival> awaited_;  // id -> its place and access (late_s 0)
   std::vector<plan::LateArrival> feedback_;                       // accumulated while the iteration holds
 };

@@ -83,9 +83,9 @@ bool other_device_current(const Executor& e) {
 // The executor serves the device it started on: its budget is that device's, and its
 // streams, managed prefetches and VMM chunks are there. An allocation made while another
 // device is current (cudaSetDevice) is passed through untouched; said once in the log.
-bool on_executor_device(Executor& e, std::size_t bytes) {
-  int dev = 0;
-  if (!current_device(e, &dev)) {  // when in doubt, the driver's; counted and said once
+// `dev`: the current device, nullptr when the driver cannot say.
+bool on_executor_device(Executor& e, std::size_t bytes, const int* dev) {
+  if (dev == nullptr) {  // when in doubt, the driver's; counted and said once
     if (!e.device_unknown_noted) {
       e.device_unknown_noted = true;
       log(LogLevel::Warn, "executor: the driver cannot say which device is current (cuCtxGetDevice fails); such "
@@ -94,11 +94,11 @@ bool on_executor_device(Executor& e, std::size_t bytes) {
     e.decisions.record(Action::Fallback, kNoBlockId, bytes, "device-unknown", -1, "no current device: the driver's");
     return false;
   }
-  if (dev == e.moves.device) return true;
+  if (*dev == e.moves.device) return true;
   if (!e.other_device_noted) {
     e.other_device_noted = true;
     log(LogLevel::Info, "executor: serves device %d only; allocations on device %d are passed through unmanaged",
-        e.moves.device, dev);
+        e.moves.device, *dev);
   }
   e.decisions.record(Action::Fallback, kNoBlockId, bytes, "other-device", -1, "allocated on another device: the driver's");
   return false;
@@ -123,15 +123,16 @@ bool alloc(CUdeviceptr* out, std::size_t bytes, CUstream s, bool per_thread, boo
     return false;
   }
   // A thread with no context yet (its first CUDA call allocates: PyTorch's autograd thread):
-  // the runtime hook makes the runtime bind one, as the real call would, and asks again; a
-  // driver call gets the driver's own answer to an allocation without a context.
+  // "not yet possible", as before the start: the runtime hook makes the runtime bind one, as
+  // the real call would, and asks again; a driver hook lets the driver answer (not_yet()).
   int dev = 0;
   CUresult no_device = CUDA_SUCCESS;
-  if (!current_device(e, &dev, &no_device) && no_device == CUDA_ERROR_INVALID_CONTEXT) {
+  const bool known = current_device(e, &dev, &no_device);
+  if (!known && no_device == CUDA_ERROR_INVALID_CONTEXT) {
     *r = no_device;
     return true;
   }
-  if (!on_executor_device(e, bytes)) return false;
+  if (!on_executor_device(e, bytes, known ? &dev : nullptr)) return false;
   if (!e.opt.serve_libraries && in_cuda_library(e, caller)) {
     e.decisions.record(Action::Fallback, kNoBlockId, bytes, "library-allocation",
                        -1, "a CUDA library's own memory: left to the driver (CAPUCHIN_SERVE=all serves it)");

@@ -352,7 +352,7 @@ policy::Step Executor::feed(const policy::Event& ev, std::span<const std::uint64
   cmds.clear();
   const std::uint32_t pos = planning.controller().position(), period = planning.controller().period();
   const policy::Step st = planning.feed(ev, ids, cmds, ledger.budget);
-  if (st.relearn) log_relearn(pos, period, st.expected, ev);
+  if (st.relearn) log_relearn(pos, period, planning.controller().mismatched(), ev);
   if (st.locked)
     log(LogLevel::Info, "executor: learned an iteration of %u events (event %" PRIu64 ")", planning.controller().period(),
         planning.controller().tick());

@@ -54,6 +54,11 @@ bool counters(proto::ExecStats& out);
 // Allocation hooks. true: the executor handled the call and *r is its result; false: the hook
 // forwards to the real call (not ours, or a fallback).
 bool alloc(CUdeviceptr* out, std::size_t bytes, CUstream s, bool per_thread, bool stream_ordered, CUresult* r);
+// An alloc() result meaning "not yet possible": no context on the calling thread, or the driver
+// not loaded. The runtime hook makes the runtime initialise and asks again; a driver hook
+// forwards the call, so the driver gives its own answer (cuMemAllocAsync on an explicit stream
+// needs no current context: cuda.h).
+inline bool not_yet(CUresult r) { return r == CUDA_ERROR_INVALID_CONTEXT || r == CUDA_ERROR_NOT_INITIALIZED; }
 bool free(CUdeviceptr p, CUstream s, bool per_thread, bool stream_ordered, CUresult* r);
 // Before an IPC handle or the allocation handle of memory at `p` is handed out
 // (cudaIpcGetMemHandle, cuIpcGetMemHandle, cuMemRetainAllocationHandle: another process, or NCCL

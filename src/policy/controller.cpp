@@ -49,7 +49,7 @@ Step Controller::on_event(const Event& e, std::span<const std::uint64_t> ids, st
   if (locked_) {
     if (pos_ == pattern_.size()) boundary(st);
     if (pattern_[pos_] != e.sig) {
-      if (hist_.size() >= pattern_.size()) st.expected = hist_[hist_.size() - pattern_.size()].e;
+      if (hist_.size() >= pattern_.size()) mismatched_ = hist_[hist_.size() - pattern_.size()].e;
       relearn(st);
     }
   }

@@ -53,6 +53,24 @@ TEST(FuncCache, ScanPlanCoversEveryAlignedWordOfWideParameters) {
   EXPECT_EQ(cache.at(cache.index_of(l)), l);
 }
 
+// A handle the driver gave no layout for is remembered, so its launches do not query the
+// driver again; it is told apart from one not looked up yet.
+TEST(FuncCache, ARefusedKeyIsRememberedApartFromAnUnknownOne) {
+  ci::FuncCache cache;
+  ASSERT_TRUE(cache.init());
+  bool refused = false;
+  EXPECT_EQ(cache.lookup(0x77, &refused), nullptr);
+  EXPECT_FALSE(refused);
+  cache.refuse(0x77);
+  EXPECT_EQ(cache.lookup(0x77, &refused), nullptr);
+  EXPECT_TRUE(refused);
+  const ci::ParamSpec specs[] = {{0, 8}};
+  (void)cache.insert(0x77, 0x77, specs, 1, "late");  // published first, the refusal stands
+  refused = false;
+  EXPECT_EQ(cache.lookup(0x77, &refused), nullptr);
+  EXPECT_TRUE(refused);
+}
+
 TEST(FuncCache, ConcurrentInsertsOfTheSameKeyAgree) {
   ci::FuncCache cache;
   ASSERT_TRUE(cache.init());

@@ -113,7 +113,7 @@ class Stream {
     if (s.adopted) ++adoptions;
     if (s.relearn) {
       ++relearns;
-      last_mismatch = std::make_pair(s.expected, e);
+      last_mismatch = std::make_pair(c_.mismatched(), e);
     }
     return s;
   }
