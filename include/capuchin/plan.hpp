@@ -78,6 +78,11 @@ struct PlanOptions {
   // latency and saves next to nothing (on h200, 163 of resnet18's 213 swaps per iteration were
   // under 12 us, 1.6 ms of the link's time). 0 (the paper): any size.
   double min_swap_efficiency = 0.5;
+  // The link's time priced, in seconds of compute per second of copy (0: free, the paper's
+  // view). A swap then costs its lateness plus this share of its two copies, so where the link
+  // is the bottleneck (every hidden swap takes copy time a later swap needed) a recomputation
+  // cheaper than that is chosen first, in both phases. choose_plan tries several prices.
+  double link_price = 0;
 };
 
 struct Plan {

@@ -134,6 +134,13 @@ class Planner {
     }
   }
   bool conflicts(std::uint32_t tensor, const Off& o) const;
+  // What a swap's use of the link is charged (PlanOptions::link_price): both its copies.
+  double link_cost(std::uint64_t bytes) const { return opt_.link_price * 2 * copy_time(bytes); }
+  // Phase 1 under a priced link: is recomputing c cheaper than swapping it even when hidden?
+  bool priced_recompute_wins(const Candidate& c) {
+    double rc = 0;
+    return opt_.link_price > 0 && opt_.allow_recompute && try_recompute(c, false, &rc) && rc < link_cost(c.bytes);
+  }
   // A swap of c placed on the engines: its saving, in-trigger, lateness. false: no saving.
   struct SwapPlace {
     double out_start, in_start, late;
@@ -434,6 +441,7 @@ Plan Planner::run() {
       if (!c.swap_ok) continue;
       SwapPlace sp;
       if (!place_swap(c, sp) || sp.late > 0 || !over(sp.off) || conflicts(c.tensor, sp.off)) continue;
+      if (priced_recompute_wins(c)) continue;  // left to phase 2, which weighs both
       accept_swap(c, sp, c.b < c.a ? Reason::CrossIteration : Reason::FreeTime);
       c.done = true;
     }
@@ -456,7 +464,7 @@ Plan Planner::run() {
     }
     SwapPlace sp;
     if (opt_.allow_swap && c.swap_ok && place_swap(c, sp) && over(sp.off) && !conflicts(c.tensor, sp.off)) {
-      const double per_byte = sp.late / static_cast<double>(c.bytes);
+      const double per_byte = (sp.late + link_cost(c.bytes)) / static_cast<double>(c.bytes);
       if (!ok || per_byte < o.per_byte) o = {per_byte, true, sp};
       ok = true;
     }

@@ -17,6 +17,7 @@
 #include "capuchin/sim.hpp"
 #include "capuchin/trace.hpp"
 #include "capuchin/trace_model.hpp"
+#include "plan_refine.hpp"
 
 namespace capuchin::plan {
 
@@ -39,6 +40,11 @@ constexpr std::uint32_t kStallRounds = 24;  // waits added, at most, per margin
 constexpr double kMinStallS = 5e-6;         // the least wait added at a time
 constexpr std::uint32_t kLateRounds = 6;    // plannings with waits for late swap-ins
 constexpr double kPreferPlan = 0.02;        // no plan must replay this much faster to be kept
+// The link price of the recomputation-first candidates (PlanOptions::link_price): a second of
+// copy costs a second of compute. The figures barely depend on it (0.25 to 4 gave the same
+// ratios within 0.6% on the shared traces, h200 at 0.5): what matters is that hidden swaps
+// no longer take the link from tensors that only a swap can move.
+constexpr double kLinkPrice = 1.0;
 
 // Candidates with planned stalls, from `first` (planned without): while the plan leaves a
 // position u over the target, a wait long enough for the link to move half or all of the
@@ -119,11 +125,15 @@ void search_lateness(const sim::PreparedTrace& prep, const learn::Pattern& patte
 // through the simulator (replay_plan) and the fastest is kept, since the planner's
 // ideal-timeline model cannot see what a plan's stalls do to the moves after them:
 //   - for margins of 3% and 10%: the plan, the plan without recomputation (when it is
-//     allowed: recomputing with inputs that must come back can cost more than swapping), and
-//     the plan made as the paper did (no cross-iteration swaps of persistent tensors, one pass);
+//     allowed: recomputing with inputs that must come back can cost more than swapping), the
+//     plan made as the paper did (no cross-iteration swaps of persistent tensors, one pass),
+//     and the plan with the link's time priced (kLinkPrice: recomputation first where it is
+//     cheaper than the copies a swap would take from a saturated link);
 //   - from those, planned stalls: the waits search_stalls tries (from the first two, where they do
 //     not fit) and those late swap-ins ask for (search_lateness, from each);
 //   - no plan at all (the pressure rules alone).
+// The fastest plan's in-triggers are then moved earlier where its replay gets faster
+// (refine_prefetches).
 Plan choose_plan(const sim::PreparedTrace& prep, const learn::Pattern& pattern, PlanOptions opt, bool paper, bool keep_plan) {
   if (paper || keep_plan) {  // one plan, no replays
     if (paper) opt.min_swap_efficiency = 0;
@@ -153,9 +163,13 @@ Plan choose_plan(const sim::PreparedTrace& prep, const learn::Pattern& pattern, 
   // ran 4.85x (uvm) and 3.87x (pinned) its unconstrained time following the plan of least
   // planned peak, 3.86x and 2.70x with the pressure rules alone.
   for (const double margin : {0.03, 0.10}) {
-    for (int variant = 0; variant < 3; ++variant) {
+    for (int variant = 0; variant < 4; ++variant) {
       opt = base;
       opt.margin = margin;
+      if (variant == 3) {
+        if (!base.allow_recompute) continue;
+        opt.link_price = kLinkPrice;
+      }
       if (variant == 1) {
         if (!base.allow_recompute) continue;
         opt.allow_recompute = false;
@@ -171,6 +185,7 @@ Plan choose_plan(const sim::PreparedTrace& prep, const learn::Pattern& pattern, 
       search_lateness(prep, pattern, opt, q, consider);
     }
   }
+  if (std::isfinite(best.replay_s)) best = refine_prefetches(prep, pattern, std::move(best), base.budget_bytes, !best.no_drops);
   Plan passive;  // no decisions: what the pressure rules do alone
   passive.budget_bytes = base.budget_bytes;
   passive.natural_peak_bytes = passive.planned_peak_bytes = best.natural_peak_bytes;
