@@ -9,6 +9,7 @@
 // A plan that cannot reach the budget says so (fits = false, where) instead of pretending.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <map>
 #include <string>
@@ -109,6 +110,23 @@ Plan make_plan(const sim::PreparedTrace& p, const learn::Pattern& pattern, const
 // planner compares candidate plans by (plan_segment); each replay is one simulated iteration.
 double replay_plan(const sim::PreparedTrace& p, const learn::Pattern& pattern, const Plan& plan, std::uint64_t budget,
                    bool allow_recompute);
+
+// A chosen plan improved by its replay (anytime refinement). The planner places each swap-in
+// on its ideal timeline; where the replayed iteration stalls (the link is busier than that
+// timeline assumed, or a planned wait moved what follows it), an earlier in-trigger can hide
+// a swap-in that arrives late. For each planned prefetch, in-triggers 32, 8, 2 and 1 positions
+// earlier are tried (never before the tensor's own swap-out), a move is kept when the replay
+// of the whole iteration gets faster, and rounds repeat while one keeps a move.
+// Contract: `plan.replay_s` is its replay at `budget` with `allow_recompute` (finite; else the
+// plan is returned as it is); deterministic, bounded by replays and replayed events, never by
+// wall time; the plan returned replays no slower (its replay_s updated), decisions sorted by
+// `at`; only prefetch positions move: what is swapped or recomputed, and where, stays.
+struct RefineLimits {
+  std::size_t max_replays = 2000;
+  std::size_t max_replayed_events = 4'000'000;  // a 50k-event iteration gets 80 replays
+};
+Plan refine_prefetches(const sim::PreparedTrace& p, const learn::Pattern& pattern, Plan plan, std::uint64_t budget,
+                       bool allow_recompute, const RefineLimits& limits = {});
 
 std::string plan_to_json(const Plan& plan, const learn::Pattern& pattern, const trace::Trace& t);
 

@@ -1,5 +1,6 @@
-// plan_refine.cpp: earlier in-triggers where the replay says they pay (see plan_refine.hpp).
-#include "plan_refine.hpp"
+// plan_refine.cpp: refine_prefetches (see plan.hpp): earlier in-triggers where the replay of
+// the iteration says they pay.
+#include "capuchin/plan.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -34,7 +35,7 @@ Plan refine_prefetches(const sim::PreparedTrace& prep, const learn::Pattern& pat
       const Decision d = plan.decisions[k];  // a copy: plan is replaced when a move is kept
       if (d.act != Act::Prefetch) continue;
       const std::uint32_t lo = earliest_trigger(plan, k);
-      for (const std::uint32_t shift : {32u, 8u, 2u}) {
+      for (const std::uint32_t shift : {32u, 8u, 2u, 1u}) {
         if (d.at < lo + shift || replays >= max_replays) continue;
         Plan q = plan;
         q.decisions[k].at = d.at - shift;

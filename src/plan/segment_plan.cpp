@@ -17,7 +17,6 @@
 #include "capuchin/sim.hpp"
 #include "capuchin/trace.hpp"
 #include "capuchin/trace_model.hpp"
-#include "plan_refine.hpp"
 
 namespace capuchin::plan {
 
