@@ -82,7 +82,7 @@ struct PlanOptions {
   // The link's time priced, in seconds of compute per second of copy (0: free, the paper's
   // view). A swap then costs its lateness plus this share of its two copies, so where the link
   // is the bottleneck (every hidden swap takes copy time a later swap needed) a recomputation
-  // cheaper than that is chosen first, in both phases. choose_plan tries several prices.
+  // cheaper than that is chosen first, in both phases. choose_plan tries 0 and 1 (kLinkPrice).
   double link_price = 0;
 };
 
@@ -120,10 +120,12 @@ double replay_plan(const sim::PreparedTrace& p, const learn::Pattern& pattern, c
 // Contract: `plan.replay_s` is its replay at `budget` with `allow_recompute` (finite; else the
 // plan is returned as it is); deterministic, bounded by replays and replayed events, never by
 // wall time; the plan returned replays no slower (its replay_s updated), decisions sorted by
-// `at`; only prefetch positions move: what is swapped or recomputed, and where, stays.
+// `at`; only prefetch positions move: what is swapped or recomputed, and where, stays. The
+// planner's own estimates (planned_peak_bytes, fits, expected_overhead_s, a moved prefetch's
+// cost_s) still describe its placement before the moves: replay_s is the refined plan's figure.
 struct RefineLimits {
   std::size_t max_replays = 2000;
-  std::size_t max_replayed_events = 4'000'000;  // a 50k-event iteration gets 80 replays
+  std::size_t max_replayed_events = 4'000'000;  // a 50k-event iteration: 80 replays
 };
 Plan refine_prefetches(const sim::PreparedTrace& p, const learn::Pattern& pattern, Plan plan, std::uint64_t budget,
                        bool allow_recompute, const RefineLimits& limits = {});

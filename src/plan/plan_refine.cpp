@@ -4,20 +4,33 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
+#include <map>
+#include <vector>
 
 namespace capuchin::plan {
 
 namespace {
 
-// The earliest position a prefetch of decision k may move to: after the latest swap-out of
-// the same tensor planned before it (a cross-iteration swap-in, planned before its swap-out
-// in the pattern, may move to the iteration's start).
-std::uint32_t earliest_trigger(const Plan& plan, std::size_t k) {
-  const Decision& d = plan.decisions[k];
-  std::uint32_t lo = 0;
+// For each prefetch decision, the earliest position it may move to: after the latest swap-out
+// (evict or drop) of the same tensor planned before it; a cross-iteration swap-in, planned
+// before its swap-out in the pattern, may move to the iteration's start. Swap-outs never move
+// and a prefetch never moves below its floor, so the floors hold for the whole refinement
+// (computed once: a scan per prefetch per round was O(decisions^2) each round).
+std::vector<std::uint32_t> prefetch_floors(const Plan& plan) {
+  std::map<TensorRef, std::vector<std::uint32_t>> outs;
   for (const Decision& e : plan.decisions)
-    if ((e.act == Act::Evict || e.act == Act::Drop) && e.tensor == d.tensor && e.at < d.at) lo = std::max(lo, e.at + 1);
-  return lo;
+    if (e.act == Act::Evict || e.act == Act::Drop) outs[e.tensor].push_back(e.at);
+  for (auto& [ref, v] : outs) std::sort(v.begin(), v.end());
+  std::vector<std::uint32_t> floor(plan.decisions.size(), 0);
+  for (std::size_t k = 0; k < plan.decisions.size(); ++k) {
+    const Decision& d = plan.decisions[k];
+    auto it = outs.find(d.tensor);
+    if (d.act != Act::Prefetch || it == outs.end()) continue;
+    auto below = std::lower_bound(it->second.begin(), it->second.end(), d.at);  // first >= d.at
+    if (below != it->second.begin()) floor[k] = *std::prev(below) + 1;
+  }
+  return floor;
 }
 
 }  // namespace
@@ -28,15 +41,17 @@ Plan refine_prefetches(const sim::PreparedTrace& prep, const learn::Pattern& pat
   const std::size_t per_replay = pattern.events.size();
   const std::size_t max_replays = std::min(limits.max_replays, limits.max_replayed_events / per_replay);
   constexpr double kGain = 1e-4;  // a move is kept when the iteration replays this much faster
+  const std::vector<std::uint32_t> floor = prefetch_floors(plan);
   std::size_t replays = 0;
+  // Decisions keep their indices (and leave `at` order) while moves are tried: the replay
+  // orders its steps by event itself. They are sorted again at the end.
   for (bool improved = true; improved && replays < max_replays;) {
     improved = false;
     for (std::size_t k = 0; k < plan.decisions.size() && replays < max_replays; ++k) {
       const Decision d = plan.decisions[k];  // a copy: plan is replaced when a move is kept
       if (d.act != Act::Prefetch) continue;
-      const std::uint32_t lo = earliest_trigger(plan, k);
       for (const std::uint32_t shift : {32u, 8u, 2u, 1u}) {
-        if (d.at < lo + shift || replays >= max_replays) continue;
+        if (d.at < floor[k] + shift || replays >= max_replays) continue;
         Plan q = plan;
         q.decisions[k].at = d.at - shift;
         ++replays;

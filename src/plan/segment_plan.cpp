@@ -134,6 +134,12 @@ void search_lateness(const sim::PreparedTrace& prep, const learn::Pattern& patte
 //   - no plan at all (the pressure rules alone).
 // The kRefined fastest plans' in-triggers are then moved earlier where their replays get
 // faster (refine_prefetches), and the fastest of those is kept.
+bool same_decisions(const std::vector<Decision>& a, const std::vector<Decision>& b) {
+  return std::equal(a.begin(), a.end(), b.begin(), b.end(), [](const Decision& x, const Decision& y) {
+    return x.at == y.at && x.act == y.act && x.tensor == y.tensor && x.access == y.access;
+  });
+}
+
 Plan choose_plan(const sim::PreparedTrace& prep, const learn::Pattern& pattern, PlanOptions opt, bool paper, bool keep_plan) {
   if (paper || keep_plan) {  // one plan, no replays
     if (paper) opt.min_swap_efficiency = 0;
@@ -154,6 +160,8 @@ Plan choose_plan(const sim::PreparedTrace& prep, const learn::Pattern& pattern, 
     natural_peak = q.natural_peak_bytes;
     const double s = replay_plan(prep, pattern, q, o.budget_bytes, o.allow_recompute);
     if (!std::isfinite(s)) return;
+    // Plans that replay in the same time are taken for one (most are: a search's variants
+    // that change nothing the replay sees); the first one stays.
     auto same = [&](const Plan& x) { return std::abs(x.replay_s - s) <= 1e-12 * s; };
     if (std::any_of(top.begin(), top.end(), same)) return;
     if (top.size() == kRefined && !(s < top.back().replay_s)) return;
@@ -170,6 +178,7 @@ Plan choose_plan(const sim::PreparedTrace& prep, const learn::Pattern& pattern, 
   // ran 4.85x (uvm) and 3.87x (pinned) its unconstrained time following the plan of least
   // planned peak, 3.86x and 2.70x with the pressure rules alone.
   for (const double margin : {0.03, 0.10}) {
+    std::vector<Decision> unpriced;  // variant 0's, at this margin
     for (int variant = 0; variant < 4; ++variant) {
       opt = base;
       opt.margin = margin;
@@ -187,6 +196,10 @@ Plan choose_plan(const sim::PreparedTrace& prep, const learn::Pattern& pattern, 
       }
       const Plan q = make_plan(prep, pattern, opt);
       if (q.decisions.empty() && q.natural_peak_bytes <= opt.budget_bytes) return q;  // fits as it is
+      if (variant == 0) unpriced = q.decisions;
+      // Priced, the same decisions as unpriced (nothing cheap enough to recompute): its
+      // searches would only repeat variant 0's.
+      if (variant == 3 && same_decisions(q.decisions, unpriced)) continue;
       consider(q, opt);
       if (variant != 2 && !q.fits) search_stalls(prep, pattern, opt, q, consider);
       search_lateness(prep, pattern, opt, q, consider);
@@ -194,8 +207,8 @@ Plan choose_plan(const sim::PreparedTrace& prep, const learn::Pattern& pattern, 
   }
   Plan best;
   best.replay_s = std::numeric_limits<double>::infinity();
-  RefineLimits limits;
-  limits.max_replayed_events /= kRefined;
+  RefineLimits limits;  // each candidate its replays, all of them the replayed events
+  limits.max_replayed_events /= std::max<std::size_t>(1, top.size());
   for (Plan& q : top) {
     const bool allow_recompute = !q.no_drops;
     Plan r = refine_prefetches(prep, pattern, std::move(q), base.budget_bytes, allow_recompute, limits);
