@@ -101,6 +101,7 @@ struct Plan {
   double replay_s = 0;   // its iteration in the simulator (replay_plan), when a planner compared candidates
   bool passive = false;  // the chosen candidate was no plan: the pressure rules alone replayed faster
   bool no_drops = false;  // made and replayed without recomputation (the pressure rules must not drop either)
+  std::uint32_t refined_moves = 0;  // in-triggers refine_prefetches moved (0: as chosen)
 };
 
 Plan make_plan(const sim::PreparedTrace& p, const learn::Pattern& pattern, const PlanOptions& opt);

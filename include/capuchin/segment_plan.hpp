@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -60,6 +61,7 @@ struct SegmentPlan {
   double replay_s = 0;                 // its iteration as the simulator replays it (0: not replayed)
   bool passive = false;                // no decisions because the pressure rules alone replayed faster
   bool no_drops = false;               // made and replayed without recomputation: pressure swaps only
+  std::uint32_t refined_moves = 0;     // in-triggers moved by the replay's refinement (0: as chosen)
   std::uint64_t budget = 0;            // the budget it was made for
   std::uint64_t natural_peak = 0, planned_peak = 0;
   std::string summary;                 // one line for logs
@@ -105,6 +107,12 @@ struct SegmentJob {
   std::string gpu = "h100";    // GPU profile when not simcuda (capuchin sim --list-gpus)
   std::string dump_dir;        // if set: the segment trace and the plan are written there
   std::vector<LateArrival> late;  // feedback from iterations like this one
+  // Anytime: called, on the planning thread, with the replay-chosen plan before its in-triggers
+  // are refined (plan::refine_prefetches: up to thousands of replays), so that a caller can
+  // follow it while the refinement runs; plan_segment then returns the refined plan
+  // (refined_moves == 0: the same plan). Not called for quick, keep_plan or paper jobs, nor
+  // where no plan was replayed. Not sent to capuchind.
+  std::function<void(const SegmentPlan&)> on_chosen;
 };
 
 // The cost model a plan is made on when the caller has its own (the simulator: its profile

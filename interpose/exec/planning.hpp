@@ -95,6 +95,8 @@ class Planning {
 
  private:
   std::shared_ptr<const plan::SegmentPlan> answer(std::uint64_t serial, const plan::SegmentJob& j);  // the planner thread's
+  // Posts an answer to request `serial` (a plan, or none) and logs it after `what`.
+  void post(std::uint64_t serial, std::shared_ptr<const plan::SegmentPlan> p, const char* what);
   struct Answer {
     std::uint64_t serial = 0;
     std::shared_ptr<const plan::SegmentPlan> plan;

@@ -58,6 +58,7 @@ Plan refine_prefetches(const sim::PreparedTrace& prep, const learn::Pattern& pat
         const double s = replay_plan(prep, pattern, q, budget, allow_recompute);
         if (!(s < plan.replay_s * (1 - kGain))) continue;
         q.replay_s = s;
+        ++q.refined_moves;
         plan = std::move(q);
         improved = true;
         break;

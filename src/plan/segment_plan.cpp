@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <functional>
 #include <limits>
 #include <optional>
 #include <unordered_map>
@@ -40,6 +41,12 @@ constexpr double kMinStallS = 5e-6;         // the least wait added at a time
 constexpr std::uint32_t kLateRounds = 6;    // plannings with waits for late swap-ins
 constexpr double kPreferPlan = 0.02;        // no plan must replay this much faster to be kept
 constexpr std::size_t kRefined = 3;         // candidates refined (refine_prefetches)
+// A plan that recomputes must replay this much faster than the best one that does not: the
+// executor's recomputation runs slower than the replay charges it (on simcuda, resnet18 at 0.5
+// of its peak: a plan with 34 recomputations replayed 32.3 ms and ran about 60 ms per iteration,
+// the swap-only plan replayed 30.4 ms and ran 34.7), and its recomputation trial takes several
+// iterations to turn recomputation off.
+constexpr double kPreferSwaps = 0.05;
 // The link price of the recomputation-first candidates (PlanOptions::link_price): a second of
 // copy costs a second of compute. The figures barely depend on it (0.25 to 4 gave the same
 // ratios within 0.6% on the shared traces, h200 at 0.5): what matters is that hidden swaps
@@ -133,14 +140,16 @@ void search_lateness(const sim::PreparedTrace& prep, const learn::Pattern& patte
 //     not fit) and those late swap-ins ask for (search_lateness, from each);
 //   - no plan at all (the pressure rules alone).
 // The kRefined fastest plans' in-triggers are then moved earlier where their replays get
-// faster (refine_prefetches), and the fastest of those is kept.
+// faster (refine_prefetches), and the fastest of those is kept; on_chosen (if set) gets the
+// choice made before that refinement.
 bool same_decisions(const std::vector<Decision>& a, const std::vector<Decision>& b) {
   return std::equal(a.begin(), a.end(), b.begin(), b.end(), [](const Decision& x, const Decision& y) {
     return x.at == y.at && x.act == y.act && x.tensor == y.tensor && x.access == y.access;
   });
 }
 
-Plan choose_plan(const sim::PreparedTrace& prep, const learn::Pattern& pattern, PlanOptions opt, bool paper, bool keep_plan) {
+Plan choose_plan(const sim::PreparedTrace& prep, const learn::Pattern& pattern, PlanOptions opt, bool paper, bool keep_plan,
+                 const std::function<void(const Plan&)>& on_chosen) {
   if (paper || keep_plan) {  // one plan, no replays
     if (paper) opt.min_swap_efficiency = 0;
     Plan p = make_plan(prep, pattern, opt);
@@ -153,23 +162,28 @@ Plan choose_plan(const sim::PreparedTrace& prep, const learn::Pattern& pattern, 
   }
   const auto wall0 = std::chrono::steady_clock::now();
   // The fastest few candidates (distinct replay times), each refined below: a candidate whose
-  // replay stalls once on a late swap-in can beat the fastest one when that swap-in moves.
-  std::vector<Plan> top;
+  // replay stalls once on a late swap-in can beat the fastest one when that swap-in moves. The
+  // fastest that recomputes nothing is kept apart as well (kPreferSwaps).
+  std::vector<Plan> top, swaps_only;
   std::uint64_t natural_peak = 0;
+  auto keep = [](std::vector<Plan>& list, std::size_t most, const Plan& q, double s, bool no_drops) {
+    // Plans that replay in the same time are taken for one (most are: a search's variants
+    // that change nothing the replay sees); the first one stays.
+    auto same = [&](const Plan& x) { return std::abs(x.replay_s - s) <= 1e-12 * s; };
+    if (std::any_of(list.begin(), list.end(), same)) return;
+    if (list.size() == most && !(s < list.back().replay_s)) return;
+    Plan kept = q;
+    kept.replay_s = s;
+    kept.no_drops = no_drops;
+    list.insert(std::upper_bound(list.begin(), list.end(), s, [](double v, const Plan& x) { return v < x.replay_s; }), std::move(kept));
+    if (list.size() > most) list.pop_back();
+  };
   auto consider = [&](const Plan& q, const PlanOptions& o) {
     natural_peak = q.natural_peak_bytes;
     const double s = replay_plan(prep, pattern, q, o.budget_bytes, o.allow_recompute);
     if (!std::isfinite(s)) return;
-    // Plans that replay in the same time are taken for one (most are: a search's variants
-    // that change nothing the replay sees); the first one stays.
-    auto same = [&](const Plan& x) { return std::abs(x.replay_s - s) <= 1e-12 * s; };
-    if (std::any_of(top.begin(), top.end(), same)) return;
-    if (top.size() == kRefined && !(s < top.back().replay_s)) return;
-    Plan kept = q;
-    kept.replay_s = s;
-    kept.no_drops = !o.allow_recompute;
-    top.insert(std::upper_bound(top.begin(), top.end(), s, [](double v, const Plan& x) { return v < x.replay_s; }), std::move(kept));
-    if (top.size() > kRefined) top.pop_back();
+    keep(top, kRefined, q, s, !o.allow_recompute);
+    if (q.recomputes == 0) keep(swaps_only, 1, q, s, !o.allow_recompute);
   };
   const PlanOptions base = opt;
   // Where the simulator finds every candidate infeasible (a kernel's own tensors over the
@@ -205,34 +219,50 @@ Plan choose_plan(const sim::PreparedTrace& prep, const learn::Pattern& pattern, 
       search_lateness(prep, pattern, opt, q, consider);
     }
   }
-  Plan best;
-  best.replay_s = std::numeric_limits<double>::infinity();
-  RefineLimits limits;  // each candidate its replays, all of them the replayed events
-  limits.max_replayed_events /= std::max<std::size_t>(1, top.size());
-  for (Plan& q : top) {
-    const bool allow_recompute = !q.no_drops;
-    Plan r = refine_prefetches(prep, pattern, std::move(q), base.budget_bytes, allow_recompute, limits);
-    if (r.replay_s < best.replay_s) best = std::move(r);
-  }
   Plan passive;  // no decisions: what the pressure rules do alone
   passive.budget_bytes = base.budget_bytes;
   passive.natural_peak_bytes = passive.planned_peak_bytes = natural_peak;
   passive.fits = false;
   passive.passive = true;
-  passive.replay_s = std::numeric_limits<double>::infinity();
+  passive.replay_s = replay_plan(prep, pattern, passive, base.budget_bytes, base.allow_recompute);
+  passive.no_drops = !base.allow_recompute;
   // No plan only when it replays clearly faster: a followed plan still improves from its late
   // swap-ins' feedback, the pressure rules alone do not (resnet18 on p100 at 0.8x: no plan
-  // replayed 0.6% faster than the plan, which then settled 3% below it).
-  if (const double s = replay_plan(prep, pattern, passive, base.budget_bytes, base.allow_recompute);
-      s < best.replay_s * (1 - kPreferPlan)) {
-    best = passive;
-    best.replay_s = s;
-    best.no_drops = !base.allow_recompute;
+  // replayed 0.6% faster than the plan, which then settled 3% below it). Where no candidate
+  // could be replayed (infinite), no plan either (see above); its replay_s then says 0.
+  auto or_passive = [&](const Plan& q) {
+    if (std::isfinite(q.replay_s) && !(passive.replay_s < q.replay_s * (1 - kPreferPlan))) return q;
+    Plan none = passive;
+    if (!std::isfinite(none.replay_s)) none.replay_s = 0;
+    return none;
+  };
+  // A plan that recomputes is followed only if it replays kPreferSwaps faster than the best
+  // that does not: see there.
+  auto pick = [&](const std::vector<Plan>& plans) {
+    const Plan* any = nullptr;
+    const Plan* swaps = nullptr;
+    for (const Plan& q : plans) {
+      if (any == nullptr || q.replay_s < any->replay_s) any = &q;
+      if (q.recomputes == 0 && (swaps == nullptr || q.replay_s < swaps->replay_s)) swaps = &q;
+    }
+    if (swaps != nullptr && !(any->replay_s < swaps->replay_s * (1 - kPreferSwaps))) any = swaps;
+    if (any != nullptr) return or_passive(*any);
+    Plan none;
+    none.replay_s = std::numeric_limits<double>::infinity();
+    return or_passive(none);
+  };
+  // The swap-only candidate unless it is among the fastest already (same replay time).
+  if (!swaps_only.empty() && std::none_of(top.begin(), top.end(), [&](const Plan& x) { return x.replay_s == swaps_only[0].replay_s; }))
+    top.push_back(std::move(swaps_only[0]));
+  if (on_chosen && !top.empty()) on_chosen(pick(top));
+  RefineLimits limits;  // each candidate its replays, all of them the replayed events
+  limits.max_replayed_events /= std::max<std::size_t>(1, top.size());
+  std::vector<Plan> refined;
+  for (Plan& q : top) {
+    const bool allow_recompute = !q.no_drops;
+    refined.push_back(refine_prefetches(prep, pattern, std::move(q), base.budget_bytes, allow_recompute, limits));
   }
-  if (!std::isfinite(best.replay_s)) {  // no candidate could be replayed: no plan (see above)
-    best = passive;
-    best.replay_s = 0;
-  }
+  Plan best = pick(refined);
   best.plan_time_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
   return best;
 }
@@ -469,81 +499,88 @@ Expected<SegmentPlan, std::string> plan_segment(const SegmentJob& job, const Pla
       opt.extra_lead_s[{ref, pos}] += a.late_s;
     }
   }
-  Plan p = choose_plan(*prep, pattern, opt, job.paper, job.keep_plan || job.quick);
-  SegmentPlan out;
-  out.summary = fmt::format("plan from iteration {} (cut at {} of {} events): {} decisions ({} swaps, {} recomputes), "
-                            "natural peak {}, planned peak {}, budget {}, baseline {}{}{}",
-                            job.segment, cut, n, p.decisions.size(), p.swaps, p.recomputes, p.natural_peak_bytes,
-                            p.planned_peak_bytes, job.budget, baseline, p.passive || p.fits ? "" : " (does not fit)",
-                            p.passive ? fmt::format("; no plan: the pressure rules alone replay fastest ({:.3f} ms)", p.replay_s * 1e3)
-                            : p.replay_s > 0 ? fmt::format("; replayed {:.3f} ms, {:.3f} ms of it planned waits", p.replay_s * 1e3, p.planned_stall_s * 1e3)
-                                             : std::string());
-  if (job.want_json || !job.dump_dir.empty()) out.json = plan_to_json(p, pattern, t);
-  if (!job.dump_dir.empty()) {
-    const std::string path = job.dump_dir + "/plan-" + std::to_string(job.segment) + ".json";
-    if (std::FILE* f = std::fopen(path.c_str(), "w")) {
-      std::fwrite(out.json.data(), 1, out.json.size(), f);
-      std::fclose(f);
-    }
-    if (!job.want_json) out.json.clear();
-  }
-  out.segment = job.segment;
-  for (const SegmentEvent& e : job.events) out.sigs.push_back(e.sig);
-  out.fits = p.fits;
-  out.recomputes = p.recomputes;
-  out.swaps = p.swaps;
-  out.expected_overhead_s = p.expected_overhead_s;
-  out.replay_s = p.replay_s;
-  out.passive = p.passive;
-  out.no_drops = p.no_drops;
-  out.budget = job.budget;
-  out.natural_peak = p.natural_peak_bytes;
-  out.planned_peak = p.planned_peak_bytes;
-  // Back to the segment's positions; a tensor is named by its place in the current segment or
-  // the previous one (a decision in part B about a tensor part A allocated), or by its id.
-  for (const Decision& d : p.decisions) {
-    const std::uint32_t q = d.at < m ? 0 : d.at - m;  // rotated position
-    if (q >= n) continue;                               // at the synthetic frees
-    const bool dec_b = q >= n - cut;
-    SegmentDecision x;
-    x.at = (cut + q) % n;
-    x.act = d.act;
-    x.bytes = d.bytes;
-    x.access = d.access < m || d.access - m >= n ? 0 : (cut + d.access - m) % n;
-    x.reason = d.reason;
-    x.cost_s = d.cost_s;
-    const std::uint32_t tn = d.tensor.local ? pattern.local_tensors[d.tensor.index] : d.tensor.index;
-    const std::uint64_t id = t.tensors[tn].id;
-    if (!d.tensor.local) {
-      x.local = false;
-      x.id = id;
-    } else {
-      const std::uint64_t orig = id & ~kFresh;
-      auto pl = place.find(orig);
-      if (pl != place.end()) {
-        // allocated in this segment: in part A (not fresh) or part B (fresh)
-        const bool alloc_b = (id & kFresh) != 0;
-        const bool entering_id = std::binary_search(entering.begin(), entering.end(), id);
-        bool prev;
-        if (entering_id) prev = dec_b;            // made before the cut, in the segment the cycle started in
-        else if (alloc_b) prev = false;           // made in part B: the current segment
-        else prev = dec_b;                        // made in part A, used after the wrap
-        x.local = true;
-        x.prev = prev;
-        x.k = pl->second;
-      } else {
-        auto pp = prev_place.find(orig);
-        if (pp == prev_place.end() || dec_b) continue;  // two segments back: not tracked
-        x.local = true;
-        x.prev = true;
-        x.k = pp->second;
+  // The plan in the segment's terms (positions, tensors by place).
+  auto to_segment = [&](const Plan& p) {
+    SegmentPlan out;
+    out.summary = fmt::format("plan from iteration {} (cut at {} of {} events): {} decisions ({} swaps, {} recomputes), "
+                              "natural peak {}, planned peak {}, budget {}, baseline {}{}{}",
+                              job.segment, cut, n, p.decisions.size(), p.swaps, p.recomputes, p.natural_peak_bytes,
+                              p.planned_peak_bytes, job.budget, baseline, p.passive || p.fits ? "" : " (does not fit)",
+                              p.passive ? fmt::format("; no plan: the pressure rules alone replay fastest ({:.3f} ms)", p.replay_s * 1e3)
+                              : p.replay_s > 0 ? fmt::format("; replayed {:.3f} ms, {:.3f} ms of it planned waits{}", p.replay_s * 1e3, p.planned_stall_s * 1e3,
+                                                             p.refined_moves > 0 ? fmt::format(", {} in-triggers moved by replay", p.refined_moves) : std::string())
+                                               : std::string());
+    if (job.want_json || !job.dump_dir.empty()) out.json = plan_to_json(p, pattern, t);
+    if (!job.dump_dir.empty()) {
+      const std::string path = job.dump_dir + "/plan-" + std::to_string(job.segment) + ".json";
+      if (std::FILE* f = std::fopen(path.c_str(), "w")) {
+        std::fwrite(out.json.data(), 1, out.json.size(), f);
+        std::fclose(f);
       }
+      if (!job.want_json) out.json.clear();
     }
-    out.decisions.push_back(x);
-  }
-  std::stable_sort(out.decisions.begin(), out.decisions.end(),
-                   [](const SegmentDecision& a, const SegmentDecision& b) { return a.at < b.at; });
-  return out;
+    out.segment = job.segment;
+    for (const SegmentEvent& e : job.events) out.sigs.push_back(e.sig);
+    out.fits = p.fits;
+    out.recomputes = p.recomputes;
+    out.swaps = p.swaps;
+    out.expected_overhead_s = p.expected_overhead_s;
+    out.replay_s = p.replay_s;
+    out.passive = p.passive;
+    out.no_drops = p.no_drops;
+    out.refined_moves = p.refined_moves;
+    out.budget = job.budget;
+    out.natural_peak = p.natural_peak_bytes;
+    out.planned_peak = p.planned_peak_bytes;
+    // Back to the segment's positions; a tensor is named by its place in the current segment or
+    // the previous one (a decision in part B about a tensor part A allocated), or by its id.
+    for (const Decision& d : p.decisions) {
+      const std::uint32_t q = d.at < m ? 0 : d.at - m;  // rotated position
+      if (q >= n) continue;                               // at the synthetic frees
+      const bool dec_b = q >= n - cut;
+      SegmentDecision x;
+      x.at = (cut + q) % n;
+      x.act = d.act;
+      x.bytes = d.bytes;
+      x.access = d.access < m || d.access - m >= n ? 0 : (cut + d.access - m) % n;
+      x.reason = d.reason;
+      x.cost_s = d.cost_s;
+      const std::uint32_t tn = d.tensor.local ? pattern.local_tensors[d.tensor.index] : d.tensor.index;
+      const std::uint64_t id = t.tensors[tn].id;
+      if (!d.tensor.local) {
+        x.local = false;
+        x.id = id;
+      } else {
+        const std::uint64_t orig = id & ~kFresh;
+        auto pl = place.find(orig);
+        if (pl != place.end()) {
+          // allocated in this segment: in part A (not fresh) or part B (fresh)
+          const bool alloc_b = (id & kFresh) != 0;
+          const bool entering_id = std::binary_search(entering.begin(), entering.end(), id);
+          bool prev;
+          if (entering_id) prev = dec_b;            // made before the cut, in the segment the cycle started in
+          else if (alloc_b) prev = false;           // made in part B: the current segment
+          else prev = dec_b;                        // made in part A, used after the wrap
+          x.local = true;
+          x.prev = prev;
+          x.k = pl->second;
+        } else {
+          auto pp = prev_place.find(orig);
+          if (pp == prev_place.end() || dec_b) continue;  // two segments back: not tracked
+          x.local = true;
+          x.prev = true;
+          x.k = pp->second;
+        }
+      }
+      out.decisions.push_back(x);
+    }
+    std::stable_sort(out.decisions.begin(), out.decisions.end(),
+                     [](const SegmentDecision& a, const SegmentDecision& b) { return a.at < b.at; });
+    return out;
+  };
+  std::function<void(const Plan&)> chosen;
+  if (job.on_chosen) chosen = [&](const Plan& p) { job.on_chosen(to_segment(p)); };
+  return to_segment(choose_plan(*prep, pattern, opt, job.paper, job.keep_plan || job.quick, chosen));
 }
 
 }  // namespace capuchin::plan
