@@ -230,9 +230,9 @@ TEST(Plan, DropsARecomputedInputAgainAfterTheRecomputationItServed) {
   EXPECT_EQ(drops_of_a, 2);
 }
 
-// The same through plan_segment, as the executor and the simulator's policy ask for plans:
-// a late arrival reported at a segment position moves that swap-in earlier.
-TEST(Plan, SegmentFeedbackMovesALateInTriggerEarlier) {
+// A segment as the executor sends it: A (1 MB, made by `make`) must be off the device while
+// `mid`'s 1 MB lives (a 1.5 MB budget), and back for `use`.
+SegmentJob late_use_job() {
   using trace::Op;
   SegmentJob j;
   j.names = {"make", "gap", "mid", "late1", "late2", "use"};
@@ -270,6 +270,13 @@ TEST(Plan, SegmentFeedbackMovesALateInTriggerEarlier) {
   kernel(5, {1}, {0}, 1.0);       // 8: the access A's swap-in serves
   ev(Op::Free, 1, 0);           // 9
   ev(Op::Sync, 0, 0);           // 10
+  return j;
+}
+
+// The same through plan_segment, as the executor and the simulator's policy ask for plans:
+// a late arrival reported at a segment position moves that swap-in earlier.
+TEST(Plan, SegmentFeedbackMovesALateInTriggerEarlier) {
+  SegmentJob j = late_use_job();
   const PlanModel model{toy_gpu(), exact()};
   auto prefetch_at = [&](const SegmentJob& job) -> int {
     auto p = plan_segment(job, &model);
@@ -281,6 +288,28 @@ TEST(Plan, SegmentFeedbackMovesALateInTriggerEarlier) {
   EXPECT_EQ(prefetch_at(j), 7);
   j.late.push_back(LateArrival{true, false, 0, 0, 8, 0.001});
   EXPECT_EQ(prefetch_at(j), 6);
+}
+
+// Anytime: plan_segment hands the replay-chosen plan to on_chosen before refining it, once,
+// and returns a plan that replays no slower; a quick job (the planner's own plan) has no
+// choice to hand over.
+TEST(Plan, SegmentHandsOverTheChosenPlanBeforeRefiningIt) {
+  SegmentJob j = late_use_job();
+  const PlanModel model{toy_gpu(), exact()};
+  std::vector<SegmentPlan> chosen;
+  j.on_chosen = [&](const SegmentPlan& p) { chosen.push_back(p); };
+  auto final_plan = plan_segment(j, &model);
+  ASSERT_TRUE(final_plan) << final_plan.error();
+  ASSERT_EQ(chosen.size(), 1u);
+  EXPECT_EQ(chosen[0].refined_moves, 0u);
+  EXPECT_GT(chosen[0].replay_s, 0.0);
+  EXPECT_FALSE(chosen[0].decisions.empty());
+  EXPECT_LE(final_plan->replay_s, chosen[0].replay_s);
+  EXPECT_EQ(final_plan->refined_moves == 0, final_plan->replay_s == chosen[0].replay_s);
+  chosen.clear();
+  j.quick = true;
+  ASSERT_TRUE(plan_segment(j, &model));
+  EXPECT_TRUE(chosen.empty());
 }
 
 sim::SimResult run(const sim::PreparedTrace& p, std::uint64_t budget) {
