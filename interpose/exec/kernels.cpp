@@ -34,15 +34,25 @@ KernelInfo& KernelTable::info(CUfunction f, const FuncLayout* layout) {
   auto [it, fresh] = funcs_.try_emplace(f);
   KernelInfo& ki = it->second;
   if (!fresh) return ki;
-  // Once per function: the same driver answers the capture's layout came from (a CUkernel's
-  // too, which cuFuncGetParamInfo refuses).
-  std::vector<ParamSpec> specs(1024);
-  const HandleParams h = describe_handle(f, specs.data(), 1024);
-  if (layout != nullptr && layout->name != nullptr) ki.name = layout->name;
-  else if (h.name != nullptr) ki.name = h.name;
+  // Once per function, and only when the capture's layout lacks what is needed: the same
+  // driver answers that layout came from (a CUkernel's too, which cuFuncGetParamInfo refuses).
+  std::vector<ParamSpec> specs;
+  HandleParams h;
+  auto ask_driver = [&] {
+    if (!specs.empty()) return;
+    specs.resize(1024);
+    h = describe_handle(f, specs.data(), 1024);
+  };
+  if (layout != nullptr && layout->name != nullptr) {
+    ki.name = layout->name;
+  } else {
+    ask_driver();
+    if (h.name != nullptr) ki.name = h.name;
+  }
   auto out = outputs_by_name_.find(ki.name);
   const bool declared = out != outputs_by_name_.end();
   if (!declared && !all_layouts_) return ki;
+  ask_driver();
   for (int i = 0; i < h.count; ++i) {
     ki.offset.push_back(specs[static_cast<std::size_t>(i)].offset);
     ki.size.push_back(specs[static_cast<std::size_t>(i)].size);

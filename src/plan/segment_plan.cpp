@@ -126,6 +126,13 @@ void search_lateness(const sim::PreparedTrace& prep, const learn::Pattern& patte
   }
 }
 
+// Two plans that decide the same moves at the same positions.
+bool same_decisions(const std::vector<Decision>& a, const std::vector<Decision>& b) {
+  return std::equal(a.begin(), a.end(), b.begin(), b.end(), [](const Decision& x, const Decision& y) {
+    return x.at == y.at && x.act == y.act && x.tensor == y.tensor && x.access == y.access;
+  });
+}
+
 // The plan to follow. As the paper did (paper), or as the planner makes it (keep_plan: no
 // candidates, no replays): the plan for the budget less a 3% margin, or with a 10% margin when
 // that leaves less over the target. Otherwise candidates are replayed
@@ -142,12 +149,6 @@ void search_lateness(const sim::PreparedTrace& prep, const learn::Pattern& patte
 // The kRefined fastest plans' in-triggers are then moved earlier where their replays get
 // faster (refine_prefetches), and the fastest of those is kept; on_chosen (if set) gets the
 // choice made before that refinement.
-bool same_decisions(const std::vector<Decision>& a, const std::vector<Decision>& b) {
-  return std::equal(a.begin(), a.end(), b.begin(), b.end(), [](const Decision& x, const Decision& y) {
-    return x.at == y.at && x.act == y.act && x.tensor == y.tensor && x.access == y.access;
-  });
-}
-
 Plan choose_plan(const sim::PreparedTrace& prep, const learn::Pattern& pattern, PlanOptions opt, bool paper, bool keep_plan,
                  const std::function<void(const Plan&)>& on_chosen) {
   if (paper || keep_plan) {  // one plan, no replays
@@ -246,10 +247,9 @@ Plan choose_plan(const sim::PreparedTrace& prep, const learn::Pattern& pattern, 
       if (q.recomputes == 0 && (swaps == nullptr || q.replay_s < swaps->replay_s)) swaps = &q;
     }
     if (swaps != nullptr && !(any->replay_s < swaps->replay_s * (1 - kPreferSwaps))) any = swaps;
-    if (any != nullptr) return or_passive(*any);
-    Plan none;
-    none.replay_s = std::numeric_limits<double>::infinity();
-    return or_passive(none);
+    Plan chosen = or_passive(any != nullptr ? *any : passive);
+    chosen.plan_time_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
+    return chosen;
   };
   // The swap-only candidate unless it is among the fastest already (same replay time).
   if (!swaps_only.empty() && std::none_of(top.begin(), top.end(), [&](const Plan& x) { return x.replay_s == swaps_only[0].replay_s; }))
@@ -262,9 +262,7 @@ Plan choose_plan(const sim::PreparedTrace& prep, const learn::Pattern& pattern, 
     const bool allow_recompute = !q.no_drops;
     refined.push_back(refine_prefetches(prep, pattern, std::move(q), base.budget_bytes, allow_recompute, limits));
   }
-  Plan best = pick(refined);
-  best.plan_time_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
-  return best;
+  return pick(refined);
 }
 
 }  // namespace
@@ -509,7 +507,8 @@ Expected<SegmentPlan, std::string> plan_segment(const SegmentJob& job, const Pla
                               p.passive ? fmt::format("; no plan: the pressure rules alone replay fastest ({:.3f} ms)", p.replay_s * 1e3)
                               : p.replay_s > 0 ? fmt::format("; replayed {:.3f} ms, {:.3f} ms of it planned waits{}", p.replay_s * 1e3, p.planned_stall_s * 1e3,
                                                              p.refined_moves > 0 ? fmt::format(", {} in-triggers moved by replay", p.refined_moves) : std::string())
-                                               : std::string());
+                                               : std::string()) +
+                  (p.plan_time_s > 0 ? fmt::format("; planned in {:.0f} ms", p.plan_time_s * 1e3) : std::string());
     if (job.want_json || !job.dump_dir.empty()) out.json = plan_to_json(p, pattern, t);
     if (!job.dump_dir.empty()) {
       const std::string path = job.dump_dir + "/plan-" + std::to_string(job.segment) + ".json";
