@@ -422,7 +422,9 @@ Expected<SegmentPlan, std::string> plan_segment(const SegmentJob& job, const Pla
       v.name = job.names[e.name];
       const std::span<const std::uint32_t> all(idx);
       if (e.touch) {
-        v.flags |= trace::kHasTouch;
+        // Its writes are unknown, so the executor cannot replay it (write_sets.hpp) and keeps
+        // no producer for what it touched: not a way to recompute anything it may have written.
+        v.flags |= trace::kHasTouch | trace::kHasReplay;
         v.touch_index = all.first(e.nreads);
       } else {
         v.flags |= trace::kHasReadsWrites;
