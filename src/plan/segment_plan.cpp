@@ -42,10 +42,12 @@ constexpr std::uint32_t kLateRounds = 6;    // plannings with waits for late swa
 constexpr double kPreferPlan = 0.02;        // no plan must replay this much faster to be kept
 constexpr std::size_t kRefined = 3;         // candidates refined (refine_prefetches)
 // A plan that recomputes must replay this much faster than the best one that does not: the
-// executor's recomputation runs slower than the replay charges it (on simcuda, resnet18 at 0.5
-// of its peak: a plan with 34 recomputations replayed 32.3 ms and ran about 60 ms per iteration,
-// the swap-only plan replayed 30.4 ms and ran 34.7), and its recomputation trial takes several
-// iterations to turn recomputation off.
+// executor runs recomputing plans slower than the replay charges them, and its recomputation
+// trial takes several iterations to turn recomputation off. On simcuda, resnet18 at 0.5 of its
+// peak, uvm: a plan with 34 recomputations replayed 32.3 ms and ran about 60 ms per iteration,
+// most of it because 19 of them were of tensors a kernel of unknown writes had touched, which
+// the executor cannot drop (fixed: see plan_segment); now a plan with 8 replays 27.3 ms and
+// runs 40.7, the swap-only plan 30.4 and 34.7. Why the rest: not established.
 constexpr double kPreferSwaps = 0.05;
 // The link price of the recomputation-first candidates (PlanOptions::link_price): a second of
 // copy costs a second of compute. The figures barely depend on it (0.25 to 4 gave the same
