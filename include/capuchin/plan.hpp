@@ -23,6 +23,18 @@ namespace capuchin::plan {
 enum class Act : std::uint8_t { Evict, Prefetch, Drop, Recompute };
 std::string_view to_string(Act a);
 
+// The order a plan's decisions are issued in (Decision, SegmentDecision): by position, and at
+// one position the swap-ins last, after the evictions and drops that make their room. In the
+// order they were planned, a swap-in could find no room because the eviction beside it had not
+// been issued yet, and was skipped (resnet18 at 0.5 on simcuda: eight 9 MiB swap-ins at one
+// position, each then served on demand). Drops and recomputations keep their planned order: a
+// recomputation may read what a drop beside it removes.
+template <class D>
+bool issued_before(const D& x, const D& y) {
+  if (x.at != y.at) return x.at < y.at;
+  return x.act != Act::Prefetch && y.act == Act::Prefetch;
+}
+
 enum class Reason : std::uint8_t {
   FreeTime,        // swap fully hidden behind compute (free time >= 0)
   LeastSwapCost,   // swap with a stall, cheaper per byte than any recompute

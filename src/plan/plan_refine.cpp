@@ -65,7 +65,7 @@ Plan refine_prefetches(const sim::PreparedTrace& prep, const learn::Pattern& pat
       }
     }
   }
-  std::stable_sort(plan.decisions.begin(), plan.decisions.end(), [](const Decision& x, const Decision& y) { return x.at < y.at; });
+  std::stable_sort(plan.decisions.begin(), plan.decisions.end(), issued_before<Decision>);
   return plan;
 }
 

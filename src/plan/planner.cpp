@@ -509,7 +509,7 @@ Plan Planner::run() {
   plan_.planned_peak_bytes = static_cast<std::uint64_t>(std::max<std::int64_t>(0, peak));
   plan_.fits = peak <= static_cast<std::int64_t>(target_);
   if (!plan_.fits) plan_.unfit_position = tree_.argmax(0, n_);
-  std::stable_sort(plan_.decisions.begin(), plan_.decisions.end(), [](const Decision& x, const Decision& y) { return x.at < y.at; });
+  std::stable_sort(plan_.decisions.begin(), plan_.decisions.end(), issued_before<Decision>);
   plan_.plan_time_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
   return plan_;
 }

@@ -577,8 +577,7 @@ Expected<SegmentPlan, std::string> plan_segment(const SegmentJob& job, const Pla
       }
       out.decisions.push_back(x);
     }
-    std::stable_sort(out.decisions.begin(), out.decisions.end(),
-                     [](const SegmentDecision& a, const SegmentDecision& b) { return a.at < b.at; });
+    std::stable_sort(out.decisions.begin(), out.decisions.end(), issued_before<SegmentDecision>);
     return out;
   };
   std::function<void(const Plan&)> chosen;
