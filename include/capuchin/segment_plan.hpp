@@ -34,6 +34,10 @@ struct SegmentEvent {
   std::uint64_t bytes = 0;
   std::uint32_t ids_off = 0, nreads = 0, nwrites = 0;  // kernel: reads then writes in Job::ids
   bool touch = false;                           // kernel: reads/writes unknown (touch list)
+  // kernel, touch: its writes will stay unknown to the executor (no verdict can come for its
+  // launch shape), so it keeps no producer for what it touched: nothing it wrote is recomputed.
+  // A touch whose verdict may still come is planned as replayable, as its name says.
+  bool unreplayable = false;
   std::uint32_t name = 0;                       // kernel: index into Job::names
   std::uint64_t dur_ns = 0;                     // kernel: measured duration (0: unknown)
 };

@@ -529,6 +529,10 @@ CUresult before_launch(Launch& l, const std::uint64_t* words, unsigned nwords, s
     if (written(i)) order.push_back(cur[i]->id);
   policy::Event ev = event(Op::Kernel, sig);
   ev.touch = !writes_known;
+  // Writes unknown for good (no verdict can come: no usable shape, a refusal, no probation
+  // left): the planner must not count on recomputing what it touched (SegmentEvent).
+  ev.unreplayable = !writes_known && !(shape.usable && known.verdict == Verdict::Unknown &&
+                                       (probe || (!ki->probed.nondeterministic && ki->probed.probations < kMaxProbations)));
   ev.nreads = nreads;
   ev.nwrites = static_cast<std::uint32_t>(order.size()) - nreads;
   ev.bytes = total;

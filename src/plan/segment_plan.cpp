@@ -424,9 +424,10 @@ Expected<SegmentPlan, std::string> plan_segment(const SegmentJob& job, const Pla
       v.name = job.names[e.name];
       const std::span<const std::uint32_t> all(idx);
       if (e.touch) {
-        // Its writes are unknown, so the executor cannot replay it (write_sets.hpp) and keeps
-        // no producer for what it touched: not a way to recompute anything it may have written.
-        v.flags |= trace::kHasTouch | trace::kHasReplay;
+        v.flags |= trace::kHasTouch;
+        // Its writes will stay unknown, so the executor keeps no producer for what it touched:
+        // not a way to recompute anything it may have written (SegmentEvent::unreplayable).
+        if (e.unreplayable) v.flags |= trace::kHasReplay;
         v.touch_index = all.first(e.nreads);
       } else {
         v.flags |= trace::kHasReadsWrites;

@@ -19,7 +19,7 @@ constexpr std::uint32_t kMaxGpuName = 64;
 constexpr std::uint32_t kMaxSummary = 4096;
 
 struct WireSegEvent {
-  std::uint8_t op, dir, touch, reserved;
+  std::uint8_t op, dir, touch, unreplayable;
   std::uint32_t name;
   std::uint64_t sig, id, id2, bytes;
   std::uint32_t ids_off, nreads, nwrites, reserved2;
@@ -102,6 +102,7 @@ bool encode_plan_request(std::vector<std::uint8_t>& out, const plan::SegmentJob&
     x.op = e.op;
     x.dir = e.dir;
     x.touch = e.touch ? 1 : 0;
+    x.unreplayable = e.unreplayable ? 1 : 0;
     x.name = e.name;
     x.sig = e.sig;
     x.id = e.id;
@@ -182,6 +183,7 @@ ProtoExpected<plan::SegmentJob> decode_plan_request(std::span<const std::uint8_t
     if (x.op > static_cast<std::uint8_t>(trace::Op::Sync)) return bad("unknown op");
     if (x.dir > static_cast<std::uint8_t>(trace::CopyDir::D2D)) return bad("unknown copy direction");
     if (x.touch > 1) return bad("bad touch flag");
+    if (x.unreplayable > 1) return bad("bad unreplayable flag");
     if (x.bytes > kMaxEventBytes) return bad("bytes over the limit");
     if (x.op == static_cast<std::uint8_t>(trace::Op::Kernel)) {
       if (x.name >= job.names.size()) return bad("kernel name index out of range");
@@ -192,6 +194,7 @@ ProtoExpected<plan::SegmentJob> decode_plan_request(std::span<const std::uint8_t
     e.op = x.op;
     e.dir = x.dir;
     e.touch = x.touch != 0;
+    e.unreplayable = x.unreplayable != 0;
     e.name = x.name;
     e.sig = x.sig;
     e.id = x.id;

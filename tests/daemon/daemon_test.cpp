@@ -233,6 +233,11 @@ plan::SegmentJob segment_job() {
 
 TEST(Protocol, PlanRequestAndReplyRoundTripAndRejectBadInput) {
   plan::SegmentJob job = segment_job();
+  plan::SegmentEvent& bwd = job.events[4];  // its writes unknown for good: a touch list
+  ASSERT_EQ(bwd.op, static_cast<std::uint8_t>(trace::Op::Kernel));
+  bwd.touch = bwd.unreplayable = true;
+  bwd.nreads += bwd.nwrites;
+  bwd.nwrites = 0;
   job.late.push_back(plan::LateArrival{true, true, 1, 0, 3, 0.0025});
   job.late.push_back(plan::LateArrival{false, false, 0, 2, 4, 0.001});
   std::vector<std::uint8_t> out;
@@ -255,6 +260,10 @@ TEST(Protocol, PlanRequestAndReplyRoundTripAndRejectBadInput) {
   EXPECT_TRUE(back->simcuda);
   EXPECT_EQ(back->events[1].nwrites, 1u);
   EXPECT_EQ(back->events[1].dur_ns, 50000u);
+  for (std::size_t i = 0; i < job.events.size(); ++i) {
+    EXPECT_EQ(back->events[i].touch, job.events[i].touch) << i;
+    EXPECT_EQ(back->events[i].unreplayable, job.events[i].unreplayable) << i;
+  }
   // The daemon plans it exactly as the job would have.
   auto here = plan::plan_segment(job);
   auto there = plan::plan_segment(*back);
