@@ -47,7 +47,7 @@ constexpr std::size_t kRefined = 3;         // candidates refined (refine_prefet
 // peak, uvm: a plan with 34 recomputations replayed 32.3 ms and ran about 60 ms per iteration,
 // most of it because 19 of them were of tensors a kernel of unknown writes had touched, which
 // the executor cannot drop (fixed: see plan_segment); now a plan with 8 replays 27.3 ms and
-// runs 40.7, the swap-only plan 30.4 and 34.7. Why the rest: not established.
+// runs 37-38, the swap-only plan 30.4 and 34.7. Why the rest: not established.
 constexpr double kPreferSwaps = 0.05;
 // The link price of the recomputation-first candidates (PlanOptions::link_price): a second of
 // copy costs a second of compute. The figures barely depend on it (0.25 to 4 gave the same

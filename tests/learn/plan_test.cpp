@@ -400,6 +400,10 @@ TEST(Plan, SwapInsComeLastAtTheirPosition) {
   ASSERT_TRUE(p);
   const fs::path dir = fs::temp_directory_path() / ("capuchin-plan-order-" + std::to_string(::getpid()));
   fs::remove_all(dir);
+  // The user's own setting, if any, comes back afterwards (ctest runs each test in a process
+  // of its own; a direct run of the binary does not).
+  const char* user_dump = std::getenv("CAPUCHIN_PLAN_DUMP");
+  const std::string kept_dump = user_dump != nullptr ? user_dump : "";
   for (int percent : {60, 50, 40}) {  // a folder each: plans are named by segment
     const fs::path sub = dir / std::to_string(percent);
     fs::create_directories(sub);
@@ -409,7 +413,8 @@ TEST(Plan, SwapInsComeLastAtTheirPosition) {
     o.budget_bytes = p->liveness.peak_bytes / 100 * static_cast<std::uint64_t>(percent);
     (void)sim::simulate(*p, *pol, o);
   }
-  ::unsetenv("CAPUCHIN_PLAN_DUMP");
+  if (user_dump != nullptr) ::setenv("CAPUCHIN_PLAN_DUMP", kept_dump.c_str(), 1);
+  else ::unsetenv("CAPUCHIN_PLAN_DUMP");
   auto out = [](const nlohmann::json& d) { return d["action"] != "prefetch"; };
   int plans = 0, shared_positions = 0;
   for (const auto& f : fs::recursive_directory_iterator(dir)) {
