@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <string>
 
 #include "capuchin/plan.hpp"
@@ -235,6 +236,34 @@ TEST(Plan, DropsARecomputedInputAgainAfterTheRecomputationItServed) {
   EXPECT_EQ(drops_of_a, 2);
 }
 
+// Appends events to a segment as the executor records them: each its own signature; a
+// kernel's reads then writes (or, as a touch, every tensor it touched) in the job's id list.
+struct SegmentBuilder {
+  SegmentJob& j;
+  void event(trace::Op op, std::uint64_t id, std::uint64_t bytes) {
+    SegmentEvent e;
+    e.op = static_cast<std::uint8_t>(op);
+    e.id = id;
+    e.bytes = bytes;
+    e.sig = j.events.size() + 1;
+    j.events.push_back(e);
+  }
+  void kernel(std::uint32_t name, const std::vector<std::uint64_t>& r, const std::vector<std::uint64_t>& w, double ms, bool touch) {
+    SegmentEvent e;
+    e.op = static_cast<std::uint8_t>(trace::Op::Kernel);
+    e.name = name;
+    e.ids_off = static_cast<std::uint32_t>(j.ids.size());
+    e.touch = touch;
+    e.nreads = static_cast<std::uint32_t>(r.size());
+    e.nwrites = static_cast<std::uint32_t>(w.size());
+    e.dur_ns = static_cast<std::uint64_t>(ms * 1e6);
+    e.sig = j.events.size() + 1;
+    j.ids.insert(j.ids.end(), r.begin(), r.end());
+    j.ids.insert(j.ids.end(), w.begin(), w.end());
+    j.events.push_back(e);
+  }
+};
+
 // A segment as the executor sends it: A (1 MB, made by `make`) must be off the device while
 // `mid`'s 1 MB lives (a 1.5 MB budget), and back for `use`.
 SegmentJob late_use_job() {
@@ -243,26 +272,10 @@ SegmentJob late_use_job() {
   j.names = {"make", "gap", "mid", "late1", "late2", "use"};
   j.carried = {{0, 1000}};
   j.budget = 1'500'000;
-  auto ev = [&](Op op, std::uint64_t id, std::uint64_t bytes) {
-    SegmentEvent e;
-    e.op = static_cast<std::uint8_t>(op);
-    e.id = id;
-    e.bytes = bytes;
-    e.sig = j.events.size() + 1;
-    j.events.push_back(e);
-  };
+  SegmentBuilder b{j};
+  auto ev = [&](Op op, std::uint64_t id, std::uint64_t bytes) { b.event(op, id, bytes); };
   auto kernel = [&](std::uint32_t name, std::vector<std::uint64_t> r, std::vector<std::uint64_t> w, double ms) {
-    SegmentEvent e;
-    e.op = static_cast<std::uint8_t>(Op::Kernel);
-    e.name = name;
-    e.ids_off = static_cast<std::uint32_t>(j.ids.size());
-    e.nreads = static_cast<std::uint32_t>(r.size());
-    e.nwrites = static_cast<std::uint32_t>(w.size());
-    e.dur_ns = static_cast<std::uint64_t>(ms * 1e6);
-    e.sig = j.events.size() + 1;
-    j.ids.insert(j.ids.end(), r.begin(), r.end());
-    j.ids.insert(j.ids.end(), w.begin(), w.end());
-    j.events.push_back(e);
+    b.kernel(name, r, w, ms, false);
   };
   ev(Op::Alloc, 1, 1'000'000);  // 0
   kernel(0, {0}, {1}, 1.0);       // 1
@@ -331,28 +344,11 @@ SegmentJob recompute_job(bool touched, bool for_good = false) {
   j.carried = {{0, 1000}};
   j.budget = 1'500'000;
   j.allow_recompute = true;
+  SegmentBuilder b{j};
   auto kernel = [&](std::uint32_t name, std::vector<std::uint64_t> r, std::vector<std::uint64_t> w, double ms, bool touch) {
-    SegmentEvent e;
-    e.op = static_cast<std::uint8_t>(Op::Kernel);
-    e.name = name;
-    e.ids_off = static_cast<std::uint32_t>(j.ids.size());
-    e.touch = touch;
-    e.nreads = static_cast<std::uint32_t>(r.size());
-    e.nwrites = static_cast<std::uint32_t>(w.size());
-    e.dur_ns = static_cast<std::uint64_t>(ms * 1e6);
-    e.sig = j.events.size() + 1;
-    j.ids.insert(j.ids.end(), r.begin(), r.end());
-    j.ids.insert(j.ids.end(), w.begin(), w.end());
-    j.events.push_back(e);
+    b.kernel(name, r, w, ms, touch);
   };
-  auto ev = [&](Op op, std::uint64_t id, std::uint64_t bytes) {
-    SegmentEvent e;
-    e.op = static_cast<std::uint8_t>(op);
-    e.id = id;
-    e.bytes = bytes;
-    e.sig = j.events.size() + 1;
-    j.events.push_back(e);
-  };
+  auto ev = [&](Op op, std::uint64_t id, std::uint64_t bytes) { b.event(op, id, bytes); };
   ev(Op::Alloc, 1, 1'000'000);
   kernel(0, {0}, {1}, 0.01, false);
   if (touched) {
@@ -384,20 +380,35 @@ TEST(Plan, NothingAKernelOfUnknownWritesTouchedIsRecomputed) {
   }
 }
 
+// tests/data's resnet18 trace, its last iteration repeated `iters` times, prepared for `gpu`;
+// the prepared trace points at the trace, so both live in one object (null when a step fails).
+struct PreparedRun {
+  trace::Trace trace;
+  sim::PreparedTrace prep;
+};
+std::unique_ptr<PreparedRun> resnet18_repeated(unsigned iters, const char* gpu) {
+  auto t = trace::load_trace((fs::path(CAPUCHIN_TEST_DATA) / "resnet18-b16.jsonl.gz").string());
+  if (!t) return nullptr;
+  auto rep = trace::repeat_last_iteration(*t, iters);
+  auto g = sim::find_gpu_profile(gpu);
+  if (!rep || !g) return nullptr;
+  auto run = std::make_unique<PreparedRun>();
+  run->trace = std::move(*rep);
+  auto p = sim::prepare(run->trace, *g);
+  if (!p) return nullptr;
+  run->prep = std::move(*p);
+  return run;
+}
+
 // At one position a plan issues its swap-ins last: a swap-in issued before the eviction
 // beside it found no room and was skipped (the executor on simcuda, resnet18 at 0.5:
 // eight 9 MiB swap-ins at one position, each then served on demand). The plans the `capuchin`
 // policy follows (plan_segment, written out by CAPUCHIN_PLAN_DUMP) for a real model on the
 // simcuda profile, which put both kinds at some positions (so the check is not vacuous).
 TEST(Plan, SwapInsComeLastAtTheirPosition) {
-  auto t = trace::load_trace((fs::path(CAPUCHIN_TEST_DATA) / "resnet18-b16.jsonl.gz").string());
-  ASSERT_TRUE(t);
-  auto rep = trace::repeat_last_iteration(*t, 4);
-  ASSERT_TRUE(rep);
-  auto gpu = sim::find_gpu_profile("simcuda");
-  ASSERT_TRUE(gpu);
-  auto p = sim::prepare(*rep, *gpu);
-  ASSERT_TRUE(p);
+  const auto run = resnet18_repeated(4, "simcuda");
+  ASSERT_TRUE(run);
+  const sim::PreparedTrace* p = &run->prep;
   const fs::path dir = fs::temp_directory_path() / ("capuchin-plan-order-" + std::to_string(::getpid()));
   fs::remove_all(dir);
   // The user's own setting, if any, comes back afterwards (ctest runs each test in a process
@@ -636,14 +647,9 @@ TEST(Policy, BeatsPagingAndVdnnOnRealTraces) {
 // 4.12 against capuchin-paper 3.79 and capuchin-swap 7.17 (ratios to the ideal); with them,
 // 2.54; with recomputation-first candidates and refined in-triggers, 2.10.
 TEST(Policy, BeatsCapuchinAsPublishedOnResnet18AtHalfThePeak) {
-  auto t = trace::load_trace((fs::path(CAPUCHIN_TEST_DATA) / "resnet18-b16.jsonl.gz").string());
-  ASSERT_TRUE(t);
-  auto rep = trace::repeat_last_iteration(*t, 8);
-  ASSERT_TRUE(rep);
-  auto gpu = sim::find_gpu_profile("h200");
-  ASSERT_TRUE(gpu);
-  auto p = sim::prepare(*rep, *gpu);
-  ASSERT_TRUE(p);
+  const auto run = resnet18_repeated(8, "h200");
+  ASSERT_TRUE(run);
+  const sim::PreparedTrace* p = &run->prep;
   const std::uint64_t budget = p->liveness.peak_bytes / 2;
   auto steady = [&](CapuchinVariant v) {
     auto pol = make_capuchin_policy(v);
