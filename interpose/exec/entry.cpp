@@ -529,13 +529,11 @@ CUresult before_launch(Launch& l, const std::uint64_t* words, unsigned nwords, s
     if (written(i)) order.push_back(cur[i]->id);
   policy::Event ev = event(Op::Kernel, sig);
   ev.touch = !writes_known;
-  // Writes unknown for good (no verdict can come: no usable shape, a refusal, no probation left
-  // or none allowed any more): the planner must not count on recomputing what it touched
-  // (SegmentEvent). A verdict that comes later and refuses does not replan (the plan's drops
-  // then fall back to swap-outs).
-  ev.unreplayable = !writes_known && !(shape.usable && known.verdict == Verdict::Unknown &&
-                                       (probe || (may_probe() && !ki->probed.nondeterministic &&
-                                                  ki->probed.probations < kMaxProbations)));
+  // Writes unknown and no probation of its shape begun here: none can be (no usable shape, a
+  // refusal, none left or allowed), so they stay unknown and the planner must not count on
+  // recomputing what it touched (SegmentEvent). A probation that ends refusing does not replan
+  // (the plan's drops of such tensors then fall back to swap-outs).
+  ev.unreplayable = !writes_known && !probe;
   ev.nreads = nreads;
   ev.nwrites = static_cast<std::uint32_t>(order.size()) - nreads;
   ev.bytes = total;

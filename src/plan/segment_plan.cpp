@@ -46,7 +46,7 @@ constexpr std::size_t kRefined = 3;         // candidates refined (refine_prefet
 // trial takes several iterations to turn recomputation off. On simcuda, resnet18 at 0.5 of its
 // peak, uvm: a plan with 34 recomputations replayed 32.3 ms and ran about 60 ms per iteration,
 // most of it because 19 of them were of tensors a kernel of unknown writes had touched, which
-// the executor cannot drop (fixed: see plan_segment); now a plan with 8 replays 27.3 ms and
+// the executor cannot drop (fixed: see plan_segment); now a plan with 13 replays 27.3 ms and
 // runs 37-38, the swap-only plan 30.4 and 34.7. Why the rest: not established.
 constexpr double kPreferSwaps = 0.05;
 // The link price of the recomputation-first candidates (PlanOptions::link_price): a second of
