@@ -181,7 +181,20 @@ class Executor {
   CUresult make_ready(Block& b, bool room);  // a new or reused block's memory (memory.hpp create/reuse)
 
   // --- recompute.cpp
+  // The most dropped blocks on one chain of inputs recomputed for one access (the block
+  // itself included): each level is a nested recompute() on the hook thread's stack.
+  static constexpr int kMaxChain = 8;
+  // Dropped blocks under b on its longest chain of dropped inputs (0: none of its inputs is
+  // dropped); -1 when b cannot be recomputed: no producer, an input gone or changed since
+  // its producer ran, `dropping` among the inputs on the way, or more than `room` dropped
+  // blocks under it.
+  int dropped_under(const Block& b, int room, const Block* dropping = nullptr) const;
+  // Dropped blocks over b on its longest chain of dropped dependents, counted to limit + 1.
+  int dropped_over(const Block& b, int limit) const;
+  // Recomputable now: its producer's inputs are there or recomputable, kMaxChain deep at most.
   bool recompute_valid(const Block& b) const;
+  // Dropping b keeps every chain through it within kMaxChain, and b itself recomputable.
+  bool chain_allows_drop(const Block& b) const;
   bool try_drop(Block& b, const char* reason, double expected);
   bool recompute(Block& b, const char* reason, double expected);
   void materialize_dependents(Block& b) {

@@ -4,11 +4,15 @@
 //
 // Contract (never a wrong value): a block is dropped only when its producer is recorded, the
 // producer's write set is known (CAPUCHIN_KERNEL_OUTPUTS declares the kernel deterministic and
-// writing exactly that one parameter, or a probation inferred it: write_sets.hpp), and every input is alive, not dropped and at the
-// version it had when the producer ran. While it is dropped, anything that may write one of
-// those inputs, or free it, first recomputes it (materialize_dependents), so the replay
-// always reads what the original launch read. Vmm blocks are dropped by unmapping them, managed
-// ones by discarding their pages (drivers with cuMemDiscardBatchAsync, CUDA 12.8+).
+// writing exactly that one parameter, or a probation inferred it: write_sets.hpp), and every
+// input is alive and at the version it had when the producer ran. An input may itself be
+// dropped (a chain, as the planner plans them: an activation recomputed from another dropped
+// one): it is recomputed first, so it must be recomputable in turn, kMaxChain dropped blocks
+// deep at most. While a block is dropped, anything that may write one of its inputs, or free
+// it, first recomputes it (materialize_dependents), so the replay always reads what the
+// original launch read; a dropped input keeps its version, so recomputing it keeps its
+// dependents valid. Vmm blocks are dropped by unmapping them, managed ones by discarding their
+// pages (drivers with cuMemDiscardBatchAsync, CUDA 12.8+).
 #include <algorithm>
 #include <cinttypes>
 #include <cstring>
@@ -19,25 +23,47 @@
 
 namespace capuchin::interpose::exec {
 
-bool Executor::recompute_valid(const Block& b) const {
+int Executor::dropped_under(const Block& b, int room, const Block* dropping) const {
   const Producer* p = b.producer.get();
-  if (p == nullptr || p->func == nullptr) return false;
+  if (p == nullptr || p->func == nullptr) return -1;
+  int most = 0;
   for (std::size_t i = 0; i < p->input_ids.size(); ++i) {
     const Block* in = blocks.by_id(p->input_ids[i]);
-    if (in == nullptr || in->version != p->input_versions[i] || in->where == Where::Dropped) return false;
+    if (in == nullptr || in->version != p->input_versions[i] || in == dropping) return -1;
+    if (in->where != Where::Dropped) continue;
+    const int under = room > 0 ? dropped_under(*in, room - 1, dropping) : -1;
+    if (under < 0) return -1;
+    most = std::max(most, under + 1);
   }
-  return true;
+  return most;
+}
+
+int Executor::dropped_over(const Block& b, int limit) const {
+  int most = 0;
+  for (std::uint64_t id : b.dependents) {
+    const Block* d = blocks.by_id(id);
+    if (d == nullptr || d->where != Where::Dropped) continue;
+    most = std::max(most, limit > 0 ? 1 + dropped_over(*d, limit - 1) : 1);
+    if (most > limit) break;
+  }
+  return most;
+}
+
+bool Executor::recompute_valid(const Block& b) const { return dropped_under(b, kMaxChain - 1) >= 0; }
+
+bool Executor::chain_allows_drop(const Block& b) const {
+  // b counted as dropped already: a chain that leads back to it (two outputs of one launch,
+  // each the other's input) could never be recomputed.
+  const int under = dropped_under(b, kMaxChain - 1, &b);
+  return under >= 0 && under + 1 + dropped_over(b, kMaxChain) <= kMaxChain;
 }
 
 bool Executor::try_drop(Block& b, const char* reason, double expected) {
   if (!mem(b).droppable() || !opt.recompute || b.where != Where::Device || b.pins != 0 || unknown_in_flight > 0) return false;
-  if (!recompute_valid(b)) return false;
-  // An input in use by a call in flight may be being written; a dropped block depending on this
-  // one could not be recomputed once this one is gone (replays are one level deep).
+  if (!chain_allows_drop(b)) return false;
+  // An input in use by a call in flight may be being written.
   for (std::uint64_t id : b.producer->input_ids)
     if (const Block* in = blocks.by_id(id); in != nullptr && in->pins != 0) return false;
-  for (std::uint64_t id : b.dependents)
-    if (const Block* d = blocks.by_id(id); d != nullptr && d->where == Where::Dropped) return false;
   // The replay must fit on its own: its inputs and the tensor at once.
   std::uint64_t replay_bytes = b.span;
   for (std::uint64_t id : b.producer->input_ids)
@@ -51,7 +77,7 @@ bool Executor::try_drop(Block& b, const char* reason, double expected) {
   ++b.pins;
   await_streams();
   --b.pins;
-  if (b.use_gen != gen || b.where != Where::Device || b.pins != 0 || !recompute_valid(b) || !quiet_now(events, b))
+  if (b.use_gen != gen || b.where != Where::Device || b.pins != 0 || !chain_allows_drop(b) || !quiet_now(events, b))
     return false;
   mem(b).drop(b);
   if (b.where != Where::Dropped) return false;  // the unmap failed: it stays resident (logged)
@@ -92,6 +118,8 @@ bool Executor::recompute(Block& b, const char* reason, double expected) {
       for (Block* x : in) --x->pins;
     }
   } unpin{b, inputs};
+  for (Block* in : inputs)  // a dropped input first, in turn (recompute_valid bounds the depth)
+    if (in->where == Where::Dropped && !recompute(*in, "chain", -1)) return false;
   for (Block* in : inputs)
     if (ensure_resident(*in, p.stream) != CUDA_SUCCESS) return false;
   if (b.where != Where::Dropped) return true;  // recomputed by another call meanwhile

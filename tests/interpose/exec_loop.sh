@@ -13,6 +13,8 @@
 #     planned iterations; the decision log has a `plan` record and evictions the plan made,
 #     i.e. with a planner's reason, not only `pressure` ones), and, once two iterations followed
 #     it, not every launch was timed. No hook ever waits for a plan.
+#   - EXPECT_DECISIONS="action:reason ...": the decision log has each (e.g. recompute:chain,
+#     a dropped tensor recomputed as the input of another recomputation).
 # EXTRA_ENV="VAR=value ..." is added to the capuchin run. Environment: LOOP, PRELOAD (ctest).
 set -eu
 out=$1; backend=$2; frac=$3; shift 3
@@ -36,10 +38,11 @@ if ! cmp -s "$out/reference.txt" "$out/capuchin.txt"; then
   echo "FAIL: results differ under capuchin ($backend, budget $B of peak $P)"
   diff "$out/reference.txt" "$out/capuchin.txt" | head -10 || true; exit 1
 fi
-python3 - "$out" "$B" "${DEVICE:-budget}" "${MAX_LOG_LINES:-20000}" "${EXPECT_LOG:-}" "${NO_FALLBACK:-0}" "${EXPECT_PLAN:-0}" <<'PY'
+python3 - "$out" "$B" "${DEVICE:-budget}" "${MAX_LOG_LINES:-20000}" "${EXPECT_LOG:-}" "${NO_FALLBACK:-0}" "${EXPECT_PLAN:-0}" "${EXPECT_DECISIONS:-}" <<'PY'
 import json, re, sys
 out, budget, device, max_lines, expect, no_fallback = sys.argv[1], int(sys.argv[2]), sys.argv[3], int(sys.argv[4]), sys.argv[5], sys.argv[6] == "1"
 expect_plan = sys.argv[7] == "1"
+expect_decisions = sys.argv[8].split()
 errors = []
 err = open(f"{out}/capuchin.err").read()
 m = re.search(r"executor summary: .*", err)
@@ -56,6 +59,10 @@ actions = [json.loads(l)["action"] for l in lines]
 for l in lines:
     r = json.loads(l)
     if r["action"] == "stall" and not r.get("actual_s", 0) > 0: errors.append(f"a stall without its measured length: {l[:200]}")
+seen = {(r["action"], r.get("reason", "")) for r in map(json.loads, lines)}
+for want in expect_decisions:
+    action, _, reason = want.partition(":")
+    if (action, reason) not in seen: errors.append(f"no {action} decision with reason {reason!r} in the decision log")
 if no_fallback and "fallback" in actions: errors.append("fallback decisions: " + "; ".join(l for l in lines if '"fallback"' in l)[:300])
 if expect and not re.search(expect, err): errors.append(f"stderr does not match {expect!r}")
 if expect_plan:
