@@ -63,6 +63,7 @@ struct Producer {
   std::vector<std::uint64_t> input_ids;     // blocks read (by id) and their versions then
   std::vector<std::uint32_t> input_versions;
   std::string name;
+  std::uint64_t launch = 0;  // the launch it replays (Executor::next_launch_stamp): one per launch, shared by its outputs
 };
 
 struct Block {

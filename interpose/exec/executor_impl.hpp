@@ -189,14 +189,24 @@ class Executor {
   // its producer ran, `dropping` among the inputs on the way, or more than `room` dropped
   // blocks under it.
   int dropped_under(const Block& b, int room, const Block* dropping = nullptr) const;
-  // Dropped blocks over b on its longest chain of dropped dependents, counted to limit + 1.
-  int dropped_over(const Block& b, int limit) const;
+  // Dropped blocks over b on its longest chain of dropped dependents, counted to limit + 1. A
+  // dropped output of b's own launch is on b's level (one replay writes both): its dependents
+  // count, its way back to the outputs of that launch (`level_launch`) does not.
+  int dropped_over(const Block& b, int limit, std::uint64_t level_launch = 0) const;
   // Recomputable now: its producer's inputs are there or recomputable, kMaxChain deep at most.
   bool recompute_valid(const Block& b) const;
   // Dropping b keeps every chain through it within kMaxChain, and b itself recomputable.
   bool chain_allows_drop(const Block& b) const;
+  // `in` is another output of the launch that `p` replays (written by the same replay).
+  static bool co_output(const Block& in, const Producer& p) {
+    return p.launch != 0 && in.producer != nullptr && in.producer->launch == p.launch;
+  }
   bool try_drop(Block& b, const char* reason, double expected);
   bool recompute(Block& b, const char* reason, double expected);
+  // The memory a replay writes into: each of `outs` filled (all, or none: false).
+  bool fill_for_replay(const std::vector<Block*>& outs, bool room, CUstream s);
+  // A replay on `s` just issued: a use of its inputs and outputs, the outputs Incoming until it ends.
+  void mark_replay(CUstream s, const std::vector<Block*>& inputs, const std::vector<Block*>& outs);
   void materialize_dependents(Block& b) {
     if (!b.dependents.empty()) [[unlikely]]
       materialize_dependents_slow(b);

@@ -11,7 +11,9 @@
 // deep at most. While a block is dropped, anything that may write one of its inputs, or free
 // it, first recomputes it (materialize_dependents), so the replay always reads what the
 // original launch read; a dropped input keeps its version, so recomputing it keeps its
-// dependents valid. Vmm blocks are dropped by unmapping them, managed ones by discarding their
+// dependents valid. Another output of the producer's launch counts as an input (at its version
+// then, so the replay rewrites what it holds); when it is dropped as well, the one replay
+// writes both. Vmm blocks are dropped by unmapping them, managed ones by discarding their
 // pages (drivers with cuMemDiscardBatchAsync, CUDA 12.8+).
 #include <algorithm>
 #include <cinttypes>
@@ -30,7 +32,7 @@ int Executor::dropped_under(const Block& b, int room, const Block* dropping) con
   for (std::size_t i = 0; i < p->input_ids.size(); ++i) {
     const Block* in = blocks.by_id(p->input_ids[i]);
     if (in == nullptr || in->version != p->input_versions[i] || in == dropping) return -1;
-    if (in->where != Where::Dropped) continue;
+    if (in->where != Where::Dropped || co_output(*in, *p)) continue;  // there, or written by the same replay
     const int under = room > 0 ? dropped_under(*in, room - 1, dropping) : -1;
     if (under < 0) return -1;
     most = std::max(most, under + 1);
@@ -38,12 +40,16 @@ int Executor::dropped_under(const Block& b, int room, const Block* dropping) con
   return most;
 }
 
-int Executor::dropped_over(const Block& b, int limit) const {
+int Executor::dropped_over(const Block& b, int limit, std::uint64_t level_launch) const {
   int most = 0;
   for (std::uint64_t id : b.dependents) {
     const Block* d = blocks.by_id(id);
     if (d == nullptr || d->where != Where::Dropped) continue;
-    most = std::max(most, limit > 0 ? 1 + dropped_over(*d, limit - 1) : 1);
+    if (b.producer != nullptr && co_output(*d, *b.producer)) {  // the same replay: the same level
+      if (level_launch != b.producer->launch) most = std::max(most, dropped_over(*d, limit, b.producer->launch));
+    } else {
+      most = std::max(most, limit > 0 ? 1 + dropped_over(*d, limit - 1) : 1);
+    }
     if (most > limit) break;
   }
   return most;
@@ -52,8 +58,7 @@ int Executor::dropped_over(const Block& b, int limit) const {
 bool Executor::recompute_valid(const Block& b) const { return dropped_under(b, kMaxChain - 1) >= 0; }
 
 bool Executor::chain_allows_drop(const Block& b) const {
-  // b counted as dropped already: a chain that leads back to it (two outputs of one launch,
-  // each the other's input) could never be recomputed.
+  // b counted as dropped already: a chain that leads back to it could never be recomputed.
   const int under = dropped_under(b, kMaxChain - 1, &b);
   return under >= 0 && under + 1 + dropped_over(b, kMaxChain) <= kMaxChain;
 }
@@ -118,23 +123,28 @@ bool Executor::recompute(Block& b, const char* reason, double expected) {
       for (Block* x : in) --x->pins;
     }
   } unpin{b, inputs};
-  for (Block* in : inputs)  // a dropped input first, in turn (recompute_valid bounds the depth)
-    if (in->where == Where::Dropped && !recompute(*in, "chain", -1)) return false;
+  // A dropped input first, in turn (recompute_valid bounds the depth); a dropped output of the
+  // same launch is written by this replay instead.
   for (Block* in : inputs)
-    if (ensure_resident(*in, p.stream) != CUDA_SUCCESS) return false;
+    if (in->where == Where::Dropped && !co_output(*in, p) && !recompute(*in, "chain", -1)) return false;
+  for (Block* in : inputs)
+    if (!(in->where == Where::Dropped && co_output(*in, p)) && ensure_resident(*in, p.stream) != CUDA_SUCCESS) return false;
   if (b.where != Where::Dropped) return true;  // recomputed by another call meanwhile
   if (!recompute_valid(b)) return false;
-  const bool room = make_room(b.span);
+  std::uint64_t bytes = b.span;
+  for (Block* in : inputs)
+    if (in->where == Where::Dropped && co_output(*in, p)) bytes += in->span;
+  const bool room = make_room(bytes);
   // Vmm memory is taken on the host's clock: the moves out making room must have ended. A
   // managed fill waits for them in the replay's stream order instead (managed_memory.cpp).
-  if (room && mem(b).host_clock_memory()) settle_managed_out(b.span);
+  if (room && mem(b).host_clock_memory()) settle_managed_out(bytes);
   if (b.where != Where::Dropped) return true;
   if (!recompute_valid(b)) return false;
-  // Device memory when the budget has room, else host pieces: the replay writes it there.
-  if (CUresult r = mem(b).fill(b, room, p.stream); r != CUDA_SUCCESS) {
-    log(LogLevel::Debug, "executor: recompute of %" PRIu64 ": no memory (CUresult %d)", b.id, static_cast<int>(r));
-    return false;
-  }
+  // What the replay writes that holds nothing now: b, and its launch's other dropped outputs.
+  std::vector<Block*> outs{&b};
+  for (Block* in : inputs)
+    if (in->where == Where::Dropped && co_output(*in, p)) outs.push_back(in);
+  if (!fill_for_replay(outs, room, p.stream)) return false;
   std::vector<void*> args(p.param_offset.size());
   std::vector<std::uint8_t> params = p.params;  // the driver reads them at the call
   for (std::size_t i = 0; i < args.size(); ++i) args[i] = params.data() + p.param_offset[i];
@@ -142,27 +152,47 @@ bool Executor::recompute(Block& b, const char* reason, double expected) {
                                        p.shmem, p.stream, args.data(), nullptr);
   if (r != CUDA_SUCCESS) {
     log(LogLevel::Error, "executor: replaying %s failed (%d)", p.name.c_str(), static_cast<int>(r));
-    mem(b).drop(b);  // its memory holds no valid data: dropped again (nothing used it)
+    for (Block* o : outs) mem(*o).drop(*o);  // its memory holds no valid data: dropped again (nothing used it)
     return false;
   }
-  // The replay is a use of its inputs and its output, and work on any stream that writes an
-  // input or touches the output waits for it (its exec event), not only the first consumer.
-  Ev ev = events.record(p.stream);
-  if (!ev) {
-    await_stream(p.stream);  // no event to order by: wait for it here
-  } else {
-    for (Block* in : inputs) mark_use(events, *in, p.stream, ev), set_exec_event(events, *in, ev);
-    mark_use(events, b, p.stream, ev);
-    set_exec_event(events, b, ev);
-    if (b.where == Where::Device) {
-      events.unref(b.ready);
-      b.ready = events.ref(ev);
-      ledger.move(b, Where::Incoming);
-    }
-    events.unref(ev);
-  }
+  mark_replay(p.stream, inputs, outs);
   decisions.record(Action::Recompute, b.id, b.span, reason, expected);
+  for (std::size_t k = 1; k < outs.size(); ++k) decisions.record(Action::Recompute, outs[k]->id, outs[k]->span, "co-output", -1);
   return true;
+}
+
+bool Executor::fill_for_replay(const std::vector<Block*>& outs, bool room, CUstream s) {
+  // Device memory when the budget has room, else host pieces: the replay writes it there.
+  for (std::size_t k = 0; k < outs.size(); ++k) {
+    if (CUresult r = mem(*outs[k]).fill(*outs[k], room, s); r != CUDA_SUCCESS) {
+      log(LogLevel::Debug, "executor: recompute of %" PRIu64 ": no memory (CUresult %d)", outs[k]->id, static_cast<int>(r));
+      for (std::size_t j = 0; j < k; ++j) mem(*outs[j]).drop(*outs[j]);  // filled for nothing: dropped again
+      return false;
+    }
+  }
+  return true;
+}
+
+void Executor::mark_replay(CUstream s, const std::vector<Block*>& inputs, const std::vector<Block*>& outs) {
+  // The replay is a use of its inputs and its outputs, and work on any stream that writes an
+  // input or touches an output waits for it (its exec event), not only the first consumer.
+  Ev ev = events.record(s);
+  if (!ev) {
+    await_stream(s);  // no event to order by: wait for it here
+    return;
+  }
+  for (Block* in : inputs)
+    if (std::find(outs.begin(), outs.end(), in) == outs.end()) mark_use(events, *in, s, ev), set_exec_event(events, *in, ev);
+  for (Block* o : outs) {
+    mark_use(events, *o, s, ev);
+    set_exec_event(events, *o, ev);
+    if (o->where == Where::Device) {
+      events.unref(o->ready);
+      o->ready = events.ref(ev);
+      ledger.move(*o, Where::Incoming);
+    }
+  }
+  events.unref(ev);
 }
 
 void Executor::materialize_dependents_slow(Block& b) {

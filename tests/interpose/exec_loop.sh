@@ -14,7 +14,9 @@
 #     i.e. with a planner's reason, not only `pressure` ones), and, once two iterations followed
 #     it, not every launch was timed. No hook ever waits for a plan.
 #   - EXPECT_DECISIONS="action:reason ...": the decision log has each (e.g. recompute:chain,
-#     a dropped tensor recomputed as the input of another recomputation).
+#     a dropped tensor recomputed as the input of another recomputation); FORBID_DECISIONS the
+#     same, none of them (e.g. evict:msps, a drop the plan made that the executor refused and
+#     swapped instead).
 # EXTRA_ENV="VAR=value ..." is added to the capuchin run. Environment: LOOP, PRELOAD (ctest).
 set -eu
 out=$1; backend=$2; frac=$3; shift 3
@@ -38,11 +40,11 @@ if ! cmp -s "$out/reference.txt" "$out/capuchin.txt"; then
   echo "FAIL: results differ under capuchin ($backend, budget $B of peak $P)"
   diff "$out/reference.txt" "$out/capuchin.txt" | head -10 || true; exit 1
 fi
-python3 - "$out" "$B" "${DEVICE:-budget}" "${MAX_LOG_LINES:-20000}" "${EXPECT_LOG:-}" "${NO_FALLBACK:-0}" "${EXPECT_PLAN:-0}" "${EXPECT_DECISIONS:-}" <<'PY'
+python3 - "$out" "$B" "${DEVICE:-budget}" "${MAX_LOG_LINES:-20000}" "${EXPECT_LOG:-}" "${NO_FALLBACK:-0}" "${EXPECT_PLAN:-0}" "${EXPECT_DECISIONS:-}" "${FORBID_DECISIONS:-}" <<'PY'
 import json, re, sys
 out, budget, device, max_lines, expect, no_fallback = sys.argv[1], int(sys.argv[2]), sys.argv[3], int(sys.argv[4]), sys.argv[5], sys.argv[6] == "1"
 expect_plan = sys.argv[7] == "1"
-expect_decisions = sys.argv[8].split()
+expect_decisions, forbid_decisions = sys.argv[8].split(), sys.argv[9].split()
 errors = []
 err = open(f"{out}/capuchin.err").read()
 m = re.search(r"executor summary: .*", err)
@@ -63,6 +65,10 @@ seen = {(r["action"], r.get("reason", "")) for r in map(json.loads, lines)}
 for want in expect_decisions:
     action, _, reason = want.partition(":")
     if (action, reason) not in seen: errors.append(f"no {action} decision with reason {reason!r} in the decision log")
+for unwanted in forbid_decisions:
+    action, _, reason = unwanted.partition(":")
+    n = sum(1 for l in lines if (json.loads(l)["action"], json.loads(l).get("reason", "")) == (action, reason))
+    if n: errors.append(f"{n} {action} decisions with reason {reason!r} in the decision log")
 if no_fallback and "fallback" in actions: errors.append("fallback decisions: " + "; ".join(l for l in lines if '"fallback"' in l)[:300])
 if expect and not re.search(expect, err): errors.append(f"stderr does not match {expect!r}")
 if expect_plan:
