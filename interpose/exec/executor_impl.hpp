@@ -27,6 +27,7 @@
 #include "api.hpp"
 #include "block.hpp"
 #include "capture_mode.hpp"
+#include "chains.hpp"
 #include "decisions.hpp"
 #include "event_pool.hpp"
 #include "host_pool.hpp"
@@ -180,31 +181,17 @@ class Executor {
   void mark_unknown_use(CUstream s);
   CUresult make_ready(Block& b, bool room);  // a new or reused block's memory (memory.hpp create/reuse)
 
-  // --- recompute.cpp
-  // The most dropped blocks on one chain of inputs recomputed for one access (the block
-  // itself included): each level is a nested recompute() on the hook thread's stack.
-  static constexpr int kMaxChain = 8;
-  // Dropped blocks under b on its longest chain of dropped inputs (0: none of its inputs is
-  // dropped); -1 when b cannot be recomputed: no producer, an input gone or changed since
-  // its producer ran, `dropping` among the inputs on the way, or more than `room` dropped
-  // blocks under it.
-  int dropped_under(const Block& b, int room, const Block* dropping = nullptr) const;
-  // Dropped blocks over b on its longest chain of dropped dependents, counted to limit + 1. A
-  // dropped output of b's own launch is on b's level (one replay writes both): its dependents
-  // count, its way back to the outputs of that launch (`level_launch`) does not.
-  int dropped_over(const Block& b, int limit, std::uint64_t level_launch = 0) const;
-  // Recomputable now: its producer's inputs are there or recomputable, kMaxChain deep at most.
+  // --- recompute.cpp (chains: chains.hpp)
+  // Recomputable now: its producer's inputs are there or recomputable, chains::kMaxChain deep at most.
   bool recompute_valid(const Block& b) const;
-  // Dropping b keeps every chain through it within kMaxChain, and b itself recomputable.
-  bool chain_allows_drop(const Block& b) const;
-  // `in` is another output of the launch that `p` replays (written by the same replay).
-  static bool co_output(const Block& in, const Producer& p) {
-    return p.launch != 0 && in.producer != nullptr && in.producer->launch == p.launch;
-  }
   bool try_drop(Block& b, const char* reason, double expected);
   bool recompute(Block& b, const char* reason, double expected);
+  bool inputs_in_use(const Block& b) const;
   // The memory a replay writes into: each of `outs` filled (all, or none: false).
   bool fill_for_replay(const std::vector<Block*>& outs, bool room, CUstream s);
+  // The first n of `outs`, filled for a replay that will not run: dropped again once their
+  // fills on s are done.
+  void drop_unused_fills(const std::vector<Block*>& outs, std::size_t n, CUstream s);
   // A replay on `s` just issued: a use of its inputs and outputs, the outputs Incoming until it ends.
   void mark_replay(CUstream s, const std::vector<Block*>& inputs, const std::vector<Block*>& outs);
   void materialize_dependents(Block& b) {

@@ -7,73 +7,40 @@
 // writing exactly that one parameter, or a probation inferred it: write_sets.hpp), and every
 // input is alive and at the version it had when the producer ran. An input may itself be
 // dropped (a chain, as the planner plans them: an activation recomputed from another dropped
-// one): it is recomputed first, so it must be recomputable in turn, kMaxChain dropped blocks
-// deep at most. While a block is dropped, anything that may write one of its inputs, or free
-// it, first recomputes it (materialize_dependents), so the replay always reads what the
-// original launch read; a dropped input keeps its version, so recomputing it keeps its
-// dependents valid. Another output of the producer's launch counts as an input (at its version
-// then, so the replay rewrites what it holds); when it is dropped as well, the one replay
-// writes both. Vmm blocks are dropped by unmapping them, managed ones by discarding their
-// pages (drivers with cuMemDiscardBatchAsync, CUDA 12.8+).
+// one): it is recomputed first, so it must be recomputable in turn, chains::kMaxChain dropped
+// blocks deep at most (chains.hpp). While a block is dropped, anything that may write one of
+// its inputs, or free it, first recomputes it (materialize_dependents), so the replay always
+// reads what the original launch read; a dropped input keeps its version, so recomputing it
+// keeps its dependents valid. Another output of the producer's launch counts as an input (at
+// its version then, so the replay rewrites what it holds); when it is dropped as well, the one
+// replay writes both. Vmm blocks are dropped by unmapping them, managed ones by discarding
+// their pages (drivers with cuMemDiscardBatchAsync, CUDA 12.8+).
 #include <algorithm>
 #include <cinttypes>
 #include <cstring>
 
 #include "capture.hpp"
+#include "chains.hpp"
 #include "executor_impl.hpp"
 #include "ordering.hpp"
 
 namespace capuchin::interpose::exec {
 
-int Executor::dropped_under(const Block& b, int room, const Block* dropping) const {
-  const Producer* p = b.producer.get();
-  if (p == nullptr || p->func == nullptr) return -1;
-  int most = 0;
-  for (std::size_t i = 0; i < p->input_ids.size(); ++i) {
-    const Block* in = blocks.by_id(p->input_ids[i]);
-    if (in == nullptr || in->version != p->input_versions[i] || in == dropping) return -1;
-    if (in->where != Where::Dropped || co_output(*in, *p)) continue;  // there, or written by the same replay
-    const int under = room > 0 ? dropped_under(*in, room - 1, dropping) : -1;
-    if (under < 0) return -1;
-    most = std::max(most, under + 1);
-  }
-  return most;
-}
+bool Executor::recompute_valid(const Block& b) const { return chains::dropped_under(blocks, b, chains::kMaxChain - 1) >= 0; }
 
-int Executor::dropped_over(const Block& b, int limit, std::uint64_t level_launch) const {
-  int most = 0;
-  for (std::uint64_t id : b.dependents) {
-    const Block* d = blocks.by_id(id);
-    if (d == nullptr || d->where != Where::Dropped) continue;
-    if (b.producer != nullptr && co_output(*d, *b.producer)) {  // the same replay: the same level
-      if (level_launch != b.producer->launch) most = std::max(most, dropped_over(*d, limit, b.producer->launch));
-    } else {
-      most = std::max(most, limit > 0 ? 1 + dropped_over(*d, limit - 1) : 1);
-    }
-    if (most > limit) break;
-  }
-  return most;
-}
-
-bool Executor::recompute_valid(const Block& b) const { return dropped_under(b, kMaxChain - 1) >= 0; }
-
-bool Executor::chain_allows_drop(const Block& b) const {
-  // b counted as dropped already: a chain that leads back to it could never be recomputed.
-  const int under = dropped_under(b, kMaxChain - 1, &b);
-  return under >= 0 && under + 1 + dropped_over(b, kMaxChain) <= kMaxChain;
+// An input pinned by a call in flight may be about to be written (its version bumped after
+// the wait that call is in): b's replay would then read the new value.
+bool Executor::inputs_in_use(const Block& b) const {
+  for (std::uint64_t id : b.producer->input_ids)
+    if (const Block* in = blocks.by_id(id); in != nullptr && in->pins != 0) return true;
+  return false;
 }
 
 bool Executor::try_drop(Block& b, const char* reason, double expected) {
   if (!mem(b).droppable() || !opt.recompute || b.where != Where::Device || b.pins != 0 || unknown_in_flight > 0) return false;
-  if (!chain_allows_drop(b)) return false;
-  // An input in use by a call in flight may be being written.
-  for (std::uint64_t id : b.producer->input_ids)
-    if (const Block* in = blocks.by_id(id); in != nullptr && in->pins != 0) return false;
-  // The replay must fit on its own: its inputs and the tensor at once.
-  std::uint64_t replay_bytes = b.span;
-  for (std::uint64_t id : b.producer->input_ids)
-    if (const Block* in = blocks.by_id(id)) replay_bytes += in->span;
-  if (replay_bytes > ledger.budget) return false;
+  if (!chains::allows_drop(blocks, b) || inputs_in_use(b)) return false;
+  // The replay must fit on its own: the tensor and its inputs at once, a chain's included.
+  if (chains::replay_bytes(blocks, b) > ledger.budget) return false;
   // Its last uses must be done before its memory is unmapped, and so must every stream's latest
   // work (it may reach the tensor unseen). The lock is left meanwhile: a use marked then (a read
   // leaves the version as it was) means work that may still be running, so it is not dropped.
@@ -82,7 +49,8 @@ bool Executor::try_drop(Block& b, const char* reason, double expected) {
   ++b.pins;
   await_streams();
   --b.pins;
-  if (b.use_gen != gen || b.where != Where::Device || b.pins != 0 || !chain_allows_drop(b) || !quiet_now(events, b))
+  if (b.use_gen != gen || b.where != Where::Device || b.pins != 0 || !chains::allows_drop(blocks, b) || inputs_in_use(b) ||
+      !quiet_now(events, b))
     return false;
   mem(b).drop(b);
   if (b.where != Where::Dropped) return false;  // the unmap failed: it stays resident (logged)
@@ -126,24 +94,25 @@ bool Executor::recompute(Block& b, const char* reason, double expected) {
   // A dropped input first, in turn (recompute_valid bounds the depth); a dropped output of the
   // same launch is written by this replay instead.
   for (Block* in : inputs)
-    if (in->where == Where::Dropped && !co_output(*in, p) && !recompute(*in, "chain", -1)) return false;
+    if (in->where == Where::Dropped && !chains::co_output(*in, p) && !recompute(*in, "chain", -1)) return false;
   for (Block* in : inputs)
-    if (!(in->where == Where::Dropped && co_output(*in, p)) && ensure_resident(*in, p.stream) != CUDA_SUCCESS) return false;
+    if (!(in->where == Where::Dropped && chains::co_output(*in, p)) && ensure_resident(*in, p.stream) != CUDA_SUCCESS) return false;
   if (b.where != Where::Dropped) return true;  // recomputed by another call meanwhile
   if (!recompute_valid(b)) return false;
   std::uint64_t bytes = b.span;
+  bool host_clock = mem(b).host_clock_memory();
   for (Block* in : inputs)
-    if (in->where == Where::Dropped && co_output(*in, p)) bytes += in->span;
+    if (in->where == Where::Dropped && chains::co_output(*in, p)) bytes += in->span, host_clock |= mem(*in).host_clock_memory();
   const bool room = make_room(bytes);
   // Vmm memory is taken on the host's clock: the moves out making room must have ended. A
   // managed fill waits for them in the replay's stream order instead (managed_memory.cpp).
-  if (room && mem(b).host_clock_memory()) settle_managed_out(bytes);
+  if (room && host_clock) settle_managed_out(bytes);
   if (b.where != Where::Dropped) return true;
   if (!recompute_valid(b)) return false;
   // What the replay writes that holds nothing now: b, and its launch's other dropped outputs.
   std::vector<Block*> outs{&b};
   for (Block* in : inputs)
-    if (in->where == Where::Dropped && co_output(*in, p)) outs.push_back(in);
+    if (in->where == Where::Dropped && chains::co_output(*in, p)) outs.push_back(in);
   if (!fill_for_replay(outs, room, p.stream)) return false;
   std::vector<void*> args(p.param_offset.size());
   std::vector<std::uint8_t> params = p.params;  // the driver reads them at the call
@@ -152,7 +121,7 @@ bool Executor::recompute(Block& b, const char* reason, double expected) {
                                        p.shmem, p.stream, args.data(), nullptr);
   if (r != CUDA_SUCCESS) {
     log(LogLevel::Error, "executor: replaying %s failed (%d)", p.name.c_str(), static_cast<int>(r));
-    for (Block* o : outs) mem(*o).drop(*o);  // its memory holds no valid data: dropped again (nothing used it)
+    drop_unused_fills(outs, outs.size(), p.stream);  // their memory holds no valid data (nothing used it)
     return false;
   }
   mark_replay(p.stream, inputs, outs);
@@ -166,11 +135,18 @@ bool Executor::fill_for_replay(const std::vector<Block*>& outs, bool room, CUstr
   for (std::size_t k = 0; k < outs.size(); ++k) {
     if (CUresult r = mem(*outs[k]).fill(*outs[k], room, s); r != CUDA_SUCCESS) {
       log(LogLevel::Debug, "executor: recompute of %" PRIu64 ": no memory (CUresult %d)", outs[k]->id, static_cast<int>(r));
-      for (std::size_t j = 0; j < k; ++j) mem(*outs[j]).drop(*outs[j]);  // filled for nothing: dropped again
+      drop_unused_fills(outs, k, s);  // filled for nothing
       return false;
     }
   }
   return true;
+}
+
+void Executor::drop_unused_fills(const std::vector<Block*>& outs, std::size_t n, CUstream s) {
+  if (n == 0) return;
+  await_stream(s);  // a managed fill populates on s: a drop's discard must come after it (pre: quiet)
+  for (std::size_t j = 0; j < n; ++j)
+    if (outs[j]->where != Where::Dropped) mem(*outs[j]).drop(*outs[j]);
 }
 
 void Executor::mark_replay(CUstream s, const std::vector<Block*>& inputs, const std::vector<Block*>& outs) {
@@ -200,7 +176,12 @@ void Executor::materialize_dependents_slow(Block& b) {
   deps.swap(b.dependents);
   for (std::uint64_t id : deps) {
     Block* d = blocks.by_id(id);
-    if (d != nullptr && d->where == Where::Dropped) (void)recompute(*d, "input-changes", -1);  // fails only if it is invalid already
+    if (d != nullptr && d->where == Where::Dropped && !recompute(*d, "input-changes", -1) && recompute_valid(*d)) {
+      // Still valid but not recomputed (no memory for it or for a chain below it): once its
+      // input changes it never can be; said now, since its access fails later.
+      decisions.record(Action::Oom, d->id, d->span, "recompute-failed", -1, "an input changes and it could not be recomputed first");
+      log(LogLevel::Error, "executor: tensor %" PRIu64 " could not be recomputed before its input changes", d->id);
+    }
   }
 }
 
