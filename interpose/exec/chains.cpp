@@ -9,9 +9,10 @@ namespace capuchin::interpose::exec::chains {
 
 namespace {
 
-// One walk over dropped blocks: each block's result is worked out once, so a walk costs the
-// blocks it reaches, however many chains share them (a concatenation of dropped branches).
-// A block being walked holds kWalking: met again, the walk has gone round a cycle.
+// One walk over dropped blocks: each block's result is worked out once, however many chains
+// share it (a concatenation of dropped branches), and looked up in a list: the work grows with
+// the square of the dropped blocks reached, not with the number of paths to them. A block
+// being walked holds kWalking: met again, the walk has gone round a cycle.
 using Memo = std::vector<std::pair<const Block*, int>>;
 constexpr int kWalking = -2;
 constexpr int kTooTall = kMaxChain + 1;
@@ -82,7 +83,9 @@ std::uint64_t add_replay_bytes(const BlockTable& blocks, const Block& b, std::ve
   std::uint64_t bytes = 0;
   if (std::find(seen.begin(), seen.end(), &b) == seen.end()) seen.push_back(&b), bytes += b.span;
   const Producer* p = b.producer.get();
-  if (p == nullptr || seen.size() > 64 * kMaxChain) return bytes;  // (a walk of a valid chain ends sooner)
+  // A bound on the work (an optimizer's launch names hundreds of blocks): past it the count
+  // is short, as it was when only direct inputs were counted.
+  if (p == nullptr || seen.size() > 64 * kMaxChain) return bytes;
   for (std::uint64_t id : p->input_ids) {
     const Block* in = blocks.by_id(id);
     if (in == nullptr || std::find(seen.begin(), seen.end(), in) != seen.end()) continue;

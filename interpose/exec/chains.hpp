@@ -6,8 +6,8 @@
 //
 // Contract: pure functions of the block table and the blocks' producers, versions, `where`
 // and dependents lists; no driver call, no wait. Each walk works out a block's result once
-// (linear in the blocks it reaches, however many chains share them), goes no deeper than a
-// chain may be, and ends on a cycle (the dependents lists can keep entries of earlier drops).
+// (however many chains share it: never a walk of every path), goes no deeper than a chain may
+// be, and ends on a cycle (the dependents lists can keep entries of earlier drops).
 // Called under the executor's lock.
 #pragma once
 
@@ -39,7 +39,8 @@ int dropped_over(const BlockTable& blocks, const Block& b);
 bool allows_drop(const BlockTable& blocks, const Block& b);
 
 // What b's recomputation holds at once: b, its producer's inputs, and those of each dropped
-// input recomputed first (pinned while the levels above wait), each block counted once.
+// input recomputed first (pinned while the levels above wait), each block counted once (up to
+// 512 blocks: a bound on the work).
 std::uint64_t replay_bytes(const BlockTable& blocks, const Block& b);
 
 }  // namespace capuchin::interpose::exec::chains
