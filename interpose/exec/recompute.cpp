@@ -92,27 +92,31 @@ bool Executor::recompute(Block& b, const char* reason, double expected) {
     }
   } unpin{b, inputs};
   // A dropped input first, in turn (recompute_valid bounds the depth); a dropped output of the
-  // same launch is written by this replay instead.
+  // same launch is written by this replay instead (one of `outs`, with b).
+  auto written_here = [&](const Block& in) { return in.where == Where::Dropped && chains::co_output(in, p); };
+  auto replay_outputs = [&] {
+    std::vector<Block*> outs{&b};
+    for (Block* in : inputs)
+      if (written_here(*in)) outs.push_back(in);
+    return outs;
+  };
   for (Block* in : inputs)
-    if (in->where == Where::Dropped && !chains::co_output(*in, p) && !recompute(*in, "chain", -1)) return false;
+    if (in->where == Where::Dropped && !written_here(*in) && !recompute(*in, "chain", -1)) return false;
   for (Block* in : inputs)
-    if (!(in->where == Where::Dropped && chains::co_output(*in, p)) && ensure_resident(*in, p.stream) != CUDA_SUCCESS) return false;
+    if (!written_here(*in) && ensure_resident(*in, p.stream) != CUDA_SUCCESS) return false;
   if (b.where != Where::Dropped) return true;  // recomputed by another call meanwhile
   if (!recompute_valid(b)) return false;
-  std::uint64_t bytes = b.span;
-  bool host_clock = mem(b).host_clock_memory();
-  for (Block* in : inputs)
-    if (in->where == Where::Dropped && chains::co_output(*in, p)) bytes += in->span, host_clock |= mem(*in).host_clock_memory();
+  std::vector<Block*> outs = replay_outputs();
+  std::uint64_t bytes = 0;
+  bool host_clock = false;
+  for (const Block* o : outs) bytes += o->span, host_clock |= mem(*o).host_clock_memory();
   const bool room = make_room(bytes);
   // Vmm memory is taken on the host's clock: the moves out making room must have ended. A
   // managed fill waits for them in the replay's stream order instead (managed_memory.cpp).
   if (room && host_clock) settle_managed_out(bytes);
   if (b.where != Where::Dropped) return true;
   if (!recompute_valid(b)) return false;
-  // What the replay writes that holds nothing now: b, and its launch's other dropped outputs.
-  std::vector<Block*> outs{&b};
-  for (Block* in : inputs)
-    if (in->where == Where::Dropped && chains::co_output(*in, p)) outs.push_back(in);
+  outs = replay_outputs();  // as they are after the waits (another call may have recomputed one)
   if (!fill_for_replay(outs, room, p.stream)) return false;
   std::vector<void*> args(p.param_offset.size());
   std::vector<std::uint8_t> params = p.params;  // the driver reads them at the call
