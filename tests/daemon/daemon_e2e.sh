@@ -27,28 +27,43 @@ start_daemon() {
   done
 }
 # Runs the job under capuchin (the sanitizer runtime, if any, stays first in LD_PRELOAD).
-run_job() {  # budget seed outfile
-  LD_PRELOAD="$PRELOAD_PREFIX" "$CAPUCHIN" run --socket "$sock" --budget "$1" -- "$TRAIN" $args --iters $iters --seed "$2" > "$3"
+# With a hold file the job waits before iteration 1 until the file exists: the test acts on the
+# running jobs (lists them, kills the daemon) without racing their end on a slow machine.
+run_job() {  # budget seed outfile [hold-file]
+  hold=""; [ $# -ge 4 ] && hold="--hold-before 1 --hold-file $4"
+  LD_PRELOAD="$PRELOAD_PREFIX" "$CAPUCHIN" run --socket "$sock" --budget "$1" -- "$TRAIN" $args --iters $iters --seed "$2" $hold > "$3"
+}
+# until SECONDS COMMAND...: runs COMMAND every 50 ms until it succeeds (status 0) or SECONDS
+# pass (status 1). Bounded by time, not by a count of polls: polls are slow on a loaded machine.
+until_within() {
+  deadline=$(( $(date +%s) + $1 )); shift
+  while [ "$(date +%s)" -le "$deadline" ]; do
+    "$@" && return 0
+    sleep 0.05
+  done
+  return 1
 }
 
 for s in 1 2 3; do "$TRAIN" $args --iters $iters --seed $s > "$out/plain$s.txt"; done
-"$TRAIN" $args --iters $((iters * 10)) --seed 4 > "$out/plain4.txt"
+"$TRAIN" $args --iters $iters --seed 4 > "$out/plain4.txt"
 start_daemon
 
 # 1. Three concurrent jobs, different budgets (a share of the device, a size with a unit,
 # a share). Budgets are enforced by the executor; eviction itself is tested with it
 # (tests/interpose), here every budget leaves room for the job's 64 KiB-granule peak.
-run_job 50% 1 "$out/run1.txt" & p1=$!
-run_job 1MiB 2 "$out/run2.txt" & p2=$!
-run_job 90% 3 "$out/run3.txt" & p3=$!
+# The three are held before their second iteration until the test has seen them together.
+run_job 50% 1 "$out/run1.txt" "$out/go1" & p1=$!
+run_job 1MiB 2 "$out/run2.txt" "$out/go1" & p2=$!
+run_job 90% 3 "$out/run3.txt" "$out/go1" & p3=$!
+three_listed() {
+  "$CAPUCHIN" --socket "$sock" sessions --json > "$out/sessions.json" 2>/dev/null || return 1
+  [ "$(grep -o '"pid":' "$out/sessions.json" | wc -l)" -ge 3 ]
+}
 seen=0
-for i in $(seq 1 400); do
-  n=$("$CAPUCHIN" sessions --json --socket "$sock" | grep -o '"pid":' | wc -l || true)
-  [ "$n" -ge 3 ] && { seen=1; "$CAPUCHIN" --socket "$sock" sessions --json > "$out/sessions.json"; break; }
-  sleep 0.02
-done
+until_within 120 three_listed && seen=1
+touch "$out/go1"
 wait $p1; wait $p2; wait $p3
-[ $seen -eq 1 ] || { echo "FAIL: capuchin sessions never showed the three jobs at once"; exit 1; }
+[ $seen -eq 1 ] || { echo "FAIL: capuchin sessions never showed the three jobs at once (120 s)"; cat "$out/sessions.json"; exit 1; }
 for s in 1 2 3; do
   cmp -s "$out/plain$s.txt" "$out/run$s.txt" || { echo "FAIL: job $s output differs under capuchin"; diff "$out/plain$s.txt" "$out/run$s.txt" | head; exit 1; }
 done
@@ -81,25 +96,20 @@ newer() {  # prints the ids above $1 among all sessions the daemon lists
   "$CAPUCHIN" sessions --all --json --socket "$sock" 2>/dev/null |
     python3 -c 'import json,sys; print(" ".join(str(s["id"]) for s in json.load(sys.stdin) if s["id"] > int(sys.argv[1])))' "$1" || true
 }
-# The job must outlive the sink's reconnect attempts after the kill (100, 200, 400, 800 ms, ...
-# apart: interpose/daemon_sink.cpp): at 4x it once ended before the attempt that finds the
-# restarted daemon (a clean-clone CI run); 10x leaves seconds to spare.
-iters_saved=$iters; iters=$((iters * 10))
-run_job 50% 4 "$out/run4.txt" & p4=$!
-iters=$iters_saved
-for i in $(seq 1 400); do
-  "$CAPUCHIN" sessions --json --socket "$sock" | grep -q '"pid":' && break
-  sleep 0.02
-done
+# The job is held before its second iteration until it has re-attached (or 120 s passed): the
+# sink's reconnect attempts after the kill are 100, 200, 400, ... 5000 ms apart
+# (interpose/daemon_sink.cpp), and a job that ended before the attempt that finds the restarted
+# daemon once failed a clean-clone CI run.
+attached_listed() { "$CAPUCHIN" sessions --json --socket "$sock" 2>/dev/null | grep -q '"pid":'; }
+reattached_listed() { [ -n "$(newer "$maxid")" ]; }
+run_job 50% 4 "$out/run4.txt" "$out/go4" & p4=$!
+until_within 120 attached_listed || { touch "$out/go4"; wait $p4 || true; echo "FAIL: the fourth job did not attach (120 s)"; exit 1; }
 maxid=$("$CAPUCHIN" sessions --all --json --socket "$sock" | python3 -c 'import json,sys; print(max(s["id"] for s in json.load(sys.stdin)))')
 kill -9 "$dpid"; wait "$dpid" 2>/dev/null || true; dpid=""
 start_daemon
 reattached=0
-for i in $(seq 1 400); do
-  [ -n "$(newer "$maxid")" ] && { reattached=1; break; }
-  kill -0 $p4 2>/dev/null || break
-  sleep 0.02
-done
+until_within 120 reattached_listed && reattached=1
+touch "$out/go4"
 wait $p4 || { echo "FAIL: the job failed after the daemon was killed"; exit 1; }
 cmp -s "$out/plain4.txt" "$out/run4.txt" || { echo "FAIL: output differs after SIGKILL of the daemon"; exit 1; }
 echo "daemon SIGKILLed mid-run: job output identical; re-attached to the restarted daemon: $reattached"

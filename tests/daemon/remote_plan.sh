@@ -33,9 +33,11 @@ done
 P=$("$TRAIN" $args --iters 6 --print-peak)
 B=$(awk -v p="$P" 'BEGIN { printf "%d", p * 0.6 }')
 B2=$(awk -v p="$P" 'BEGIN { printf "%d", p * 0.5 }')
-run_job() {  # iters outfile decision-log
+run_job() {  # iters outfile decision-log [hold-file]: with a hold file, the job waits before
+             # iteration 10 until the file exists, so the test acts on it while it surely runs
+  hold=""; [ $# -ge 4 ] && hold="--hold-before 10 --hold-file $4"
   SIMCUDA_DEVICE_BYTES=$B SIMCUDA_STATS_FILE="$3.stats" CAPUCHIN_DECISION_LOG="$3" CAPUCHIN_LOG=info \
-    LD_PRELOAD="$PRELOAD_PREFIX" "$CAPUCHIN" run --socket "$sock" --budget "$B" -- "$TRAIN" $args --iters "$1" > "$2" 2> "$2.err"
+    LD_PRELOAD="$PRELOAD_PREFIX" "$CAPUCHIN" run --socket "$sock" --budget "$B" -- "$TRAIN" $args --iters "$1" $hold > "$2" 2> "$2.err"
 }
 
 # 1. Plans made by the daemon, applied by the job.
@@ -60,17 +62,32 @@ s = [x for x in json.load(sys.stdin) if x["state"] == "attached"]
 print(s[0]["id"] if s else "")'
 }
 
-# 2. set-budget on a running job.
+# wait_for_session SECONDS [plan]: prints the id of the attached session (with "plan": once
+# `capuchin plan` shows the job's iteration for it), or nothing when SECONDS pass first. Bounded by
+# time, not by a count of polls: each poll starts two processes, slow on a loaded machine.
+wait_for_session() {
+  deadline=$(( $(date +%s) + $1 ))
+  while [ "$(date +%s)" -le "$deadline" ]; do
+    s=$(attached_session)
+    if [ -n "$s" ]; then
+      [ $# -lt 2 ] && { echo "$s"; return; }
+      "$CAPUCHIN" --socket "$sock" plan "$s" --json 2>/dev/null | grep -q "the job's iteration" && { echo "$s"; return; }
+    fi
+    sleep 0.05
+  done
+}
+held_job_failed() {  # what FAIL needs to say when a held job was not seen: its log and the daemon's view
+  echo "FAIL: $1"; tail -5 "$2.err"; "$CAPUCHIN" --socket "$sock" sessions --json; tail -5 "$out/daemon.log"
+  touch "$3"; wait $job || true; exit 1
+}
+
+# 2. set-budget on a running job (held before iteration 10 until set-budget was sent).
 "$TRAIN" $args --iters 60 > "$out/reference60.txt"
-run_job 60 "$out/run60.txt" "$out/decisions60.jsonl" & job=$!
-sid=""
-for i in $(seq 1 500); do
-  sid=$(attached_session)
-  [ -n "$sid" ] && break
-  sleep 0.02
-done
-[ -n "$sid" ] || { echo "FAIL: the second job never attached"; exit 1; }
+run_job 60 "$out/run60.txt" "$out/decisions60.jsonl" "$out/go60" & job=$!
+sid=$(wait_for_session 120)
+[ -n "$sid" ] || held_job_failed "the second job did not attach within 120 s" "$out/run60.txt" "$out/go60"
 "$CAPUCHIN" --socket "$sock" set-budget "$sid" "$B2" > /dev/null
+touch "$out/go60"
 wait $job || { echo "FAIL: the job failed after set-budget"; tail "$out/run60.txt.err"; exit 1; }
 cmp -s "$out/reference60.txt" "$out/run60.txt" || { echo "FAIL: output differs after set-budget"; exit 1; }
 # The job's own account of the link: every plan request answered, the one budget received.
@@ -100,15 +117,12 @@ PY
 # 3. set-budget below what the job needs at once is refused, naming the minimum, and the job
 #    runs on unharmed (it was accepted, and the job died at its next iteration).
 "$TRAIN" $args --iters 25 > "$out/reference25.txt"
-run_job 25 "$out/run25.txt" "$out/decisions25.jsonl" & job=$!
-sid3=""
-for i in $(seq 1 500); do
-  sid3=$(attached_session)
-  [ -n "$sid3" ] && "$CAPUCHIN" --socket "$sock" plan "$sid3" --json 2>/dev/null | grep -q "the job's iteration" && break
-  sleep 0.02
-done
+run_job 25 "$out/run25.txt" "$out/decisions25.jsonl" "$out/go25" & job=$!
+sid3=$(wait_for_session 120 plan)
+[ -n "$sid3" ] || held_job_failed "the third job had no plan within 120 s" "$out/run25.txt" "$out/go25"
 rc=0
 "$CAPUCHIN" --socket "$sock" set-budget "$sid3" 4096 > "$out/low.txt" 2>&1 || rc=$?
+touch "$out/go25"
 wait $job || { echo "FAIL: the job failed after a refused set-budget"; tail "$out/run25.txt.err"; exit 1; }
 [ $rc -ne 0 ] && grep -q "below-minimum.*needs at once" "$out/low.txt" ||
   { echo "FAIL: set-budget 4096 was not refused with the job's minimum (exit $rc)"; cat "$out/low.txt"; exit 1; }

@@ -21,8 +21,11 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <chrono>
+#include <filesystem>
 #include <fstream>
 #include <map>
+#include <thread>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <string>
@@ -88,7 +91,25 @@ struct Config {
   bool created_stream = false;
   double kernel_ns = 0;  // extra virtual time of each elementwise kernel (compute-heavier layers)
   bool keep_preact = false;  // keep each pre-activation until its activation is freed (backward)
+  int hold_before = -1;       // iteration at which the job waits for hold_file (-1: never)
+  std::string hold_file;
 };
+
+// Lets a test act on a running job (a daemon command, a signal) without racing the job's end:
+// before iteration `c.hold_before` the job waits until `c.hold_file` exists. Bounded, so a test
+// that never creates the file fails the job instead of hanging it.
+void hold_if_asked(const Config& c, int iteration) {
+  if (iteration != c.hold_before) return;
+  std::fprintf(stderr, "sim_mlp_train: holding before iteration %d until %s exists\n", iteration, c.hold_file.c_str());
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(300);
+  while (!std::filesystem::exists(c.hold_file)) {
+    if (std::chrono::steady_clock::now() > deadline) {
+      std::fprintf(stderr, "sim_mlp_train: %s did not appear within 300 s\n", c.hold_file.c_str());
+      std::exit(1);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+}
 
 std::ofstream* g_truth = nullptr;  // flushed on failure too
 
@@ -310,6 +331,10 @@ int main(int argc, char** argv) {
                "keep each layer's pre-activation until backward frees its activation (more memory, results unchanged)");
   app.add_flag("--print-peak", print_peak, "print only the natural peak device bytes and exit");
   app.add_option("--ground-truth", truth_path, "write allocations and per-launch buffers as JSON lines");
+  auto* hold_file = app.add_option("--hold-file", c.hold_file, "with --hold-before: the file whose creation releases the job");
+  app.add_option("--hold-before", c.hold_before, "wait before this iteration until --hold-file exists (at most 300 s)")
+      ->check(CLI::Range(0, 1000000))
+      ->needs(hold_file);
   CLI11_PARSE(app, argc, argv);
   c.sync_alloc = alloc_mode == "sync";
   c.created_stream = stream_mode == "created";
@@ -356,6 +381,7 @@ int main(int argc, char** argv) {
   check(cudaMemcpy(m.y.ptr, init[c.depth + 1].data(), init[c.depth + 1].size() * sizeof(float), cudaMemcpyHostToDevice), "y upload");
 
   for (int i = 0; i < c.iters; ++i) {
+    hold_if_asked(c, i);
     dev.note_iteration(i);
     const float loss = step(dev, blas, m, c);
     std::printf("iter %d loss %a\n", i, static_cast<double>(loss));
