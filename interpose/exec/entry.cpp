@@ -11,6 +11,7 @@
 #include <thread>
 #include <cinttypes>
 #include <cstring>
+#include <optional>
 #include <string_view>
 
 #include "capture.hpp"
@@ -103,6 +104,24 @@ bool on_executor_device(Executor& e, std::size_t bytes, const int* dev) {
   e.decisions.record(Action::Fallback, kNoBlockId, bytes, "other-device", -1, "allocated on another device: the driver's");
   return false;
 }
+
+// Bars drops from the settle before work with unknown accesses until that work is counted in
+// unknown_in_flight (Executor::drops_barred); release() once it is, or on leaving by an error.
+class BarDrops {
+ public:
+  explicit BarDrops(Executor& e) : e_(e) { ++e_.drops_barred; }
+  ~BarDrops() { release(); }
+  BarDrops(const BarDrops&) = delete;
+  BarDrops& operator=(const BarDrops&) = delete;
+  void release() {
+    if (held_) --e_.drops_barred;
+    held_ = false;
+  }
+
+ private:
+  Executor& e_;
+  bool held_ = true;
+};
 
 }  // namespace
 
@@ -320,6 +339,7 @@ CUresult before_unknown_work(CUstream s, bool per_thread) {
   Executor* ex = running();
   if (ex == nullptr) return CUDA_SUCCESS;
   Held held(*ex);
+  BarDrops bar(*ex);
   if (CUresult r = ex->settle_for_unknown_access(driver_stream(s, per_thread)); r != CUDA_SUCCESS) return r;
   ex->invalidate_producers();  // it may write anything: no replay may read what it changes
   ++ex->unknown_in_flight;     // nothing moves out until it is recorded (after_unknown_work)
@@ -546,7 +566,9 @@ CUresult before_launch(Launch& l, const std::uint64_t* words, unsigned nwords, s
   // then dropped blocks it touches.
   for (std::size_t i = 0; i < cur.size(); ++i)
     if (written(i)) e.materialize_dependents(*cur[i]);
-  if (!l.complete_scan) {  // accesses unknown: nothing may be missing from its address or moving
+  std::optional<BarDrops> bar;
+  if (!l.complete_scan) {  // accesses unknown: nothing may be missing from its address, moving or dropped
+    bar.emplace(e);        // ... from here until it is counted in unknown_in_flight (below)
     if (CUresult r = e.settle_for_unknown_access(ds); r != CUDA_SUCCESS) {
       unpin(cur);
       return r;
@@ -575,6 +597,7 @@ CUresult before_launch(Launch& l, const std::uint64_t* words, unsigned nwords, s
   if (!l.complete_scan) {
     e.invalidate_producers();
     ++e.unknown_in_flight;
+    bar->release();
   }
   l.active = true;
   l.driver_stream = ds;

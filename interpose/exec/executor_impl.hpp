@@ -120,6 +120,11 @@ class Executor {
   // Work whose accesses are unknown (graph launches, unscanned launches) forwarded and not yet
   // recorded: while any is in flight nothing moves out (it may use any block).
   std::uint32_t unknown_in_flight = 0;
+  // Work with unknown accesses being made ready (from settle_for_unknown_access until its
+  // unknown_in_flight count): nothing may be dropped meanwhile. Settling waits without the lock;
+  // a drop landing then would be missed by it (the work could read an unmapped tensor), and
+  // invalidate_producers would take the dropped tensor's only way back (BarDrops, entry.cpp).
+  std::uint32_t drops_barred = 0;
   // Vmm evictions in the order they were issued (the out stream completes them in it), with
   // the move_seq they were issued under (an entry whose block moved on since is stale).
   std::deque<std::pair<Block*, std::uint64_t>> evict_queue;

@@ -37,7 +37,8 @@ bool Executor::inputs_in_use(const Block& b) const {
 }
 
 bool Executor::try_drop(Block& b, const char* reason, double expected) {
-  if (!mem(b).droppable() || !opt.recompute || b.where != Where::Device || b.pins != 0 || unknown_in_flight > 0) return false;
+  auto barred = [&] { return unknown_in_flight > 0 || drops_barred > 0; };  // work that may touch any block
+  if (!mem(b).droppable() || !opt.recompute || b.where != Where::Device || b.pins != 0 || barred()) return false;
   if (!chains::allows_drop(blocks, b) || inputs_in_use(b)) return false;
   // The replay must fit on its own: the tensor and its inputs at once, a chain's included.
   if (chains::replay_bytes(blocks, b) > ledger.budget) return false;
@@ -49,8 +50,8 @@ bool Executor::try_drop(Block& b, const char* reason, double expected) {
   ++b.pins;
   await_streams();
   --b.pins;
-  if (b.use_gen != gen || b.where != Where::Device || b.pins != 0 || !chains::allows_drop(blocks, b) || inputs_in_use(b) ||
-      !quiet_now(events, b))
+  if (b.use_gen != gen || b.where != Where::Device || b.pins != 0 || barred() || !chains::allows_drop(blocks, b) ||
+      inputs_in_use(b) || !quiet_now(events, b))
     return false;
   mem(b).drop(b);
   if (b.where != Where::Dropped) return false;  // the unmap failed: it stays resident (logged)
