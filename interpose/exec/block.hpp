@@ -64,6 +64,7 @@ struct Producer {
   std::vector<std::uint32_t> input_versions;
   std::string name;
   std::uint64_t launch = 0;  // the launch it replays (Executor::next_launch_stamp): one per launch, shared by its outputs
+  std::uint64_t sig = 0;     // the launch's signature: its measured time prices a drop (Planning::duration_s)
 };
 
 struct Block {

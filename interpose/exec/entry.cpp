@@ -358,9 +358,10 @@ namespace {
 
 // The producer of a declared output, kept so the launch can be replayed.
 std::shared_ptr<Producer> capture_producer(const Launch& l, const KernelInfo& ki, CUstream ds, const std::vector<Block*>& cur,
-                                           const Block* output, std::uint64_t stamp) {
+                                           const Block* output, std::uint64_t stamp, std::uint64_t sig) {
   auto p = std::make_shared<Producer>();
   p->launch = stamp;
+  p->sig = sig;
   p->func = l.func;
   std::memcpy(p->grid, l.grid, sizeof p->grid);
   std::memcpy(p->block, l.block, sizeof p->block);
@@ -605,13 +606,13 @@ CUresult before_launch(Launch& l, const std::uint64_t* words, unsigned nwords, s
   // Timing events are the executor's device's; a probation's copies and replay are not the kernel's time.
   l.timing = l.other_device || probe ? -1 : e.planning.begin_timing(ds, sig);
   if (output != nullptr && e.opt.recompute && e.mem(*output).droppable() && !ki->offset.empty() && !l.attributes)
-    l.producer = capture_producer(l, *ki, ds, cur, output, stamp);
+    l.producer = capture_producer(l, *ki, ds, cur, output, stamp, sig);
   // A replayable shape's outputs, and a probation's candidates (kept if it says replayable).
   if (probe) start_probation(e, l, *ki, shape, cur, ds);
   const std::uint32_t may_make = writes != 0 ? writes : probe ? shape.fresh_mask : 0u;
   for (std::size_t i = 0; may_make != 0 && i < cur.size(); ++i)
     if (((may_make >> i) & 1u) != 0 && e.mem(*cur[i]).droppable())
-      l.made.emplace_back(cur[i]->id, capture_producer(l, *ki, ds, cur, cur[i], stamp));
+      l.made.emplace_back(cur[i]->id, capture_producer(l, *ki, ds, cur, cur[i], stamp, sig));
   l.shape = shape.key;
   return CUDA_SUCCESS;
 }

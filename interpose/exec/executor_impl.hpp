@@ -136,6 +136,7 @@ class Executor {
   std::uint64_t next_launch_stamp() { return ++launch_stamps; }
 
   BlockMemory& mem(const Block& b) { return b.kind == Kind::Vmm ? *vmm : *managed; }
+  const BlockMemory& mem(const Block& b) const { return b.kind == Kind::Vmm ? *vmm : *managed; }
   std::uint64_t tick() const { return planning.controller().tick(); }
   Kind kind_for(std::size_t bytes) const;
 
@@ -192,6 +193,9 @@ class Executor {
   bool try_drop(Block& b, const char* reason, double expected);
   bool recompute(Block& b, const char* reason, double expected);
   bool inputs_in_use(const Block& b) const;
+  // The pressure rule's price of dropping b: its producer's measured time, where that is less
+  // than `swap_s` and the rule may drop it; else -1 (it is swapped).
+  double pressure_drop_cost(const Block& b, double swap_s) const;
   // The memory a replay writes into: each of `outs` filled (all, or none: false).
   bool fill_for_replay(const std::vector<Block*>& outs, bool room, CUstream s);
   // The first n of `outs`, filled for a replay that will not run: dropped again once their

@@ -80,6 +80,11 @@ class Planning {
   }
   void poll_timings_slow(bool all);
   std::uint64_t launches_seen() const { return launches_; }
+  // The last measured time of a kernel of signature `sig`; 0 when none was measured.
+  double duration_s(std::uint64_t sig) const {
+    const auto it = dur_ns_.find(sig);
+    return it != dur_ns_.end() ? static_cast<double>(it->second) * 1e-9 : 0.0;
+  }
   std::uint64_t launches_timed() const { return timed_; }
 
   // Lateness of planned swap-ins, measured on the device's clock: a timing event after the

@@ -36,6 +36,24 @@ bool Executor::inputs_in_use(const Block& b) const {
   return false;
 }
 
+// The simulator's pressure rule (plan::pressure_victims, src/plan/sim_actions.cpp), which the
+// planner's replays assume: a victim is dropped rather than swapped where recomputation is
+// allowed (and the plan followed was not made without it), its producer's inputs are on the
+// device as they were (no chain), and its replay costs less than a swap round trip. A producer
+// never timed has no price: it is swapped.
+double Executor::pressure_drop_cost(const Block& b, double swap_s) const {
+  if (!opt.recompute || !planning.allow_recompute() || !mem(b).droppable() || b.where != Where::Device || !b.producer)
+    return -1;
+  if (const policy::Controller& c = planning.controller(); c.following() && c.plan()->no_drops) return -1;
+  const Producer& p = *b.producer;
+  for (std::size_t i = 0; i < p.input_ids.size(); ++i) {
+    const Block* in = blocks.by_id(p.input_ids[i]);
+    if (in == nullptr || in->where != Where::Device || in->version != p.input_versions[i]) return -1;
+  }
+  const double cost = planning.duration_s(p.sig);
+  return cost > 0 && cost < swap_s ? cost : -1;
+}
+
 bool Executor::try_drop(Block& b, const char* reason, double expected) {
   auto barred = [&] { return unknown_in_flight > 0 || drops_barred > 0; };  // work that may touch any block
   if (!mem(b).droppable() || !opt.recompute || b.where != Where::Device || b.pins != 0 || barred()) return false;

@@ -90,12 +90,21 @@ bool Executor::start_victims(std::uint64_t short_bytes) {
     if (b.pins != 0 || b.stuck_tick == now) return;
     if (!mem(b).movable(b)) return;
     const std::uint64_t idle = now - std::min(now, b.last_tick) + 1;
-    cand.push_back({b.id, b.span, idle, policy::swap_round_trip_s(b.span, link, lat), false});
+    const double swap = policy::swap_round_trip_s(b.span, link, lat);
+    const double drop = pressure_drop_cost(b, swap);
+    cand.push_back({b.id, b.span, idle, drop >= 0 ? drop : swap, drop >= 0});
   });
   for (policy::VictimOrder order(cand); !order.done() && freed < short_bytes;) {
-    Block* b = blocks.by_id(order.next().handle);  // evict() may wait: look each one up again
+    const policy::VictimCandidate& v = order.next();
+    Block* b = blocks.by_id(v.handle);  // evict() and try_drop() may wait: look each one up again
     if (b == nullptr || b->pins != 0) continue;
     if (!mem(*b).movable(*b)) continue;
+    if (v.drop && try_drop(*b, "pressure", v.restore_s)) {  // refused: swapped instead
+      freed += b->span;
+      started_any = true;
+      continue;
+    }
+    if (!mem(*b).movable(*b) || b->pins != 0) continue;
     if (!evict(*b, "pressure")) {
       b->stuck_tick = now;
       continue;
