@@ -193,8 +193,9 @@ class Executor {
   bool try_drop(Block& b, const char* reason, double expected);
   bool recompute(Block& b, const char* reason, double expected);
   bool inputs_in_use(const Block& b) const;
-  // The pressure rule's price of dropping b: its producer's measured time, where that is less
-  // than `swap_s` and the rule may drop it; else -1 (it is swapped).
+  // Whether the pressure rule may drop at all now, and its price of dropping b: its producer's
+  // measured time, where that is less than `swap_s` and b may be dropped; else -1 (swapped).
+  bool pressure_drops_allowed() const;
   double pressure_drop_cost(const Block& b, double swap_s) const;
   // The memory a replay writes into: each of `outs` filled (all, or none: false).
   bool fill_for_replay(const std::vector<Block*>& outs, bool room, CUstream s);

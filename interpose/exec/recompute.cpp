@@ -41,17 +41,23 @@ bool Executor::inputs_in_use(const Block& b) const {
 // allowed (and the plan followed was not made without it), its producer's inputs are on the
 // device as they were (no chain), and its replay costs less than a swap round trip. A producer
 // never timed has no price: it is swapped.
+bool Executor::pressure_drops_allowed() const {
+  if (!opt.recompute || !planning.allow_recompute()) return false;
+  const policy::Controller& c = planning.controller();
+  return !(c.following() && c.plan()->no_drops);
+}
+
+// Cheapest tests first: start_victims prices every live block.
 double Executor::pressure_drop_cost(const Block& b, double swap_s) const {
-  if (!opt.recompute || !planning.allow_recompute() || !mem(b).droppable() || b.where != Where::Device || !b.producer)
-    return -1;
-  if (const policy::Controller& c = planning.controller(); c.following() && c.plan()->no_drops) return -1;
+  if (!b.producer || b.where != Where::Device || !mem(b).droppable()) return -1;
   const Producer& p = *b.producer;
+  const double cost = planning.duration_s(p.sig);
+  if (!(cost > 0 && cost < swap_s)) return -1;
   for (std::size_t i = 0; i < p.input_ids.size(); ++i) {
     const Block* in = blocks.by_id(p.input_ids[i]);
     if (in == nullptr || in->where != Where::Device || in->version != p.input_versions[i]) return -1;
   }
-  const double cost = planning.duration_s(p.sig);
-  return cost > 0 && cost < swap_s ? cost : -1;
+  return cost;
 }
 
 bool Executor::try_drop(Block& b, const char* reason, double expected) {

@@ -86,12 +86,13 @@ bool Executor::start_victims(std::uint64_t short_bytes) {
   cand.clear();
   const std::uint64_t now = tick();
   const double link = link_bytes_per_s(simcuda), lat = link_latency_s(simcuda);
+  const bool drops = pressure_drops_allowed();
   blocks.for_each_live([&](Block& b) {
     if (b.pins != 0 || b.stuck_tick == now) return;
     if (!mem(b).movable(b)) return;
     const std::uint64_t idle = now - std::min(now, b.last_tick) + 1;
     const double swap = policy::swap_round_trip_s(b.span, link, lat);
-    const double drop = pressure_drop_cost(b, swap);
+    const double drop = drops ? pressure_drop_cost(b, swap) : -1;
     cand.push_back({b.id, b.span, idle, drop >= 0 ? drop : swap, drop >= 0});
   });
   for (policy::VictimOrder order(cand); !order.done() && freed < short_bytes;) {
