@@ -6,10 +6,11 @@
 // read the unmapped tensor, and forgetting the dropped tensor's producer loses its data (its
 // next use fails with "dropped and cannot be recomputed").
 //
-// Usage: exec_unknown_race ITERS. Thread A (trainer): per iteration four 2 MiB tensors made
-// by `produce` (declared output 2) from x, pressure buffers between their production and their
-// use, an accumulator they are added to; prints `iter N acc <hex> <hex>`. Thread B: launches a
-// graph that adds 1 to its own buffer z until A is done, then checks z against its launch count
+// Usage: exec_unknown_race ITERS [GAP_US]. Thread A (trainer): per iteration four 1 MiB tensors
+// made by `produce` (declared output 2) from x, pressure buffers between their production and
+// their use, an accumulator they are added to; prints `iter N acc <hex> <hex>`. Thread B: launches
+// a graph that adds 1 to its own buffer z, GAP_US (200) apart, until A is done, then checks z
+// against its launch count
 // and prints `z ok` (nothing else, so the output does not depend on how often B ran). Exits 1
 // on a CUDA error or a wrong z.
 #include <cuda_runtime_api.h>
@@ -18,45 +19,24 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <optional>
 #include <thread>
 #include <vector>
 
-#include "simcuda/kernel.hpp"
+#include "exec_prog.hpp"
 
 namespace {
 
-void produce(int, const float*, float*, float) {}
-void bump(int, float*) {}
-void fill(int, float*, float) {}
-void accum(int, const float*, float*) {}
+using exec_prog::accum;
+using exec_prog::check;
+using exec_prog::fill;
 
+void produce(int, const float*, float*, float) {}
 void produce_body(void** a, const simcuda_launch_info*) {
   auto [n, x, y, k] = simcuda::unpack(produce, a);
   x = simcuda::access(x, static_cast<size_t>(n), SIMCUDA_READ);
   y = simcuda::access(y, static_cast<size_t>(n), SIMCUDA_WRITE);
   for (int i = 0; i < n; ++i) y[i] = x[i] * k + 1.0f;
-}
-void bump_body(void** a, const simcuda_launch_info*) {
-  auto [n, z] = simcuda::unpack(bump, a);
-  z = simcuda::access(z, static_cast<size_t>(n), SIMCUDA_READ_WRITE);
-  for (int i = 0; i < n; ++i) z[i] += 1.0f;
-}
-void fill_body(void** a, const simcuda_launch_info*) {
-  auto [n, p, v] = simcuda::unpack(fill, a);
-  p = simcuda::access(p, static_cast<size_t>(n), SIMCUDA_WRITE);
-  for (int i = 0; i < n; ++i) p[i] = v + static_cast<float>(i % 7);
-}
-void accum_body(void** a, const simcuda_launch_info*) {
-  auto [n, p, acc] = simcuda::unpack(accum, a);
-  p = simcuda::access(p, static_cast<size_t>(n), SIMCUDA_READ);
-  acc = simcuda::access(acc, static_cast<size_t>(n), SIMCUDA_READ_WRITE);
-  for (int i = 0; i < n; ++i) acc[i] += p[i];
-}
-
-void check(cudaError_t e, const char* what) {
-  if (e == cudaSuccess) return;
-  std::fprintf(stderr, "exec_unknown_race: %s: %s\n", what, cudaGetErrorString(e));
-  std::exit(1);
 }
 
 constexpr size_t kBytes = 1u << 20;
@@ -98,9 +78,7 @@ int main(int argc, char** argv) {
   const int iters = argc > 1 ? std::atoi(argv[1]) : 40;
   const int gap_us = argc > 2 ? std::atoi(argv[2]) : 200;
   simcuda::register_kernel("produce", produce, produce_body, 1000);
-  simcuda::register_kernel("bump", bump, bump_body, 500);
-  simcuda::register_kernel("fill", fill, fill_body, 2000);
-  simcuda::register_kernel("accum", accum, accum_body, 2000);
+  exec_prog::register_kernels(2000, 500, 2000);
   float *x = nullptr, *acc = nullptr, *z = nullptr;
   check(cudaMalloc(reinterpret_cast<void**>(&x), kBytes), "malloc x");
   check(cudaMalloc(reinterpret_cast<void**>(&acc), kBytes), "malloc acc");
@@ -111,18 +89,13 @@ int main(int argc, char** argv) {
   check(cudaMemset(acc, 0, kBytes), "memset acc");
   cudaStream_t sb;
   check(cudaStreamCreateWithFlags(&sb, cudaStreamNonBlocking), "stream B");
-  cudaGraph_t g;
-  cudaGraphExec_t ge = nullptr;
-  check(cudaStreamBeginCapture(sb, cudaStreamCaptureModeGlobal), "begin capture");
-  check(simcuda::launch(bump, dim3(1), dim3(256), sb, kN, z), "bump (captured)");
-  check(cudaStreamEndCapture(sb, &g), "end capture");
-  check(cudaGraphInstantiate(&ge, g, 0), "instantiate");
+  std::optional<exec_prog::BumpGraph> graph(std::in_place, sb, kN, z);
 
   std::atomic<bool> done{false};
   long launches = 0;
   std::thread b([&] {
     while (!done.load(std::memory_order_acquire)) {
-      check(cudaGraphLaunch(ge, sb), "graph launch");
+      check(cudaGraphLaunch(graph->exec, sb), "graph launch");
       ++launches;
       std::this_thread::sleep_for(std::chrono::microseconds(gap_us));  // room for drops between launches
     }
@@ -140,8 +113,7 @@ int main(int argc, char** argv) {
       return 1;
     }
   std::printf("z ok\n");
-  check(cudaGraphExecDestroy(ge), "graph exec destroy");
-  check(cudaGraphDestroy(g), "graph destroy");
+  graph.reset();
   check(cudaFree(x), "free x");
   check(cudaFree(acc), "free acc");
   check(cudaFree(z), "free z");
