@@ -105,16 +105,22 @@ bool on_executor_device(Executor& e, std::size_t bytes, const int* dev) {
   return false;
 }
 
-// Bars drops from the settle before work with unknown accesses until that work is counted in
-// unknown_in_flight (Executor::drops_barred); release() once it is, or on leaving by an error.
-class BarDrops {
+// From the settle before work with unknown accesses until that work is counted in
+// unknown_in_flight (Executor::settling): nothing is dropped, and only this thread moves blocks
+// out. release() once it is counted, or on leaving by an error.
+class SettleWindow {
  public:
-  explicit BarDrops(Executor& e) : e_(e) { ++e_.drops_barred; }
-  ~BarDrops() { release(); }
-  BarDrops(const BarDrops&) = delete;
-  BarDrops& operator=(const BarDrops&) = delete;
+  explicit SettleWindow(Executor& e) : e_(e) {
+    ++e_.settling;
+    ++scratch().settling;
+  }
+  ~SettleWindow() { release(); }
+  SettleWindow(const SettleWindow&) = delete;
+  SettleWindow& operator=(const SettleWindow&) = delete;
   void release() {
-    if (held_) --e_.drops_barred;
+    if (!held_) return;
+    --e_.settling;
+    --scratch().settling;
     held_ = false;
   }
 
@@ -339,7 +345,7 @@ CUresult before_unknown_work(CUstream s, bool per_thread) {
   Executor* ex = running();
   if (ex == nullptr) return CUDA_SUCCESS;
   Held held(*ex);
-  BarDrops bar(*ex);
+  SettleWindow settle(*ex);
   if (CUresult r = ex->settle_for_unknown_access(driver_stream(s, per_thread)); r != CUDA_SUCCESS) return r;
   ex->invalidate_producers();  // it may write anything: no replay may read what it changes
   ++ex->unknown_in_flight;     // nothing moves out until it is recorded (after_unknown_work)
@@ -567,9 +573,9 @@ CUresult before_launch(Launch& l, const std::uint64_t* words, unsigned nwords, s
   // then dropped blocks it touches.
   for (std::size_t i = 0; i < cur.size(); ++i)
     if (written(i)) e.materialize_dependents(*cur[i]);
-  std::optional<BarDrops> bar;
+  std::optional<SettleWindow> settle;
   if (!l.complete_scan) {  // accesses unknown: nothing may be missing from its address, moving or dropped
-    bar.emplace(e);        // ... from here until it is counted in unknown_in_flight (below)
+    settle.emplace(e);     // ... from here until it is counted in unknown_in_flight (below)
     if (CUresult r = e.settle_for_unknown_access(ds); r != CUDA_SUCCESS) {
       unpin(cur);
       return r;
@@ -598,14 +604,15 @@ CUresult before_launch(Launch& l, const std::uint64_t* words, unsigned nwords, s
   if (!l.complete_scan) {
     e.invalidate_producers();
     ++e.unknown_in_flight;
-    bar->release();
+    settle->release();
   }
   l.active = true;
   l.driver_stream = ds;
   l.output = output != nullptr ? output->id : kNoBlockId;
   // Timing events are the executor's device's; a probation's copies and replay are not the kernel's time.
   l.timing = l.other_device || probe ? -1 : e.planning.begin_timing(ds, sig);
-  if (output != nullptr && e.opt.recompute && e.mem(*output).droppable() && !ki->offset.empty() && !l.attributes)
+  if (output != nullptr && e.opt.recompute && e.mem(*output).droppable() && !ki->offset.empty() && !l.attributes &&
+      !l.other_device)
     l.producer = capture_producer(l, *ki, ds, cur, output, stamp, sig);
   // A replayable shape's outputs, and a probation's candidates (kept if it says replayable).
   if (probe) start_probation(e, l, *ki, shape, cur, ds);

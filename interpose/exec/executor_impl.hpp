@@ -120,11 +120,13 @@ class Executor {
   // Work whose accesses are unknown (graph launches, unscanned launches) forwarded and not yet
   // recorded: while any is in flight nothing moves out (it may use any block).
   std::uint32_t unknown_in_flight = 0;
-  // Work with unknown accesses being made ready (from settle_for_unknown_access until its
-  // unknown_in_flight count): nothing may be dropped meanwhile. Settling waits without the lock;
-  // a drop landing then would be missed by it (the work could read an unmapped tensor), and
-  // invalidate_producers would take the dropped tensor's only way back (BarDrops, entry.cpp).
-  std::uint32_t drops_barred = 0;
+  // Calls making work with unknown accesses ready (from settle_for_unknown_access until their
+  // unknown_in_flight count; SettleWindow, entry.cpp). Settling waits without the lock; a drop
+  // landing then would be missed by it (the work could read an unmapped tensor), and
+  // invalidate_producers would take the dropped tensor's only way back; a Vmm eviction begun by
+  // another thread then could unmap a tensor under the work. So meanwhile nothing is dropped, and
+  // only the settling thread itself moves blocks out (to make room for its recomputations).
+  std::uint32_t settling = 0;
   // Vmm evictions in the order they were issued (the out stream completes them in it), with
   // the move_seq they were issued under (an entry whose block moved on since is stale).
   std::deque<std::pair<Block*, std::uint64_t>> evict_queue;
@@ -196,6 +198,11 @@ class Executor {
   // Whether the pressure rule may drop at all now, and its price of dropping b: its producer's
   // measured time, where that is less than `swap_s` and b may be dropped; else -1 (swapped).
   bool pressure_drops_allowed() const;
+  bool drops_barred() const { return unknown_in_flight > 0 || settling > 0; }
+  bool moves_out_barred() const;  // unknown work unrecorded, or another thread settling
+  // No stream has forwarded work still running: waiting for "every stream's latest work" (a drop)
+  // would return at once.
+  bool streams_idle_now();
   double pressure_drop_cost(const Block& b, double swap_s) const;
   // The memory a replay writes into: each of `outs` filled (all, or none: false).
   bool fill_for_replay(const std::vector<Block*>& outs, bool room, CUstream s);
@@ -213,7 +220,7 @@ class Executor {
  private:
   template <class Wait>
   CUresult unlocked(Wait&& wait);
-  bool start_victims(std::uint64_t short_bytes);
+  bool start_victims(std::uint64_t short_bytes, bool may_wait);
   bool await_eviction_in_flight();
   bool await_dead_block();
   bool land_idle_prefetch();

@@ -39,8 +39,10 @@ bool Executor::inputs_in_use(const Block& b) const {
 // The simulator's pressure rule (plan::pressure_victims, src/plan/sim_actions.cpp), which the
 // planner's replays assume: a victim is dropped rather than swapped where recomputation is
 // allowed (and the plan followed was not made without it), its producer's inputs are on the
-// device as they were (no chain), and its replay costs less than a swap round trip. A producer
-// never timed has no price: it is swapped.
+// device as they were (no chain) when it is priced, and its replay costs less than a swap round
+// trip. try_drop decides again (it accepts chains). The price is the last measured time of a
+// kernel of the producer's signature (function and tensor sizes, not the grid); a producer never
+// timed has no price: it is swapped.
 bool Executor::pressure_drops_allowed() const {
   if (!opt.recompute || !planning.allow_recompute()) return false;
   const policy::Controller& c = planning.controller();
@@ -61,8 +63,8 @@ double Executor::pressure_drop_cost(const Block& b, double swap_s) const {
 }
 
 bool Executor::try_drop(Block& b, const char* reason, double expected) {
-  auto barred = [&] { return unknown_in_flight > 0 || drops_barred > 0; };  // work that may touch any block
-  if (!mem(b).droppable() || !opt.recompute || b.where != Where::Device || b.pins != 0 || barred()) return false;
+  // drops_barred(): work that may touch any block is running unrecorded or being settled for
+  if (!mem(b).droppable() || !opt.recompute || b.where != Where::Device || b.pins != 0 || drops_barred()) return false;
   if (!chains::allows_drop(blocks, b) || inputs_in_use(b)) return false;
   // The replay must fit on its own: the tensor and its inputs at once, a chain's included.
   if (chains::replay_bytes(blocks, b) > ledger.budget) return false;
@@ -74,7 +76,7 @@ bool Executor::try_drop(Block& b, const char* reason, double expected) {
   ++b.pins;
   await_streams();
   --b.pins;
-  if (b.use_gen != gen || b.where != Where::Device || b.pins != 0 || barred() || !chains::allows_drop(blocks, b) ||
+  if (b.use_gen != gen || b.where != Where::Device || b.pins != 0 || drops_barred() || !chains::allows_drop(blocks, b) ||
       inputs_in_use(b) || !quiet_now(events, b))
     return false;
   mem(b).drop(b);

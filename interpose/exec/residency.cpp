@@ -21,7 +21,9 @@
 namespace capuchin::interpose::exec {
 
 namespace {
-// What a swap round trip costs, for the passive victim order (relative: only the order matters).
+// What a swap round trip costs, for the passive victim order and against a recomputation's
+// measured time (pressure_drop_cost). simcuda's are the planner's simcuda profile's
+// (segment_plan.cpp); on a GPU a generic PCIe 5 link, not the planner's profile.
 double link_bytes_per_s(bool simcuda) { return simcuda ? 25e9 : 55e9; }
 double link_latency_s(bool simcuda) { return simcuda ? 1.5e-6 : 10e-6; }
 }  // namespace
@@ -63,9 +65,26 @@ void Executor::delete_block(Block* b) {
   delete b;
 }
 
+bool Executor::moves_out_barred() const { return unknown_in_flight > 0 || (settling > 0 && scratch().settling == 0); }
+
+bool Executor::streams_idle_now() {
+  std::vector<Ev>& w = scratch().latest;
+  w.clear();
+  activity.latest(events, w);
+  bool idle = true;
+  for (Ev& e : w) {
+    idle = idle && events.done(e);
+    events.unref(e);
+  }
+  return idle;
+}
+
 // Moves victims out until about `short_bytes` are on their way out. true: some move started.
-bool Executor::start_victims(std::uint64_t short_bytes) {
-  if (unknown_in_flight > 0) return false;  // work that may touch any block is running unrecorded
+// A victim is dropped (pressure_drop_cost) only where that needs no wait on the host: may_wait,
+// and no stream has work running (a drop waits for every stream's latest work; the simulator's
+// rule, which this follows, knows no such wait). Evictions stay in stream order.
+bool Executor::start_victims(std::uint64_t short_bytes, bool may_wait) {
+  if (moves_out_barred()) return false;  // work that may touch any block is running unrecorded
   std::uint64_t freed = 0;
   bool started_any = false;
   // Freed blocks still on the device: their data is dead (Vmm ones once their work is done).
@@ -86,7 +105,7 @@ bool Executor::start_victims(std::uint64_t short_bytes) {
   cand.clear();
   const std::uint64_t now = tick();
   const double link = link_bytes_per_s(simcuda), lat = link_latency_s(simcuda);
-  const bool drops = pressure_drops_allowed();
+  const bool drops = may_wait && !drops_barred() && pressure_drops_allowed() && streams_idle_now();
   blocks.for_each_live([&](Block& b) {
     if (b.pins != 0 || b.stuck_tick == now) return;
     if (!mem(b).movable(b)) return;
@@ -96,16 +115,18 @@ bool Executor::start_victims(std::uint64_t short_bytes) {
     cand.push_back({b.id, b.span, idle, drop >= 0 ? drop : swap, drop >= 0});
   });
   for (policy::VictimOrder order(cand); !order.done() && freed < short_bytes;) {
+    if (moves_out_barred()) break;  // begun while an eviction or a drop waited
     const policy::VictimCandidate& v = order.next();
     Block* b = blocks.by_id(v.handle);  // evict() and try_drop() may wait: look each one up again
     if (b == nullptr || b->pins != 0) continue;
     if (!mem(*b).movable(*b)) continue;
-    if (v.drop && try_drop(*b, "pressure", v.restore_s)) {  // refused: swapped instead
-      freed += b->span;
-      started_any = true;
+    if (v.drop) {  // refused: not evicted in its place either (its place in the order was the drop's price)
+      if (try_drop(*b, "pressure", v.restore_s)) {
+        freed += b->span;
+        started_any = true;
+      }
       continue;
     }
-    if (!mem(*b).movable(*b) || b->pins != 0) continue;
     if (!evict(*b, "pressure")) {
       b->stuck_tick = now;
       continue;
@@ -169,7 +190,7 @@ bool Executor::make_room(std::uint64_t bytes, bool may_wait) {
     std::uint64_t in_flight = 0;
     for (const auto& [b, seq] : evict_queue) in_flight += b->where == Where::Evicting && b->move_seq == seq ? b->span : 0;
     const std::uint64_t short_bytes = ledger.resident() + bytes - ledger.budget;
-    if (in_flight < short_bytes && start_victims(short_bytes - in_flight)) continue;
+    if (in_flight < short_bytes && start_victims(short_bytes - in_flight, may_wait)) continue;
     if (ledger.fits(bytes) || !may_wait) return ledger.fits(bytes);
     if (await_eviction_in_flight()) continue;
     if (await_dead_block()) continue;
@@ -290,7 +311,7 @@ CUresult Executor::ensure_resident_slow(Block& b, CUstream s) {
 }
 
 void Executor::apply(const policy::Command& c) {
-  if (unknown_in_flight > 0) return;  // work that may touch any block is running unrecorded
+  if (moves_out_barred()) return;  // work that may touch any block is running unrecorded
   Block* b = blocks.by_id(c.id);
   if (b == nullptr || b->pins != 0) return;  // gone, or in use by a call in flight
   // pinned: Managed blocks under 1 MiB move only under pressure (passive): planned swaps of
@@ -301,6 +322,7 @@ void Executor::apply(const policy::Command& c) {
   switch (c.act) {
     case plan::Act::Drop:
       if (try_drop(*b, reason, c.cost_s)) return;
+      if (moves_out_barred() || b->pins != 0 || b->id != c.id) return;  // changed while try_drop waited
       [[fallthrough]];
     case plan::Act::Evict:
       // false: it cannot move now (host pool full, said and logged there); the plan is advice

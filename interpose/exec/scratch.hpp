@@ -26,6 +26,8 @@ struct Scratch {
   std::vector<policy::Command> cmds;              // Executor::feed
   std::vector<policy::VictimCandidate> victims;   // start_victims
   std::vector<Ev> waits;                          // await_quiet
+  std::vector<Ev> latest;                         // streams_idle_now
+  int settling = 0;  // this thread is between a settle and its unknown_in_flight count (SettleWindow)
 };
 
 Scratch& scratch();
