@@ -573,17 +573,20 @@ CUresult before_launch(Launch& l, const std::uint64_t* words, unsigned nwords, s
   // then dropped blocks it touches.
   for (std::size_t i = 0; i < cur.size(); ++i)
     if (written(i)) e.materialize_dependents(*cur[i]);
-  std::optional<SettleWindow> settle;
-  if (!l.complete_scan) {  // accesses unknown: nothing may be missing from its address, moving or dropped
-    settle.emplace(e);     // ... from here until it is counted in unknown_in_flight (below)
-    if (CUresult r = e.settle_for_unknown_access(ds); r != CUDA_SUCCESS) {
+  e.note_launch_need(total, cur, ki != nullptr && !ki->name.empty() ? std::string_view(ki->name) : "a kernel");
+  for (Block* b : cur) {
+    if (CUresult r = e.ensure_resident(*b, ds); r != CUDA_SUCCESS) {
       unpin(cur);
       return r;
     }
   }
-  e.note_launch_need(total, cur, ki != nullptr && !ki->name.empty() ? std::string_view(ki->name) : "a kernel");
-  for (Block* b : cur) {
-    if (CUresult r = e.ensure_resident(*b, ds); r != CUDA_SUCCESS) {
+  // Accesses unknown: nothing may be missing from its address, moving or dropped, from the
+  // settle until the launch is counted in unknown_in_flight (below). After its own blocks are
+  // in: room made for them may have started evictions, which the settle cancels.
+  std::optional<SettleWindow> settle;
+  if (!l.complete_scan) {
+    settle.emplace(e);
+    if (CUresult r = e.settle_for_unknown_access(ds); r != CUDA_SUCCESS) {
       unpin(cur);
       return r;
     }

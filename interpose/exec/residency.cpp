@@ -80,9 +80,10 @@ bool Executor::streams_idle_now() {
 }
 
 // Moves victims out until about `short_bytes` are on their way out. true: some move started.
-// A victim is dropped (pressure_drop_cost) only where that needs no wait on the host: may_wait,
-// and no stream has work running (a drop waits for every stream's latest work; the simulator's
-// rule, which this follows, knows no such wait). Evictions stay in stream order.
+// A victim is dropped (pressure_drop_cost) only where the job's work needs no waiting for:
+// may_wait, and no stream has work running (a drop waits for every stream's latest work; the
+// simulator's rule, which this follows, knows no such wait). The host still waits for a managed
+// drop's own discard (try_drop). Evictions stay in stream order.
 bool Executor::start_victims(std::uint64_t short_bytes, bool may_wait) {
   if (moves_out_barred()) return false;  // work that may touch any block is running unrecorded
   std::uint64_t freed = 0;
