@@ -33,16 +33,7 @@ run_job() {  # budget seed outfile [hold-file]
   hold=""; [ $# -ge 4 ] && hold="--hold-before 1 --hold-file $4"
   LD_PRELOAD="$PRELOAD_PREFIX" "$CAPUCHIN" run --socket "$sock" --budget "$1" -- "$TRAIN" $args --iters $iters --seed "$2" $hold > "$3"
 }
-# until SECONDS COMMAND...: runs COMMAND every 50 ms until it succeeds (status 0) or SECONDS
-# pass (status 1). Bounded by time, not by a count of polls: polls are slow on a loaded machine.
-until_within() {
-  deadline=$(( $(date +%s) + $1 )); shift
-  while [ "$(date +%s)" -le "$deadline" ]; do
-    "$@" && return 0
-    sleep 0.05
-  done
-  return 1
-}
+. "$(dirname "$0")/until_within.sh"
 
 for s in 1 2 3; do "$TRAIN" $args --iters $iters --seed $s > "$out/plain$s.txt"; done
 "$TRAIN" $args --iters $iters --seed 4 > "$out/plain4.txt"

@@ -62,19 +62,13 @@ s = [x for x in json.load(sys.stdin) if x["state"] == "attached"]
 print(s[0]["id"] if s else "")'
 }
 
-# wait_for_session SECONDS [plan]: prints the id of the attached session (with "plan": once
-# `capuchin plan` shows the job's iteration for it), or nothing when SECONDS pass first. Bounded by
-# time, not by a count of polls: each poll starts two processes, slow on a loaded machine.
-wait_for_session() {
-  deadline=$(( $(date +%s) + $1 ))
-  while [ "$(date +%s)" -le "$deadline" ]; do
-    s=$(attached_session)
-    if [ -n "$s" ]; then
-      [ $# -lt 2 ] && { echo "$s"; return; }
-      "$CAPUCHIN" --socket "$sock" plan "$s" --json 2>/dev/null | grep -q "the job's iteration" && { echo "$s"; return; }
-    fi
-    sleep 0.05
-  done
+. "$(dirname "$0")/until_within.sh"
+# session_ready [plan]: sets ready_sid to the attached session's id; succeeds once there is one
+# (with "plan": once `capuchin plan` shows the job's iteration for it).
+session_ready() {
+  ready_sid=$(attached_session) || return 1
+  [ -n "$ready_sid" ] || return 1
+  [ $# -eq 0 ] || "$CAPUCHIN" --socket "$sock" plan "$ready_sid" --json 2>/dev/null | grep -q "the job's iteration"
 }
 held_job_failed() {  # what FAIL needs to say when a held job was not seen: its log and the daemon's view
   echo "FAIL: $1"; tail -5 "$2.err"; "$CAPUCHIN" --socket "$sock" sessions --json; tail -5 "$out/daemon.log"
@@ -84,8 +78,8 @@ held_job_failed() {  # what FAIL needs to say when a held job was not seen: its 
 # 2. set-budget on a running job (held before iteration 10 until set-budget was sent).
 "$TRAIN" $args --iters 60 > "$out/reference60.txt"
 run_job 60 "$out/run60.txt" "$out/decisions60.jsonl" "$out/go60" & job=$!
-sid=$(wait_for_session 120)
-[ -n "$sid" ] || held_job_failed "the second job did not attach within 120 s" "$out/run60.txt" "$out/go60"
+until_within 120 session_ready || held_job_failed "the second job did not attach within 120 s" "$out/run60.txt" "$out/go60"
+sid=$ready_sid
 "$CAPUCHIN" --socket "$sock" set-budget "$sid" "$B2" > /dev/null
 touch "$out/go60"
 wait $job || { echo "FAIL: the job failed after set-budget"; tail "$out/run60.txt.err"; exit 1; }
@@ -118,8 +112,8 @@ PY
 #    runs on unharmed (it was accepted, and the job died at its next iteration).
 "$TRAIN" $args --iters 25 > "$out/reference25.txt"
 run_job 25 "$out/run25.txt" "$out/decisions25.jsonl" "$out/go25" & job=$!
-sid3=$(wait_for_session 120 plan)
-[ -n "$sid3" ] || held_job_failed "the third job had no plan within 120 s" "$out/run25.txt" "$out/go25"
+until_within 120 session_ready plan || held_job_failed "the third job had no plan within 120 s" "$out/run25.txt" "$out/go25"
+sid3=$ready_sid
 rc=0
 "$CAPUCHIN" --socket "$sock" set-budget "$sid3" 4096 > "$out/low.txt" 2>&1 || rc=$?
 touch "$out/go25"
