@@ -181,6 +181,7 @@ CUresult cuMemAdvise_v2(CUdeviceptr, size_t, CUmem_advise, CUmemLocation) { COUN
 CUresult cuStreamCreate(CUstream* s, unsigned) { COUNT_CALL(); return *s = new_handle<CUstream_st>(), CUDA_SUCCESS; }
 CUresult cuStreamDestroy_v2(CUstream) { COUNT_CALL(); return CUDA_SUCCESS; }
 CUresult cuStreamSynchronize(CUstream) { COUNT_CALL(); return CUDA_SUCCESS; }
+CUresult cuStreamQuery(CUstream) { COUNT_CALL(); return CUDA_SUCCESS; }
 CUresult cuStreamWaitEvent(CUstream, CUevent, unsigned) { COUNT_CALL(); return CUDA_SUCCESS; }
 CUresult cuEventCreate(CUevent* e, unsigned) { COUNT_CALL(); return *e = new_handle<CUevent_st>(), CUDA_SUCCESS; }
 CUresult cuEventDestroy_v2(CUevent) { COUNT_CALL(); return CUDA_SUCCESS; }

@@ -27,6 +27,7 @@ bool resolve(Api& a, const char** missing) {
   ok &= get(a.stream_create, "cuStreamCreate", true, missing);
   ok &= get(a.stream_wait_event, "cuStreamWaitEvent", true, missing);
   ok &= get(a.stream_synchronize, "cuStreamSynchronize", true, missing);
+  ok &= get(a.stream_query, "cuStreamQuery", false, missing);
   ok &= get(a.event_create, "cuEventCreate", true, missing);
   ok &= get(a.event_destroy, "cuEventDestroy_v2", false, missing);
   ok &= get(a.event_record, "cuEventRecord", true, missing);

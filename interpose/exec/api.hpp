@@ -22,6 +22,7 @@ struct Api {
   CUresult (*stream_create)(CUstream*, unsigned) = nullptr;
   CUresult (*stream_wait_event)(CUstream, CUevent, unsigned) = nullptr;
   CUresult (*stream_synchronize)(CUstream) = nullptr;
+  CUresult (*stream_query)(CUstream) = nullptr;  // optional: a deferred event's stream found idle (event_pool.hpp)
   CUresult (*event_create)(CUevent*, unsigned) = nullptr;
   CUresult (*event_destroy)(CUevent) = nullptr;  // optional
   CUresult (*event_record)(CUevent, CUstream) = nullptr;

@@ -98,6 +98,13 @@ void EventPool::unref(Ev& e) {
 
 bool EventPool::done(Ev e) const {
   if (!e) return true;
+  // Deferred: it stands for work forwarded on its stream so far, all of it done when the stream
+  // is idle. Asked so, it stays deferred: recorded now and queried at once, it would read as in
+  // flight until the device reached it, however long the stream had been idle.
+  if (const CUstream s = pending_[static_cast<std::size_t>(e.i)]; s != nullptr && api_->stream_query != nullptr) {
+    const InContext own(*api_, ctx_);
+    if (!own.failed() && api_->stream_query(s) == CUDA_SUCCESS) return true;
+  }
   settle(e);
   // NOT_READY means in flight; any other error is a broken context the job's next call reports,
   // and waiting would not help: treat it as done.
