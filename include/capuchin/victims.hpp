@@ -24,6 +24,11 @@ struct VictimCandidate {
   double key = 0;               // set by order_victims / VictimOrder: restore cost per byte and idle event
 };
 
+// The most dropped tensors on one recomputation chain (the tensor itself included), for a drop
+// under pressure and in the executor: each level is a nested recomputation on the calling
+// thread's stack, holding its inputs pinned.
+inline constexpr int kMaxRecomputeChain = 8;
+
 // The seconds a swap out and back in of `bytes` costs on a link.
 inline double swap_round_trip_s(std::uint64_t bytes, double link_bytes_per_s, double latency_s) {
   return 2 * (latency_s + static_cast<double>(bytes) / link_bytes_per_s);

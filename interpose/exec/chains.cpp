@@ -79,7 +79,8 @@ int walk_over(const BlockTable& blocks, const Block& b, bool co_hop, int depth, 
   return most;
 }
 
-std::uint64_t add_replay_bytes(const BlockTable& blocks, const Block& b, std::vector<const Block*>& seen) {
+// `dropping` is counted as dropped already.
+std::uint64_t add_replay_bytes(const BlockTable& blocks, const Block& b, const Block* dropping, std::vector<const Block*>& seen) {
   std::uint64_t bytes = 0;
   if (std::find(seen.begin(), seen.end(), &b) == seen.end()) seen.push_back(&b), bytes += b.span;
   const Producer* p = b.producer.get();
@@ -89,8 +90,8 @@ std::uint64_t add_replay_bytes(const BlockTable& blocks, const Block& b, std::ve
   for (std::uint64_t id : p->input_ids) {
     const Block* in = blocks.by_id(id);
     if (in == nullptr || std::find(seen.begin(), seen.end(), in) != seen.end()) continue;
-    if (in->where == Where::Dropped && !co_output(*in, *p)) {
-      bytes += add_replay_bytes(blocks, *in, seen);
+    if ((in->where == Where::Dropped || in == dropping) && !co_output(*in, *p)) {
+      bytes += add_replay_bytes(blocks, *in, dropping, seen);
     } else {
       seen.push_back(in);
       bytes += in->span;
@@ -107,6 +108,14 @@ int dropped_under(const BlockTable& blocks, const Block& b, int room, const Bloc
   return under > room ? -1 : under;
 }
 
+bool input_dropped(const BlockTable& blocks, const Block& b) {
+  const Producer* p = b.producer.get();
+  if (p == nullptr) return false;
+  for (std::uint64_t id : p->input_ids)
+    if (const Block* in = blocks.by_id(id); in != nullptr && in->where == Where::Dropped && !co_output(*in, *p)) return true;
+  return false;
+}
+
 int dropped_over(const BlockTable& blocks, const Block& b) {
   Memo memo, co_memo;
   return walk_over(blocks, b, false, 0, memo, co_memo);
@@ -120,7 +129,33 @@ bool allows_drop(const BlockTable& blocks, const Block& b) {
 
 std::uint64_t replay_bytes(const BlockTable& blocks, const Block& b) {
   std::vector<const Block*> seen;
-  return add_replay_bytes(blocks, b, seen);
+  return add_replay_bytes(blocks, b, nullptr, seen);
+}
+
+namespace {
+
+// b's replay, and those of the dropped blocks over it, each within `budget`, `dropping`
+// counted as dropped.
+bool walk_replays(const BlockTable& blocks, const Block& b, const Block* dropping, std::uint64_t budget, int depth,
+                  std::vector<const Block*>& done) {
+  if (std::find(done.begin(), done.end(), &b) != done.end()) return true;
+  done.push_back(&b);
+  std::vector<const Block*> seen;
+  if (add_replay_bytes(blocks, b, dropping, seen) > budget) return false;
+  if (depth >= kMaxChain) return true;  // deeper: refused by the chain's length
+  for (std::uint64_t id : b.dependents) {
+    const Block* d = blocks.by_id(id);
+    if (d != nullptr && d != dropping && d->where == Where::Dropped && !walk_replays(blocks, *d, dropping, budget, depth + 1, done))
+      return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+bool replays_fit(const BlockTable& blocks, const Block& b, std::uint64_t budget) {
+  std::vector<const Block*> done;
+  return walk_replays(blocks, b, &b, budget, 0, done);
 }
 
 }  // namespace capuchin::interpose::exec::chains

@@ -14,12 +14,14 @@
 #include <cstdint>
 
 #include "block.hpp"
+#include "capuchin/victims.hpp"
 
 namespace capuchin::interpose::exec::chains {
 
 // The most dropped blocks on one chain recomputed for one access (the block itself included):
-// each level is a nested recompute on the calling thread's stack.
-inline constexpr int kMaxChain = 8;
+// each level is a nested recompute on the calling thread's stack. The simulator's pressure rule
+// bounds its chains the same (plan::chain_allows_drop).
+inline constexpr int kMaxChain = policy::kMaxRecomputeChain;
 
 // `in` is another output of the launch that `p` replays (written by the same replay).
 inline bool co_output(const Block& in, const Producer& p) {
@@ -30,6 +32,10 @@ inline bool co_output(const Block& in, const Producer& p) {
 // b cannot be recomputed: no producer, an input gone or changed since its producer ran,
 // `dropping` among the inputs on the way, or more than `room` dropped blocks under it.
 int dropped_under(const BlockTable& blocks, const Block& b, int room, const Block* dropping = nullptr);
+
+// Some input of b's producer is dropped (not another output of its launch): dropping b makes
+// or lengthens a chain.
+bool input_dropped(const BlockTable& blocks, const Block& b);
 
 // Dropped blocks over b on its longest chain of dropped dependents (past kMaxChain: some
 // number over it). A dropped output of b's own launch is on b's level.
@@ -42,5 +48,11 @@ bool allows_drop(const BlockTable& blocks, const Block& b);
 // input recomputed first (pinned while the levels above wait), each block counted once (up to
 // 512 blocks: a bound on the work).
 std::uint64_t replay_bytes(const BlockTable& blocks, const Block& b);
+
+// With b dropped (resident now), its replay and each replay that would recompute it first (of
+// the dropped blocks over it) hold at most `budget` at once, each on its own. The pressure
+// rule drops only such blocks (the simulator's: plan::chains::allows_drop): a chain whose
+// replay cannot fit would run from host memory.
+bool replays_fit(const BlockTable& blocks, const Block& b, std::uint64_t budget);
 
 }  // namespace capuchin::interpose::exec::chains

@@ -39,10 +39,12 @@ bool Executor::inputs_in_use(const Block& b) const {
 // The simulator's pressure rule (plan::pressure_victims, src/plan/sim_actions.cpp), which the
 // planner's replays assume: a victim is dropped rather than swapped where recomputation is
 // allowed (and the plan followed was not made without it), its producer's inputs are on the
-// device as they were (no chain) when it is priced, and its replay costs less than a swap round
-// trip. try_drop decides again (it accepts chains). The price is the last measured time of a
-// kernel of the producer's signature (function and tensor sizes, not the grid); a producer never
-// timed has no price: it is swapped.
+// device as they were or dropped at that version (a chain, recomputed first, as DTR does), its
+// own replay costs less than a swap round trip, the chains through it stay within kMaxChain,
+// and every replay that would recompute it fits the budget (chains::allows_drop and
+// replays_fit; plan::chains::allows_drop in the simulator). The price is the last measured time
+// of a kernel of the producer's signature (function and tensor sizes, not the grid); a producer
+// never timed has no price: it is swapped.
 bool Executor::pressure_drops_allowed() const {
   if (!opt.recompute || !planning.allow_recompute()) return false;
   const policy::Controller& c = planning.controller();
@@ -57,8 +59,10 @@ double Executor::pressure_drop_cost(const Block& b, double swap_s) const {
   if (!(cost > 0 && cost < swap_s)) return -1;
   for (std::size_t i = 0; i < p.input_ids.size(); ++i) {
     const Block* in = blocks.by_id(p.input_ids[i]);
-    if (in == nullptr || in->where != Where::Device || in->version != p.input_versions[i]) return -1;
+    if (in == nullptr || in->version != p.input_versions[i] || (in->where != Where::Device && in->where != Where::Dropped))
+      return -1;
   }
+  if (!chains::allows_drop(blocks, b) || !chains::replays_fit(blocks, b, ledger.budget)) return -1;
   return cost;
 }
 

@@ -13,6 +13,7 @@
 #include <cinttypes>
 
 #include "capture.hpp"
+#include "chains.hpp"
 #include "capuchin/victims.hpp"
 #include "executor_impl.hpp"
 #include "ordering.hpp"
@@ -122,7 +123,9 @@ bool Executor::start_victims(std::uint64_t short_bytes, bool may_wait) {
     if (b == nullptr || b->pins != 0) continue;
     if (!mem(*b).movable(*b)) continue;
     if (v.drop) {  // refused: not evicted in its place either (its place in the order was the drop's price)
-      if (try_drop(*b, "pressure", v.restore_s)) {
+      // (the chains checked again: this round's drops so far may have deepened them)
+      const char* why = chains::input_dropped(blocks, *b) ? "pressure-chain" : "pressure";
+      if (chains::replays_fit(blocks, *b, ledger.budget) && try_drop(*b, why, v.restore_s)) {
         freed += b->span;
         started_any = true;
       }

@@ -1,6 +1,8 @@
 // The capuchin policies' simulator actions (see sim_actions.hpp).
 #include "sim_actions.hpp"
 
+#include "sim_chains.hpp"
+
 #include <algorithm>
 
 namespace capuchin::plan {
@@ -43,31 +45,23 @@ void pressure_victims(const sim::SimState& s, bool allow_recompute, std::span<co
     // ends before its next use (in a one-iteration replay: the next iteration's), which no
     // recomputation could serve.
     const bool lasting = s.next_access(tn) == trace::kNone && s.prep->trace->tensors[tn].free_event == trace::kNone;
-    const bool drop = allow_recompute && !lasting && s.can_recompute(tn) && inputs_resident(s, tn) &&
-                      s.recompute_cost_s(tn) < swap;
+    const bool drop = allow_recompute && !lasting && s.can_recompute(tn) && chains::inputs_there_or_dropped(s, tn) &&
+                      s.recompute_cost_s(tn) < swap && chains::allows_drop(s, tn, {});
     const std::uint64_t idle = now - std::min(now, idle_since[tn]) + 1;
     cands.push_back({tn, s.bytes(tn), idle, drop ? s.recompute_cost_s(tn) : swap, drop});
   }
   std::uint64_t freed = 0;
+  std::vector<std::uint32_t> dropped;  // this round's drops
   for (policy::VictimOrder order(cands); !order.done() && freed < bytes_short;) {
     const policy::VictimCandidate& v = order.next();
-    out.push_back({static_cast<std::uint32_t>(v.handle), v.drop ? ActionKind::Drop : ActionKind::Evict});
+    const auto tn = static_cast<std::uint32_t>(v.handle);
+    // A drop the chains refuse is skipped, not swapped: its place in the order was the drop's
+    // price (the executor's start_victims does the same when try_drop refuses).
+    if (v.drop && !chains::allows_drop(s, tn, dropped)) continue;
+    if (v.drop) dropped.push_back(tn);
+    out.push_back({tn, v.drop ? ActionKind::Drop : ActionKind::Evict});
     freed += v.bytes;
   }
-}
-
-bool inputs_resident(const sim::SimState& s, std::uint32_t t) {
-  const sim::PreparedTrace& p = *s.prep;
-  const trace::Trace& tr = *p.trace;
-  const std::uint32_t last = s.last_access(t);
-  for (std::uint32_t w = p.write_offset[t]; w < p.write_offset[t + 1] && p.write_event[w] <= last; ++w) {
-    const trace::Event& e = tr.events[p.write_event[w]];
-    for (std::uint32_t a = e.access_begin; a < e.reads_end; ++a) {
-      const std::uint32_t r = tr.accesses[a].tensor;
-      if (r != t && s.residence[r] != Residence::Resident && s.residence[r] != Residence::Evicting) return false;
-    }
-  }
-  return true;
 }
 
 }  // namespace capuchin::plan

@@ -24,15 +24,13 @@ void issue_action(const sim::SimState& s, Act act, std::uint32_t tn, bool allow_
 
 // Victims for a shortage of bytes_short: resident tensors by policy::VictimOrder (restore cost
 // per byte and idle time), one dropped instead of swapped when recomputing it is allowed, its
-// inputs are resident and it is cheaper than the swap round trip. idle_since: the tick of each
-// tensor's last use; now: the current tick. cands is scratch.
+// writers' inputs are resident or dropped (a chain: recomputed first, as DTR does), its own
+// recomputation is cheaper than the swap round trip and chains::allows_drop (sim_chains.hpp)
+// allows it; asked again with this round's drops counted, a refusal skips it (the executor's
+// start_victims does the same). idle_since: the tick of each tensor's last use; now: the
+// current tick. cands is scratch.
 void pressure_victims(const sim::SimState& s, bool allow_recompute, std::span<const std::uint64_t> idle_since,
                       std::uint64_t now, std::uint64_t bytes_short, std::vector<policy::VictimCandidate>& cands,
                       std::vector<sim::Action>& out);
-
-// Whether every input of t's writers is on the device now: then recomputing t is one level
-// deep (Capuchin recomputes from the nearest resident inputs; deep chains pin memory while
-// they run and can leave a budget unmeetable).
-bool inputs_resident(const sim::SimState& s, std::uint32_t t);
 
 }  // namespace capuchin::plan

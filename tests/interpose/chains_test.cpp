@@ -140,6 +140,23 @@ TEST_F(ChainsTest, ReplayBytesCountEachBlockOfTheChainOnce) {
   EXPECT_EQ(chains::replay_bytes(table_, top), (4u << 20) + (2u << 20) + (1u << 20)) << "mid's replay needs src, held once";
 }
 
+TEST_F(ChainsTest, ReplaysFitCountsTheReplaysOverADropToo) {
+  // 1 MiB blocks, each made from the one before: c[3] dropped, so its replay holds c[3] and c[2].
+  const std::vector<Block*> c = chain(3);
+  drop(*c[3]);
+  const std::uint64_t mib = 1 << 20;
+  // Dropping c[2]: its own replay holds c[2] and c[1] (2 MiB), but c[3]'s would then hold c[3],
+  // c[2] and c[1] (3 MiB).
+  EXPECT_EQ(chains::replay_bytes(table_, *c[2]), 2 * mib);
+  EXPECT_TRUE(chains::replays_fit(table_, *c[2], 3 * mib));
+  EXPECT_FALSE(chains::replays_fit(table_, *c[2], 3 * mib - 1)) << "c[3]'s replay over it";
+  // c[3]'s replay reads c[2] where it is: dropping c[1] leaves it as it was.
+  EXPECT_TRUE(chains::replays_fit(table_, *c[1], 2 * mib));
+  drop(*c[2]);
+  EXPECT_FALSE(chains::replays_fit(table_, *c[1], 3 * mib)) << "c[3] would recompute c[2], which recomputes c[1] (4 MiB)";
+  EXPECT_TRUE(chains::replays_fit(table_, *c[1], 4 * mib));
+}
+
 TEST_F(ChainsTest, AWalkOverSharedChainsVisitsEachBlockOnce) {
   // Levels of 32 blocks, each made from all 32 of the level below, every level but the lowest
   // and the top dropped: 32^6 paths lead from the top down. A walk that followed each path

@@ -16,6 +16,7 @@
 #include "capuchin/plan.hpp"
 #include "capuchin/segment_plan.hpp"
 #include "capuchin/trace_repeat.hpp"
+#include "capuchin/victims.hpp"
 
 namespace capuchin::plan {
 namespace {
@@ -587,6 +588,57 @@ TEST(Plan, ReplayTimesAPlanAsTheSimulatorRunsIt) {
   const double passive = replay_plan(f.p, pat, Plan{}, opt.budget_bytes, true);
   EXPECT_GE(passive, planned + 0.001 - 1e-9);  // A dropped at B's allocation, fwd re-run for bwd
   EXPECT_LT(passive, 1.0);  // finite: the pressure rules alone are feasible, only slower
+}
+
+// A forward pass of n activations, each made cheaply from the one before (0.01 ms) from an input
+// that is costly to remake (5 ms), then a backward pass reading them in reverse, one iteration:
+// the pressure rules alone. The toy link's 1 MB round trip (2 ms) costs far more than any
+// activation's recomputation.
+std::string chain_trace(int n) {
+  std::string s = R"({"format":"capuchin-trace","version":1})" "\n";
+  auto alloc = [&](int id, int bytes) { s += R"({"op":"alloc","id":)" + std::to_string(id) + R"(,"bytes":)" + std::to_string(bytes) + "}\n"; };
+  auto kernel = [&](const std::string& name, const std::string& r, int w, int ns) {
+    s += R"({"op":"kernel","name":")" + name + R"(","reads":[)" + r + R"(],"writes":[)" + std::to_string(w) + R"(],"dur_ns":)" +
+         std::to_string(ns) + "}\n";
+  };
+  alloc(0, 1000);  // the gradient
+  alloc(1, 1000000);
+  kernel("load", "", 1, 5000000);
+  for (int i = 2; i <= n + 1; ++i) {
+    alloc(i, 1000000);
+    kernel("fwd" + std::to_string(i), std::to_string(i - 1), i, 10000);
+  }
+  for (int i = n + 1; i >= 1; --i) {
+    kernel("bwd" + std::to_string(i), std::to_string(i), 0, 10000);
+    s += R"({"op":"free","id":)" + std::to_string(i) + "}\n";
+  }
+  s += R"({"op":"sync"})" "\n";
+  return s;
+}
+
+// Under pressure a tensor is dropped, as DTR does, even where its producer's input is dropped as
+// well (a chain, recomputed first): swapping it instead would take the link for a round trip
+// that costs 200 times its recomputation. A chain whose recomputation would not fit the budget
+// on its own is not made (the long pass: a first version dropped along chains that did not,
+// and the run was infeasible where the rule without chains ran).
+TEST(Policy, PressureDropsAlongChainsOfDroppedInputs) {
+  for (const int n : {6, 3 * policy::kMaxRecomputeChain}) {
+    auto t = trace::parse_trace(chain_trace(n));
+    ASSERT_TRUE(t) << t.error().message();
+    auto p = sim::prepare(*t, toy_gpu(), exact());
+    ASSERT_TRUE(p);
+    p->trace = &*t;
+    sim::SimOptions o;
+    o.budget_bytes = 3'500'000;  // the input and two activations, or one plus a recomputation's input
+    auto pol = make_capuchin_policy();
+    const sim::SimResult r = sim::simulate(*p, *pol, o);
+    ASSERT_TRUE(r.feasible) << n << ": " << r.where.reason;
+    EXPECT_GT(r.recompute_s, 0) << n;
+    EXPECT_LE(r.peak_bytes, o.budget_bytes);
+    // Six activations: each is dropped, only the costly input and the gradient may be swapped
+    // (the rule without chains swapped two activations as well).
+    if (n == 6) EXPECT_LE(r.swap_out_bytes, 1'001'000) << "an activation was swapped";
+  }
 }
 
 // A run over a sub-range starts within the budget: when the tensors live at its start exceed
