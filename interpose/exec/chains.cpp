@@ -154,6 +154,20 @@ bool walk_replays(const BlockTable& blocks, const Block& b, const Block* droppin
 }  // namespace
 
 bool replays_fit(const BlockTable& blocks, const Block& b, std::uint64_t budget) {
+  // The common case, priced for every live block under pressure: no chain under b or over it.
+  // Its replay then holds b and its producer's inputs (listed once each), and nothing else
+  // would recompute b: no walk, no allocation.
+  const Producer* p = b.producer.get();
+  const bool dependent_dropped = std::any_of(b.dependents.begin(), b.dependents.end(), [&](std::uint64_t id) {
+    const Block* d = blocks.by_id(id);
+    return d != nullptr && d->where == Where::Dropped;
+  });
+  if (p != nullptr && !dependent_dropped && !input_dropped(blocks, b)) {
+    std::uint64_t bytes = b.span;
+    for (std::uint64_t id : p->input_ids)
+      if (const Block* in = blocks.by_id(id); in != nullptr && in != &b) bytes += in->span;
+    return bytes <= budget;
+  }
   std::vector<const Block*> done;
   return walk_replays(blocks, b, &b, budget, 0, done);
 }

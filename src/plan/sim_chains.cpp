@@ -2,6 +2,8 @@
 #include "sim_chains.hpp"
 
 #include <algorithm>
+#include <array>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -128,6 +130,31 @@ bool replays_fit(const View& v, std::uint32_t t, int depth, std::vector<std::uin
   return fit;
 }
 
+// The common case, asked for every resident tensor under pressure: no input dropped and no
+// dropped dependent, so no chain: t's replay holds t and its inputs (up to kFew of them,
+// counted once each without allocating). nullopt: not this case.
+std::optional<bool> fits_without_chain(const View& v, std::uint32_t t) {
+  constexpr std::size_t kFew = 32;
+  std::array<std::uint32_t, kFew> inputs;
+  std::size_t n = 0;
+  bool simple = true;
+  std::uint64_t bytes = v.s.bytes(t);
+  v.for_each_input(t, [&](std::uint32_t r) {
+    if (!simple || std::find(inputs.begin(), inputs.begin() + static_cast<std::ptrdiff_t>(n), r) != inputs.begin() + static_cast<std::ptrdiff_t>(n)) return;
+    if (v.dropped(r) || n == kFew) {
+      simple = false;
+      return;
+    }
+    inputs[n++] = r;
+    bytes += v.s.bytes(r);
+  });
+  if (!simple) return std::nullopt;
+  bool dependent = false;
+  v.for_each_dropped_dependent(t, [&](std::uint32_t) { dependent = true; });
+  if (dependent) return std::nullopt;
+  return bytes <= v.s.budget_bytes;
+}
+
 }  // namespace
 
 bool inputs_there_or_dropped(const sim::SimState& s, std::uint32_t t) {
@@ -142,6 +169,7 @@ bool inputs_there_or_dropped(const sim::SimState& s, std::uint32_t t) {
 
 bool allows_drop(const sim::SimState& s, std::uint32_t t, std::span<const std::uint32_t> chosen) {
   const View v{s, chosen, t};
+  if (const std::optional<bool> fit = fits_without_chain(v, t)) return *fit;
   Memo under_memo, over_memo;
   const int under = walk_under(v, t, 0, under_memo);
   if (under < 0 || under > kMax - 1 || under + 1 + walk_over(v, t, 0, over_memo) > kMax) return false;
