@@ -20,7 +20,7 @@ namespace capuchin::interpose::exec::chains {
 
 // The most dropped blocks on one chain recomputed for one access (the block itself included):
 // each level is a nested recompute on the calling thread's stack. The simulator's pressure rule
-// bounds its chains the same (plan::chain_allows_drop).
+// bounds its chains the same (plan::chains::allows_drop).
 inline constexpr int kMaxChain = policy::kMaxRecomputeChain;
 
 // `in` is another output of the launch that `p` replays (written by the same replay).

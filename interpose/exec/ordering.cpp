@@ -98,8 +98,12 @@ void StreamActivity::note(EventPool& ev, CUstream s, Ev e) {
     return;
   }
   // A stream seen for the first time: first forget those whose work is done (destroyed ones).
+  // One still deferred (done() found its stream idle) is recorded first: blocks may still hold
+  // it, and once forgotten here, no settle before its stream is destroyed or captured could
+  // find it (a later done() would ask a stream that may be gone or capturing).
   std::erase_if(entries_, [&](Entry& x) {
     if (!ev.done(x.ev)) return false;
+    ev.settle(x.ev);
     ev.unref(x.ev);
     return true;
   });

@@ -80,8 +80,9 @@ bool Executor::try_drop(Block& b, const char* reason, double expected) {
   ++b.pins;
   await_streams();
   --b.pins;
+  // (another thread's drops meanwhile may have deepened the chains through it)
   if (b.use_gen != gen || b.where != Where::Device || b.pins != 0 || drops_barred() || !chains::allows_drop(blocks, b) ||
-      inputs_in_use(b) || !quiet_now(events, b))
+      chains::replay_bytes(blocks, b) > ledger.budget || inputs_in_use(b) || !quiet_now(events, b))
     return false;
   mem(b).drop(b);
   if (b.where != Where::Dropped) return false;  // the unmap failed: it stays resident (logged)

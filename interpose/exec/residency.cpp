@@ -126,7 +126,7 @@ bool Executor::start_victims(std::uint64_t short_bytes, bool may_wait) {
       // (the chains checked again: this round's drops so far may have deepened them)
       const char* why = chains::input_dropped(blocks, *b) ? "pressure-chain" : "pressure";
       if (chains::replays_fit(blocks, *b, ledger.budget) && try_drop(*b, why, v.restore_s)) {
-        freed += b->span;
+        freed += v.bytes;  // (not b->span: try_drop waited for a managed discard, unpinned)
         started_any = true;
       }
       continue;

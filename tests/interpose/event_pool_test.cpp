@@ -1,0 +1,101 @@
+// The executor's deferred events (interpose/exec/event_pool.hpp) and the streams' latest work
+// (StreamActivity, ordering.hpp) against a fake driver table: a deferred event whose stream is
+// idle is done without being recorded (cuStreamQuery), one whose stream is busy is recorded and
+// queried, and one that StreamActivity forgets while it is still deferred is recorded first, so
+// nothing asks its stream again once the stream may be destroyed or captured.
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "exec/block.hpp"
+#include "exec/event_pool.hpp"
+#include "exec/ordering.hpp"
+
+namespace capuchin::interpose::exec {
+namespace {
+
+struct FakeDriver {
+  int events_made = 0;
+  std::vector<CUstream> recorded_on, queried;
+  CUresult stream_state = CUDA_SUCCESS;  // cuStreamQuery's answer: SUCCESS idle, NOT_READY busy
+  CUresult event_state = CUDA_SUCCESS;   // cuEventQuery's
+  int context_syncs = 0;
+} g;
+
+int g_event_storage[64];
+
+Api fake_api() {
+  Api a;
+  a.event_create = [](CUevent* e, unsigned) {
+    *e = reinterpret_cast<CUevent>(&g_event_storage[g.events_made++]);
+    return CUDA_SUCCESS;
+  };
+  a.event_record = [](CUevent, CUstream s) {
+    g.recorded_on.push_back(s);
+    return CUDA_SUCCESS;
+  };
+  a.event_query = [](CUevent) { return g.event_state; };
+  a.stream_query = [](CUstream s) {
+    g.queried.push_back(s);
+    return g.stream_state;
+  };
+  a.stream_wait_event = [](CUstream, CUevent, unsigned) { return CUDA_SUCCESS; };
+  a.ctx_synchronize = []() {
+    ++g.context_syncs;
+    return CUDA_SUCCESS;
+  };
+  return a;
+}
+
+class EventPoolTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    g = FakeDriver{};
+    events.init(&api, nullptr);
+  }
+  const CUstream s1 = reinterpret_cast<CUstream>(0x1000), s2 = reinterpret_cast<CUstream>(0x2000);
+  Api api = fake_api();
+  EventPool events;
+  StreamActivity activity;
+};
+
+TEST_F(EventPoolTest, ADeferredEventOnAnIdleStreamIsDoneWithoutARecord) {
+  Ev e = events.defer(s1);
+  EXPECT_TRUE(events.done(e));
+  EXPECT_TRUE(events.deferred(e)) << "asked, not recorded";
+  EXPECT_TRUE(g.recorded_on.empty());
+  ASSERT_EQ(g.queried.size(), 1u);
+  EXPECT_EQ(g.queried[0], s1);
+  // Busy: recorded (it then covers the stream's work so far) and the event itself queried.
+  g.stream_state = CUDA_ERROR_NOT_READY;
+  g.event_state = CUDA_ERROR_NOT_READY;
+  EXPECT_FALSE(events.done(e));
+  EXPECT_FALSE(events.deferred(e));
+  EXPECT_EQ(g.recorded_on, std::vector<CUstream>{s1});
+  events.unref(e);
+}
+
+TEST_F(EventPoolTest, AStreamForgottenWhileItsEventIsDeferredHasItRecordedFirst) {
+  // A use of block x on s1, marked with s1's deferred event; s1 goes idle; then a new stream
+  // shows, and the entries whose work is done are forgotten.
+  Block x;
+  Ev e = activity.use_event(events, s1);
+  mark_use(events, x, s1, e);
+  events.unref(e);
+  Ev e2 = activity.use_event(events, s2);
+  events.unref(e2);
+  ASSERT_GE(x.nuses, 1);
+  EXPECT_FALSE(events.deferred(x.uses[0].ev)) << "forgotten while deferred: no settle could find it later";
+  EXPECT_EQ(g.recorded_on, std::vector<CUstream>{s1});
+  // s1 destroyed (its handle invalid): x's use is asked about without touching s1 again.
+  g.stream_state = CUDA_ERROR_INVALID_HANDLE;
+  const std::size_t queries = g.queried.size();
+  EXPECT_TRUE(quiet_now(events, x));
+  EXPECT_EQ(g.queried.size(), queries);
+  EXPECT_EQ(g.recorded_on.size(), 1u);
+  EXPECT_EQ(g.context_syncs, 0);
+  release_uses(events, x);
+}
+
+}  // namespace
+}  // namespace capuchin::interpose::exec
