@@ -22,14 +22,7 @@ namespace {
 
 using exec_prog::accum;
 using exec_prog::check;
-
-void produce(int, const float*, float*, float) {}
-void produce_body(void** a, const simcuda_launch_info*) {
-  auto [n, x, y, c] = simcuda::unpack(produce, a);
-  x = simcuda::access(x, static_cast<size_t>(n), SIMCUDA_READ);
-  y = simcuda::access(y, static_cast<size_t>(n), SIMCUDA_WRITE);
-  for (int i = 0; i < n; ++i) y[i] = x[i] * c + 1.0f;
-}
+using exec_prog::produce;
 
 constexpr size_t kBytes = 2u << 20;
 constexpr int kN = static_cast<int>(kBytes / sizeof(float));
@@ -38,7 +31,7 @@ constexpr int kN = static_cast<int>(kBytes / sizeof(float));
 
 int main(int argc, char** argv) {
   const int iters = argc > 1 ? std::atoi(argv[1]) : 6;
-  simcuda::register_kernel("produce", produce, produce_body, 1000);
+  exec_prog::register_produce(1000);
   exec_prog::register_kernels(2000, 500, 2000);
   float *x = nullptr, *acc = nullptr;
   check(cudaMalloc(reinterpret_cast<void**>(&x), kBytes), "malloc x");

@@ -1,6 +1,7 @@
 // exec_prog.hpp: what the executor's small simcuda test programs share: the `fill` kernel (each
 // element set to a value; register_fill gives it a virtual duration), `bump` (each element plus
-// one) and `accum` (acc += p), registered by register_kernels, BumpGraph (a captured graph of
+// one) and `accum` (acc += p), registered by register_kernels, `produce` (y = x * c + 1,
+// register_produce), BumpGraph (a captured graph of
 // one bump), check(), which ends the
 // program with exit status 1 on a CUDA error, naming the program and the step, pressure() (a
 // filled allocation that the test's budget has no room for beside its tensor) and print_ends()
@@ -38,6 +39,17 @@ inline void accum_body(void** a, const simcuda_launch_info*) {
   acc = simcuda::access(acc, static_cast<size_t>(n), SIMCUDA_READ_WRITE);
   for (int i = 0; i < n; ++i) acc[i] += p[i];
 }
+// y = x * c + 1: a tensor made from another, the producer a test drops and recomputes
+// (declared output 2: CAPUCHIN_KERNEL_OUTPUTS=produce:2).
+inline void produce(int, const float*, float*, float) {}
+inline void produce_body(void** a, const simcuda_launch_info*) {
+  auto [n, x, y, c] = simcuda::unpack(produce, a);
+  x = simcuda::access(x, static_cast<size_t>(n), SIMCUDA_READ);
+  y = simcuda::access(y, static_cast<size_t>(n), SIMCUDA_WRITE);
+  for (int i = 0; i < n; ++i) y[i] = x[i] * c + 1.0f;
+}
+inline void register_produce(unsigned long long virtual_ns) { simcuda::register_kernel("produce", produce, produce_body, virtual_ns); }
+
 // fill, bump and accum, each with its virtual duration.
 inline void register_kernels(unsigned long long fill_ns, unsigned long long bump_ns, unsigned long long accum_ns) {
   register_fill(fill_ns);

@@ -29,15 +29,8 @@ namespace {
 
 using exec_prog::accum;
 using exec_prog::check;
+using exec_prog::produce;
 using exec_prog::fill;
-
-void produce(int, const float*, float*, float) {}
-void produce_body(void** a, const simcuda_launch_info*) {
-  auto [n, x, y, k] = simcuda::unpack(produce, a);
-  x = simcuda::access(x, static_cast<size_t>(n), SIMCUDA_READ);
-  y = simcuda::access(y, static_cast<size_t>(n), SIMCUDA_WRITE);
-  for (int i = 0; i < n; ++i) y[i] = x[i] * k + 1.0f;
-}
 
 constexpr size_t kBytes = 1u << 20;
 constexpr int kN = static_cast<int>(kBytes / sizeof(float));
@@ -77,7 +70,7 @@ void train(int iters, float* x, float* acc) {
 int main(int argc, char** argv) {
   const int iters = argc > 1 ? std::atoi(argv[1]) : 40;
   const int gap_us = argc > 2 ? std::atoi(argv[2]) : 200;
-  simcuda::register_kernel("produce", produce, produce_body, 1000);
+  exec_prog::register_produce(1000);
   exec_prog::register_kernels(2000, 500, 2000);
   float *x = nullptr, *acc = nullptr, *z = nullptr;
   check(cudaMalloc(reinterpret_cast<void**>(&x), kBytes), "malloc x");
