@@ -10,9 +10,10 @@
 // about it (done, order, handle), and then covers every call forwarded on the stream before
 // that moment, the marked ones included: a later wait may cover more work than the use, never
 // less. done() asks the stream first (cuStreamQuery, where the driver has it): an idle stream
-// has finished every call forwarded on it, so the event is done and stays deferred. The owner must settle a stream's deferred event before the stream is destroyed or
-// begins a capture (StreamActivity::settle): a record on a destroyed or capturing stream would
-// fail or be captured. Should a record fail anyway, the whole context is waited for (host
+// has finished every call forwarded on it, so the event is done and stays deferred. The owner
+// must settle a stream's deferred event before the stream is destroyed or begins a capture
+// (StreamActivity::settle, and before it forgets a stream's entry): a record on a destroyed or
+// capturing stream would fail or be captured. Should a record fail anyway, the whole context is waited for (host
 // waits, logged once): the uses it covered are then complete.
 //
 // Contract: every call runs under the executor's lock and none waits on the host; to wait for

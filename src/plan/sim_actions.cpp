@@ -55,9 +55,10 @@ void pressure_victims(const sim::SimState& s, bool allow_recompute, std::span<co
   for (policy::VictimOrder order(cands); !order.done() && freed < bytes_short;) {
     const policy::VictimCandidate& v = order.next();
     const auto tn = static_cast<std::uint32_t>(v.handle);
-    // A drop the chains refuse is skipped, not swapped: its place in the order was the drop's
-    // price (the executor's start_victims does the same when try_drop refuses).
-    if (v.drop && !chains::allows_drop(s, tn, dropped)) continue;
+    // Asked again once this round has dropped something (before that, the answer is the one
+    // above). A drop the chains then refuse is skipped, not swapped: its place in the order was
+    // the drop's price (the executor's start_victims does the same when try_drop refuses).
+    if (v.drop && !dropped.empty() && !chains::allows_drop(s, tn, dropped)) continue;
     if (v.drop) dropped.push_back(tn);
     out.push_back({tn, v.drop ? ActionKind::Drop : ActionKind::Evict});
     freed += v.bytes;

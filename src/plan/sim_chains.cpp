@@ -38,18 +38,24 @@ struct View {
         if (tr.accesses[a].tensor != t) f(tr.accesses[a].tensor);
     }
   }
-  // Each dropped dependent of t: a dropped tensor one of whose writers read t before now.
+  // Each dropped dependent of t: a dropped tensor one of whose writers read t's current value,
+  // i.e. since t was last written (the executor's dependents lists are emptied when their
+  // block is written: materialize_dependents). Newest access first, so the scan stops there
+  // instead of walking every earlier iteration's accesses.
   template <class F>
   void for_each_dropped_dependent(std::uint32_t t, F&& f) const {
     const sim::PreparedTrace& p = *s.prep;
     const trace::Trace& tr = *p.trace;
-    for (std::uint32_t k = p.access_offset[t]; k < s.cursor[t]; ++k) {
-      const trace::Event& e = tr.events[p.access_event[k]];
-      bool reads_t = false;
+    for (std::uint32_t k = s.cursor[t]; k > p.access_offset[t];) {
+      const trace::Event& e = tr.events[p.access_event[--k]];
+      bool reads_t = false, writes_t = false;
       for (std::uint32_t a = e.access_begin; a < e.reads_end && !reads_t; ++a) reads_t = tr.accesses[a].tensor == t;
-      if (!reads_t) continue;
-      for (std::uint32_t a = e.reads_end; a < e.writes_end; ++a)
-        if (const std::uint32_t d = tr.accesses[a].tensor; d != t && dropped(d)) f(d);
+      for (std::uint32_t a = e.reads_end; a < e.writes_end; ++a) {
+        const std::uint32_t d = tr.accesses[a].tensor;
+        writes_t = writes_t || d == t;
+        if (reads_t && d != t && dropped(d)) f(d);
+      }
+      if (writes_t) return;
     }
   }
 };
