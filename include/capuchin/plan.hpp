@@ -106,7 +106,9 @@ struct Plan {
   bool fits = true;
   std::uint32_t unfit_position = 0;  // where the plan still exceeds the target (when !fits)
   double expected_overhead_s = 0;   // lateness of swap-ins, recomputation and planned stalls
-  double planned_stall_s = 0;       // of which: planned waits (PlanOptions::stall_s)
+  // Of which: the waits the plan was made around (PlanOptions::stall_s). The planner's timeline
+  // only; a replay can wait far less (its copies end sooner) or more.
+  double planned_stall_s = 0;
   std::uint32_t swaps = 0, recomputes = 0;
   double plan_time_s = 0;  // how long planning took (wall clock)
   std::vector<std::uint32_t> off_at_start;  // trace tensors the plan keeps off the device as the iteration starts

@@ -510,7 +510,7 @@ Expected<SegmentPlan, std::string> plan_segment(const SegmentJob& job, const Pla
                               job.segment, cut, n, p.decisions.size(), p.swaps, p.recomputes, p.natural_peak_bytes,
                               p.planned_peak_bytes, job.budget, baseline, p.passive || p.fits ? "" : " (does not fit)",
                               p.passive ? fmt::format("; no plan: the pressure rules alone replay fastest ({:.3f} ms)", p.replay_s * 1e3)
-                              : p.replay_s > 0 ? fmt::format("; replayed {:.3f} ms, {:.3f} ms of it planned waits{}", p.replay_s * 1e3, p.planned_stall_s * 1e3,
+                              : p.replay_s > 0 ? fmt::format("; replayed {:.3f} ms, planned on a timeline with {:.3f} ms of waits{}", p.replay_s * 1e3, p.planned_stall_s * 1e3,
                                                              p.refined_moves > 0 ? fmt::format(", {} in-triggers moved by replay", p.refined_moves) : std::string())
                                                : std::string()) +
                   (p.plan_time_s > 0 ? fmt::format("; planned in {:.0f} ms", p.plan_time_s * 1e3) : std::string());
