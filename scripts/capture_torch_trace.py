@@ -7,7 +7,9 @@ and writes (storage identity, not tensor identity: views share their base's stor
 for convolutions and matrix products (torch.utils.flop_counter's formulas; elementwise ops
 count one per output element), bytes moved, allocations when a storage first appears and
 frees right after each storage's last use (as a refcounting framework frees them). The input
-batch enters by an h2d copy, the loss leaves by a d2h copy and a sync. Parameters, their
+batch enters by an h2d copy, the loss leaves by a d2h copy and a sync. A `_foreach_*` op
+(the optimizers' foreach=True) is recorded as the kernel launches PyTorch's multi_tensor_apply
+makes of it on a GPU (scripts/foreach_launches.py; --kernel-args picks the GPU's limits). Parameters, their
 gradients and optimizer state are labelled with roles; 0-dim optimizer step counters (host
 scalars) are left out. So a user can plan for a GPU they do not have:
 
@@ -44,6 +46,9 @@ try:
     from torch.utils.flop_counter import flop_registry
 except ImportError:  # older torch
     flop_registry = {}
+
+sys.path.insert(0, __import__("os").path.dirname(__import__("os").path.abspath(__file__)))
+from foreach_launches import TERNARY, launches, per_position, split_kernel  # noqa: E402
 
 
 def replay_mark(func, name):
@@ -113,6 +118,40 @@ def build_model(name, num_classes, input_shape):
     return getattr(torchvision.models, name)(weights=None, num_classes=num_classes), input_shape or (3, 224, 224)
 
 
+def foreach_launches(func, args, kwargs, out, kernel_args):
+    """A `_foreach_*` op's tensor lists, the tensors outside them and its launches on a GPU
+    (scripts/foreach_launches.py), or None for any other op. The lists are the schema's
+    `Tensor[]` arguments, then the returned list of an out-of-place op; the fast route
+    (multi_tensor_apply) needs one device and dtype, dense strided tensors and, at each
+    position, the same sizes and strides in every list, else every position is its own launch."""
+    if not func._schema.name.startswith("aten::_foreach_"):
+        return None
+    lists, constant, scalar_list = [], [], False
+    for i, a in enumerate(func._schema.arguments):
+        v = args[i] if i < len(args) else kwargs.get(a.name)
+        kind = str(a.type)
+        if kind == "List[Tensor]" and v is not None:
+            lists.append(list(v))
+        elif kind == "List[number]":
+            scalar_list = True
+        elif isinstance(v, torch.Tensor):
+            constant.append(v)
+    if any(str(r.type) == "List[Tensor]" for r in func._schema.returns) and isinstance(out, (list, tuple)):
+        lists.append(list(out))
+    if not lists or not lists[0] or any(len(lst) != len(lists[0]) for lst in lists):
+        return None
+    base = func._schema.name.split("::")[-1].removeprefix("_foreach_").rstrip("_")
+    if base in TERNARY and func._schema.overload_name == "Tensor":
+        scalar_list = True  # its scalars tensor becomes a list of scalars (convert_tensor_to_scalar_list)
+    first = lists[0][0]
+    fast = len(lists) <= 5 and all(
+        t.device == first.device and t.dtype == first.dtype and t.layout == torch.strided and t.is_contiguous()
+        and t.shape == lists[0][p].shape for lst in lists for p, t in enumerate(lst))
+    numels = [t.numel() for t in lists[0]]
+    plan = launches(numels, len(lists), kernel_args, scalar_list) if fast else per_position(numels)
+    return lists, constant, plan
+
+
 ALLOC_ONLY = {"aten::empty", "aten::empty_like", "aten::empty_strided", "aten::new_empty",
               "aten::new_empty_strided"}
 
@@ -120,8 +159,9 @@ ALLOC_ONLY = {"aten::empty", "aten::empty_like", "aten::empty_strided", "aten::n
 class Recorder(TorchDispatchMode):
     """Records aten ops as trace events with storage ids."""
 
-    def __init__(self):
+    def __init__(self, kernel_args="32kb"):
         super().__init__()
+        self.kernel_args = kernel_args  # the GPU's foreach launch limits (foreach_launches.py)
         self.events = []     # dicts in issue order (frees are added at the end)
         self.ids = {}        # storage cdata -> (id, StorageWeakRef)
         self.bytes = {}      # id -> bytes
@@ -221,9 +261,17 @@ class Recorder(TorchDispatchMode):
             ev["replay"] = False
         if flops:
             ev["flops"] = flops
-        self.events.append(ev)
-        for sid in reads + writes:
-            self.touch(sid)
+        pieces = [ev]
+        found = foreach_launches(func, args, kwargs, out, self.kernel_args)
+        if found is not None:  # one kernel event per launch, as a GPU runs the op
+            lists, constant, plan = found
+            sid_lists = [[self.storage_id(t, create=False)[0] for t in lst] for lst in lists]
+            sid_const = [self.storage_id(t, create=False)[0] for t in constant]
+            pieces = split_kernel(ev, sid_lists, plan, sid_const)
+        for piece in pieces:  # a storage's last use is the last launch that touches it
+            self.events.append(piece)
+            for sid in piece["reads"] + piece["writes"]:
+                self.touch(sid)
         return out
 
 
@@ -276,6 +324,9 @@ def main():
     ap.add_argument("--num-classes", type=int, default=10)
     ap.add_argument("--optimizer", choices=["sgd", "adamw"], default="sgd")
     ap.add_argument("--out", required=True, help="trace file (.jsonl or .jsonl.gz)")
+    ap.add_argument("--kernel-args", choices=["32kb", "4kb"], default="32kb",
+                    help="the GPU's foreach launch limits: 32kb (CUDA 12.1+ on compute capability 7.0+, "
+                         "the default) or 4kb (older CUDA, or a P100)")
     o = ap.parse_args()
     if o.batch_size <= 0 or o.iterations <= 0:
         die("--batch-size and --iterations must be positive")
@@ -295,7 +346,7 @@ def main():
     batches = [(torch.randn(o.batch_size, *shape), torch.randint(0, o.num_classes, (o.batch_size,)))
                for _ in range(o.iterations)]
 
-    rec = Recorder()
+    rec = Recorder(o.kernel_args)
     with torch.no_grad():  # outside the mode: set-up allocations, no kernels
         for p in model.parameters():
             rec.alloc(p, "param")
@@ -336,8 +387,9 @@ def main():
     gc.collect()
     header = {"format": "capuchin-trace", "version": 1, "source": "torch-dispatch", "model": o.model,
               "batch_size": o.batch_size, "dtype": "float32", "iterations": o.iterations,
+              "foreach_launches": o.kernel_args,
               "notes": f"captured on the CPU with torch {torch.__version__} by scripts/capture_torch_trace.py; "
-                       "frees placed after last use"}
+                       "frees placed after last use; foreach ops as the launches of multi_tensor_apply"}
     write_trace(o.out, header, rec)
     kernels = sum(1 for e in rec.events if e["op"] == "kernel")
     print(f"wrote {o.out}: {o.iterations} iterations, {kernels} kernels, {rec.next_id - len(rec.excluded)} allocations")
