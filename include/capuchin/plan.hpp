@@ -96,6 +96,16 @@ struct PlanOptions {
   // is the bottleneck (every hidden swap takes copy time a later swap needed) a recomputation
   // cheaper than that is chosen first, in both phases. choose_plan tries 0 and 1 (kLinkPrice).
   double link_price = 0;
+  // The compute timeline the iteration is planned on, every kernel's time multiplied by this
+  // (1: the profile's times). Where the link cannot move what must be off the device in the
+  // compute time (tiny_transformer on h200 at 0.5 of its peak: 125 MB must be off by the end of
+  // forward, about 1 ms of compute, and take 2.3 ms of the link), the greedy placement on the
+  // ideal timeline fits only what the first swaps leave room for, and the pressure rules do the
+  // rest at run time, late. On a stretched timeline the same placement spreads the copies as
+  // if the iteration were that much slower, which is what the job's waits for copies make of
+  // it; choose_plan tries several factors and keeps what replays fastest. Like stall_s, the
+  // stretch is the planner's timeline only: a replay runs the kernels at their own times.
+  double time_scale = 1.0;
 };
 
 struct Plan {
@@ -109,6 +119,7 @@ struct Plan {
   // Of which: the waits the plan was made around (PlanOptions::stall_s). The planner's timeline
   // only; a replay can wait far less (its copies end sooner) or more.
   double planned_stall_s = 0;
+  double time_scale = 1.0;  // PlanOptions::time_scale it was planned with
   std::uint32_t swaps = 0, recomputes = 0;
   double plan_time_s = 0;  // how long planning took (wall clock)
   std::vector<std::uint32_t> off_at_start;  // trace tensors the plan keeps off the device as the iteration starts

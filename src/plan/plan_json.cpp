@@ -17,6 +17,7 @@ std::string plan_to_json(const Plan& plan, const learn::Pattern& pattern, const 
   j["swaps"] = plan.swaps;
   j["recomputes"] = plan.recomputes;
   j["expected_overhead_s"] = plan.expected_overhead_s;
+  j["time_scale"] = plan.time_scale;
   j["plan_time_s"] = plan.plan_time_s;
   auto& arr = j["decisions"] = nlohmann::ordered_json::array();
   for (const Decision& d : plan.decisions) {

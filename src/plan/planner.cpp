@@ -351,6 +351,7 @@ Plan Planner::run() {
   plan_.budget_bytes = opt_.budget_bytes;
   target_ = static_cast<std::uint64_t>(static_cast<double>(opt_.budget_bytes) * (1.0 - opt_.margin));
   plan_.target_bytes = target_;
+  plan_.time_scale = opt_.time_scale;
   if (n_ == 0) return plan_;
 
   // Ideal timeline and the trace's own copies on the engines.
@@ -367,7 +368,8 @@ Plan Planner::run() {
       plan_.expected_overhead_s += stall_s_[i];
     }
     start_[i] = now;
-    const double d = (e.op == Op::Kernel || e.op == Op::Copy) ? p_.duration_s[ev(i)] : 0.0;
+    // (The trace's own copies are link time: not stretched.)
+    const double d = e.op == Op::Kernel ? p_.duration_s[ev(i)] * opt_.time_scale : e.op == Op::Copy ? p_.duration_s[ev(i)] : 0.0;
     now += d;
     end_[i] = now;
     if (e.op == Op::Copy && e.dir == trace::CopyDir::H2D) h2d_.reserve(start_[i], d);
