@@ -48,7 +48,7 @@ except ImportError:  # older torch
     flop_registry = {}
 
 sys.path.insert(0, __import__("os").path.dirname(__import__("os").path.abspath(__file__)))
-from foreach_launches import TERNARY, launches, per_position, split_kernel  # noqa: E402
+from foreach_launches import SPLIT_EXCLUDED, TERNARY, base_name, launches, per_position, split_kernel  # noqa: E402
 
 
 def replay_mark(func, name):
@@ -124,7 +124,7 @@ def foreach_launches(func, args, kwargs, out, kernel_args):
     `Tensor[]` arguments, then the returned list of an out-of-place op; the fast route
     (multi_tensor_apply) needs one device and dtype, dense strided tensors and, at each
     position, the same sizes and strides in every list, else every position is its own launch."""
-    if not func._schema.name.startswith("aten::_foreach_"):
+    if not func._schema.name.startswith("aten::_foreach_") or base_name(func._schema.name) in SPLIT_EXCLUDED:
         return None
     lists, constant, scalar_list = [], [], False
     for i, a in enumerate(func._schema.arguments):
@@ -136,17 +136,18 @@ def foreach_launches(func, args, kwargs, out, kernel_args):
             scalar_list = True
         elif isinstance(v, torch.Tensor):
             constant.append(v)
+    inputs = len(lists)
     if any(str(r.type) == "List[Tensor]" for r in func._schema.returns) and isinstance(out, (list, tuple)):
         lists.append(list(out))
     if not lists or not lists[0] or any(len(lst) != len(lists[0]) for lst in lists):
         return None
-    base = func._schema.name.split("::")[-1].removeprefix("_foreach_").rstrip("_")
-    if base in TERNARY and func._schema.overload_name == "Tensor":
+    if base_name(func._schema.name) in TERNARY and func._schema.overload_name == "Tensor":
         scalar_list = True  # its scalars tensor becomes a list of scalars (convert_tensor_to_scalar_list)
     first = lists[0][0]
+    # (The argument lists decide the route, as PyTorch's can_use_fast_route does.)
     fast = len(lists) <= 5 and all(
         t.device == first.device and t.dtype == first.dtype and t.layout == torch.strided and t.is_contiguous()
-        and t.shape == lists[0][p].shape for lst in lists for p, t in enumerate(lst))
+        and t.shape == lists[0][p].shape for lst in lists[:inputs] for p, t in enumerate(lst))
     numels = [t.numel() for t in lists[0]]
     plan = launches(numels, len(lists), kernel_args, scalar_list) if fast else per_position(numels)
     return lists, constant, plan
@@ -325,8 +326,8 @@ def main():
     ap.add_argument("--optimizer", choices=["sgd", "adamw"], default="sgd")
     ap.add_argument("--out", required=True, help="trace file (.jsonl or .jsonl.gz)")
     ap.add_argument("--kernel-args", choices=["32kb", "4kb"], default="32kb",
-                    help="the GPU's foreach launch limits: 32kb (CUDA 12.1+ on compute capability 7.0+, "
-                         "the default) or 4kb (older CUDA, or a P100)")
+                    help="the foreach launch limits of the PyTorch build the job runs: 32kb (built with "
+                         "CUDA 13+, the default) or 4kb (CUDA 12, ROCm)")
     o = ap.parse_args()
     if o.batch_size <= 0 or o.iterations <= 0:
         die("--batch-size and --iterations must be positive")

@@ -9,13 +9,20 @@ event per launch; every other line is copied unchanged.
 
     scripts/chunk_foreach_trace.py IN.jsonl.gz OUT.jsonl.gz [--kernel-args 32kb|4kb]
 
---kernel-args: 32kb (CUDA 12.1+ on compute capability 7.0+: V100, A100, H100, H200, the
-default) or 4kb (older CUDA, or a P100). What a trace cannot say, and is assumed: every foreach
-op took the fast route (one dtype, dense tensors: true of a float32 model's parameters and
-optimizer state), and no op passed a list of scalars (whose 4 KB limit at depth 1 is 96
-tensors, not 110). Lists are recovered from the capture's rule (reads in argument order, each
-storage once; an in-place op's first list is what it writes, in its order); an event they cannot be recovered
-from is kept whole and counted on stderr. Element counts are the storages' bytes over the
+--kernel-args: 32kb (PyTorch built with CUDA 13+, such as torch 2.15.0+cu132 from PyPI; the
+default) or 4kb (PyTorch built with CUDA 12, or ROCm); scripts/foreach_launches.py says why.
+What a trace cannot say, and is assumed: every foreach op took the fast route (one dtype, dense
+tensors: true of a float32 model's parameters and optimizer state); no op passed a list of
+scalars (whose 4 KB limit at depth 1 is 96 tensors, not 110); and a list passed twice was
+passed once, but for addcmul/addcdiv's second and third (AdamW's grads, grads). Lists are
+recovered from the capture's rule (reads in argument order, each storage once; an in-place op's
+first list is what it writes, in its order); an event they cannot be recovered from (sizes that
+differ between lists at a position, a tensor outside the lists, storages shared within a list)
+is kept whole and counted on stderr, as is `_foreach_norm`. Traces whose reads are sorted by
+storage id (../shared/traces/: an earlier capture sorted them) line up only where every list
+was allocated in parameter order; where they do not, sizes usually differ and the op is kept
+whole, but tensors of one size may be paired other than in the job (which of them share a
+launch; not how many). Element counts are the storages' bytes over the
 header's dtype size (float32 when absent).
 
 Prints what it did (ops, launches, the largest launch's bytes before and after). Exit status 0
@@ -27,9 +34,10 @@ import gzip
 import json
 import os
 import sys
+import zlib
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from foreach_launches import LIMITS, TERNARY, launches, split_kernel  # noqa: E402
+from foreach_launches import LIMITS, SPLIT_EXCLUDED, TERNARY, base_name, launches, split_kernel  # noqa: E402
 
 DTYPE_BYTES = {"float32": 4, "float": 4, "tf32": 4, "float64": 8, "double": 8, "float16": 2, "half": 2,
                "bfloat16": 2, "bf16": 2, "fp16": 2, "fp32": 4, "int8": 1, "uint8": 1}
@@ -58,12 +66,21 @@ def infer_lists(ev):
     if len(rest) % n:
         return None  # a tensor outside the lists (a scalar tensor): its place is not known
     inputs = [rest[i:i + n] for i in range(0, len(rest), n)]
-    lists = lists + inputs if lists else inputs + [writes]
+    in_place = bool(lists)
+    lists = lists + inputs if in_place else inputs + [writes]
     depth = len(lists)
-    base = ev["name"].split("::")[-1].removeprefix("_foreach_").rstrip("_")
-    if base in TERNARY:
-        depth = max(depth, 3)
+    if base_name(ev["name"]) in TERNARY:  # its second and third lists may be one (shown once)
+        depth = max(depth, 3 if in_place else 4)
     return lists, depth
+
+
+def same_sizes(lists, size):
+    """The fast route's rule, as far as a trace shows it: at each position every list's storage
+    has list 0's size (one dtype assumed). False also where list 0 repeats a storage (views of
+    one buffer), which the reads, naming each storage once, cannot place."""
+    if len(set(lists[0])) != len(lists[0]):
+        return False
+    return all(size.get(lst[p]) == size.get(lists[0][p]) for lst in lists[1:] for p in range(len(lists[0])))
 
 
 class Launches:
@@ -113,9 +130,21 @@ def convert(src, dst, kernel_args):
                     ev = json.loads(line)
                 except json.JSONDecodeError as e:
                     raise ValueError(f"{src}:{lineno}: not JSON ({e})")
-                if lineno == 1:
+                if not isinstance(ev, dict):
+                    raise ValueError(f"{src}:{lineno}: not a JSON object")
+                try:
+                    if ev.get("op") == "alloc":
+                        int(ev["id"]), int(ev["bytes"])
+                    if ev.get("op") == "free":
+                        int(ev["id"])
+                    if ev.get("op") == "kernel" and not (isinstance(ev.get("reads", []), list)
+                                                         and isinstance(ev.get("writes", []), list)):
+                        raise TypeError("reads and writes must be lists")
+                except (KeyError, TypeError, ValueError) as e:
+                    raise ValueError(f"{src}:{lineno}: bad {ev.get('op')} event ({e!r})")
+                if elem is None:  # the first non-blank line: the header
                     if ev.get("format") != "capuchin-trace":
-                        raise ValueError(f"{src}:1: not a capuchin trace header")
+                        raise ValueError(f"{src}:{lineno}: not a capuchin trace header")
                     if ev.get("foreach_launches"):
                         raise ValueError(f"{src}: foreach kernels already split ({ev['foreach_launches']})")
                     elem = DTYPE_BYTES.get(str(ev.get("dtype", "float32")).lower(), 4)
@@ -134,7 +163,9 @@ def convert(src, dst, kernel_args):
                     out.write(line if line.endswith("\n") else line + "\n")
                     continue
                 ops += 1
-                found = infer_lists(ev)
+                found = None if base_name(ev["name"]) in SPLIT_EXCLUDED else infer_lists(ev)
+                if found is not None and not same_sizes(found[0], size):
+                    found = None
                 pieces = [ev]
                 if found is None:
                     kept_whole += len(set(ev.get("reads", [])) | set(ev.get("writes", []))) > 1
@@ -162,7 +193,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("input")
     ap.add_argument("output")
-    ap.add_argument("--kernel-args", default="32kb", help="32kb (CUDA 12.1+, sm_70+; default) or 4kb")
+    ap.add_argument("--kernel-args", default="32kb", help="32kb (PyTorch built with CUDA 13+; default) or 4kb (CUDA 12)")
     o = ap.parse_args()
     if o.kernel_args not in LIMITS:
         die(f"--kernel-args must be one of {', '.join(sorted(LIMITS))}, not '{o.kernel_args}'")
@@ -172,7 +203,7 @@ def main():
         die(f"cannot read '{o.input}'")
     try:
         ops, launched, whole, before, after = convert(o.input, o.output, o.kernel_args)
-    except (ValueError, OSError, EOFError, KeyError, TypeError) as e:
+    except (ValueError, OSError, EOFError, zlib.error) as e:
         die(str(e))
     print(f"wrote {o.output}: {ops} foreach kernels -> {launched} launches ({o.kernel_args} kernel arguments); "
           f"largest working set {before} -> {after} bytes")

@@ -6,8 +6,11 @@ lists, outputs included) are walked position by position; every tensor is cut in
 65,536 elements, one thread block each; a kernel is launched when the launch holds as many
 blocks as it may, or as many tensors as it may and the last one's chunks are all placed. A
 tensor cut by a full launch is carried into the next launch, which touches it too. The limits
-are set by the kernel argument's size: 4 KB before CUDA 12.1, or on a GPU below compute
-capability 7.0 (the P100); 32 KB with CUDA 12.1+ on 7.0+ (`supports_large_kernel_arg`):
+are set by the kernel argument's size, which depends on how PyTorch was built, not on the GPU:
+32 KB where it was built with CUDA 13+ (torch 2.15.0+cu132 from PyPI: its
+include/ATen/native/cuda/MultiTensorApply.cuh switches at compile time, `CUDART_VERSION >=
+13000`), 4 KB with CUDA 12 (the cu12x builds) or ROCm. (Some earlier releases chose 32 KB at run
+time with CUDA 12.1+ on compute capability 7.0+, `supports_large_kernel_arg`.)
 
     depth:                 1    2    3    4    5        blocks per launch
     4 KB, tensors        110   64   48   36   30        320
@@ -17,7 +20,8 @@ capability 7.0 (the P100); 32 KB with CUDA 12.1+ on 7.0+ (`supports_large_kernel
 
 Off the fast route (tensors of different dtypes or devices, not dense, or whose sizes differ
 between lists at one position) PyTorch loops over the positions with the plain op: one launch
-per position.
+per position. `_foreach_norm` (clip_grad_norm_) writes its per-tensor results in a second,
+cleanup kernel: it is left as one event here (`SPLIT_EXCLUDED`).
 
 Contract: plain Python, no torch (the trace converter runs without it). `launches` follows
 multi_tensor_apply exactly for the element counts it is given; `split_kernel` turns one
@@ -35,6 +39,13 @@ LIMITS = {
 # Ops whose tensor-list arguments may repeat one list (AdamW's addcmul_(exp_avg_sq, grads, grads)):
 # a trace, which names each storage once, cannot show the repeat, but the kernel gets 3 lists.
 TERNARY = ("addcmul", "addcdiv")
+# Foreach ops whose launches are not multi_tensor_apply's alone: kept as one event.
+SPLIT_EXCLUDED = ("norm",)
+
+
+def base_name(name):
+    """`aten::_foreach_addcmul_` -> `addcmul`."""
+    return name.split("::")[-1].removeprefix("_foreach_").rstrip("_")
 
 
 def launches(numels, depth, kernel_args="32kb", scalar_list=False):

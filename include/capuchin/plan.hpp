@@ -151,7 +151,7 @@ double replay_plan(const sim::PreparedTrace& p, const learn::Pattern& pattern, c
 // cost_s) still describe its placement before the moves: replay_s is the refined plan's figure.
 struct RefineLimits {
   std::size_t max_replays = 2000;
-  std::size_t max_replayed_events = 4'000'000;  // a 50k-event iteration: 80 replays
+  std::size_t max_replayed_events = 4'000'000;  // a 50k-event iteration: 80 replays (per refine_prefetches call)
 };
 Plan refine_prefetches(const sim::PreparedTrace& p, const learn::Pattern& pattern, Plan plan, std::uint64_t budget,
                        bool allow_recompute, const RefineLimits& limits = {});

@@ -195,16 +195,16 @@ Plan choose_plan(const sim::PreparedTrace& prep, const learn::Pattern& pattern, 
   };
   // Replays q (its time returned) and keeps it among the fastest: those on a stretched timeline
   // apart, so that they are refined besides the kRefined fastest on the ideal one, not instead.
+  // (On a stretched timeline a swap's lateness is in stretched seconds, a recomputation's cost
+  // in the profile's: the planner's choices there are a device for placing copies, and the
+  // replay, at the kernels' own times, is what compares candidates.)
   auto consider = [&](const Plan& q, const PlanOptions& o) {
     natural_peak = q.natural_peak_bytes;
     const double s = replay_plan(prep, pattern, q, o.budget_bytes, o.allow_recompute);
     if (!std::isfinite(s)) return s;
-    if (o.time_scale != 1.0) {
-      keep(top_stretched, 1, q, s, !o.allow_recompute);
-      return s;
-    }
-    keep(top, kRefined, q, s, !o.allow_recompute);
-    if (q.recomputes == 0) keep(swaps_only, 1, q, s, !o.allow_recompute);
+    if (o.time_scale != 1.0) keep(top_stretched, 1, q, s, !o.allow_recompute);
+    else keep(top, kRefined, q, s, !o.allow_recompute);
+    if (q.recomputes == 0) keep(swaps_only, 1, q, s, !o.allow_recompute);  // for kPreferSwaps, from either
     return s;
   };
   const PlanOptions base = opt;

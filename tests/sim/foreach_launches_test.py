@@ -123,6 +123,39 @@ class Converter(unittest.TestCase):
             self.assertEqual(r.returncode, 0, r.stderr)
             self.assertEqual(read_trace(dst)[1:], read_trace(src)[1:])
 
+    def convert_one(self, kernel, sizes, kernel_args="4kb"):
+        """The launches of one kernel event over storages of `sizes` (id -> bytes)."""
+        events = [{"op": "alloc", "id": i, "bytes": b} for i, b in sizes.items()] + [kernel]
+        with tempfile.TemporaryDirectory() as d:
+            src, dst = os.path.join(d, "in.jsonl.gz"), os.path.join(d, "out.jsonl.gz")
+            write_trace(src, events)
+            r = self.run_converter(src, dst, "--kernel-args", kernel_args)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            return [e for e in read_trace(dst) if e.get("op") == "kernel"], r.stderr
+
+    def test_ops_whose_lists_cannot_be_told_apart_are_kept_whole(self):
+        n = 70  # over 4 KB's 64 tensors at two lists
+        a, b = list(range(n)), list(range(100, 100 + n))
+        sizes = {i: 4 for i in a + b}
+        add = {"op": "kernel", "name": "aten::_foreach_add_", "reads": a + b, "writes": a, "bytes": 10}
+        self.assertEqual(len(self.convert_one(add, sizes)[0]), 2)
+        # A size that differs between the lists at a position: not the fast route as recovered.
+        launches_, err = self.convert_one(add, {**sizes, 100: 8})
+        self.assertEqual(len(launches_), 1)
+        self.assertIn("1 foreach kernels kept whole", err)
+        # _foreach_norm's results come from a second kernel: kept as it is.
+        norm = {"op": "kernel", "name": "aten::_foreach_norm", "reads": a, "writes": b, "bytes": 10}
+        self.assertEqual(len(self.convert_one(norm, sizes)[0]), 1)
+
+    def test_a_repeated_list_of_addcmul_counts_in_its_depth(self):
+        # Out of place, addcmul(self, t, t) has 4 lists (36 tensors per 4 KB launch), though
+        # the trace shows t once: 40 positions are two launches, not one of 48.
+        n = 40
+        s_, t, out = list(range(n)), list(range(100, 100 + n)), list(range(200, 200 + n))
+        sizes = {i: 4 for i in s_ + t + out}
+        op = {"op": "kernel", "name": "aten::_foreach_addcmul", "reads": s_ + t, "writes": out, "bytes": 10}
+        self.assertEqual([len(k["writes"]) for k in self.convert_one(op, sizes)[0]], [36, 4])
+
     def test_bad_input_is_named_and_leaves_no_file(self):
         with tempfile.TemporaryDirectory() as d:
             src, dst = os.path.join(d, "in.jsonl.gz"), os.path.join(d, "out.jsonl.gz")
@@ -136,6 +169,22 @@ class Converter(unittest.TestCase):
             r = self.run_converter(src, dst)
             self.assertEqual(r.returncode, 1)
             self.assertIn("in.jsonl.gz:2: not JSON", r.stderr)
+            self.assertFalse(os.path.exists(dst) or os.path.exists(dst + ".partial"))
+            with gzip.open(src, "wt") as f:
+                f.write('{"format":"capuchin-trace","version":1}\n[1,2]\n')
+            r = self.run_converter(src, dst)
+            self.assertEqual(r.returncode, 1)
+            self.assertIn("in.jsonl.gz:2: not a JSON object", r.stderr)
+            with gzip.open(src, "wt") as f:
+                f.write('{"format":"capuchin-trace","version":1}\n{"op":"alloc","id":3}\n')
+            r = self.run_converter(src, dst)
+            self.assertEqual(r.returncode, 1)
+            self.assertIn("in.jsonl.gz:2: bad alloc event", r.stderr)
+            with open(src, "wb") as f:
+                f.write(gzip.compress(b'{"format":"capuchin-trace","version":1}\n' * 50)[:40])
+            r = self.run_converter(src, dst)
+            self.assertEqual(r.returncode, 1)
+            self.assertNotIn("Traceback", r.stderr)
             self.assertFalse(os.path.exists(dst) or os.path.exists(dst + ".partial"))
             r = self.run_converter(src, dst, "--kernel-args", "8kb")
             self.assertEqual(r.returncode, 1)
