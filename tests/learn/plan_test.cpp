@@ -504,6 +504,11 @@ PlanOptions toy_options() {
   opt.margin = 0;
   return opt;
 }
+PlanOptions swap_only_toy_options() {
+  PlanOptions opt = toy_options();
+  opt.allow_recompute = false;
+  return opt;
+}
 
 // A swap that cannot hide (fwd 0.5 ms, then 0.75 ms until B's allocation and 0.25 ms after B's
 // free: a 1 ms copy fits neither) leaves the plan over the budget; waits where the copies need
@@ -512,8 +517,7 @@ PlanOptions toy_options() {
 TEST(Plan, PlannedStallsLetASwapFitWhereTheTimelineHasNoRoom) {
   Fixture f = prepare_toy(2, 0.5, 0.25, 0.5, 0.25);
   const learn::Pattern pat = second_iteration(f);
-  PlanOptions opt = toy_options();
-  opt.allow_recompute = false;
+  PlanOptions opt = swap_only_toy_options();
   const Plan without = make_plan(f.p, pat, opt);
   EXPECT_FALSE(without.fits);
   opt.stall_s.assign(pat.events.size(), 0.0);
@@ -535,27 +539,24 @@ TEST(Plan, PlannedStallsLetASwapFitWhereTheTimelineHasNoRoom) {
 // kernels at their own times) then says what it costs.
 TEST(Plan, AStretchedTimelinePlacesTheSwapTheLinkCannotHideInTheComputeTime) {
   Fixture f = prepare_toy(2, 0.5, 0.25, 0.5, 0.25);
-  const learn::Pattern pat = second_iteration(f);
-  PlanOptions opt = toy_options();
-  opt.allow_recompute = false;
-  const Plan ideal = make_plan(f.p, pat, opt);
-  EXPECT_FALSE(ideal.fits);
-  EXPECT_EQ(ideal.time_scale, 1.0);
-  opt.time_scale = 4;
-  const Plan stretched = make_plan(f.p, pat, opt);
-  EXPECT_TRUE(stretched.fits);
-  EXPECT_EQ(stretched.time_scale, 4.0);
-  EXPECT_LE(stretched.planned_peak_bytes, 1'600'000u);
-  EXPECT_EQ(stretched.expected_overhead_s, 0.0) << "hidden on its own timeline";
-  const auto evicts_a = [&](const Plan& p) {
+  PlanOptions opt = swap_only_toy_options();
+  const auto evicts_a = [](const Plan& p) {
     return std::any_of(p.decisions.begin(), p.decisions.end(),
                        [](const Decision& d) { return d.act == Act::Evict && d.bytes == 1'000'000; });
   };
-  EXPECT_FALSE(evicts_a(ideal));
-  EXPECT_TRUE(evicts_a(stretched));
-  // Replayed at the kernels' own times the copies make the job wait, but it runs in the budget.
-  const double replay = replay_plan(f.p, pat, stretched, opt.budget_bytes, false);
-  EXPECT_TRUE(std::isfinite(replay));
+  for (const double scale : {1.0, 4.0}) {
+    SCOPED_TRACE(scale);
+    opt.time_scale = scale;
+    const Plan plan = make_plan(f.p, second_iteration(f), opt);
+    EXPECT_EQ(plan.time_scale, scale);
+    EXPECT_EQ(plan.fits, scale == 4.0);
+    EXPECT_EQ(evicts_a(plan), scale == 4.0);
+    if (scale == 1.0) continue;
+    EXPECT_LE(plan.planned_peak_bytes, 1'600'000u);
+    EXPECT_EQ(plan.expected_overhead_s, 0.0) << "hidden on its own timeline";
+    // Replayed at the kernels' own times the copies make the job wait, but it runs in the budget.
+    EXPECT_TRUE(std::isfinite(replay_plan(f.p, second_iteration(f), plan, opt.budget_bytes, false)));
+  }
 }
 
 // The link priced (PlanOptions::link_price): the toy's swap of A hides behind the middle, so
@@ -725,6 +726,19 @@ TEST(Policy, BeatsPagingAndVdnnOnRealTraces) {
   }
 }
 
+// A repeated trace's settled iteration under a capuchin policy at `budget` (feasible and within
+// the budget, or the test fails).
+double settled_time(const sim::PreparedTrace& p, std::uint64_t budget, CapuchinVariant v) {
+  auto pol = make_capuchin_policy(v);
+  sim::SimOptions o;
+  o.budget_bytes = budget;
+  o.repeated = true;
+  const sim::SimResult r = sim::simulate(p, *pol, o);
+  EXPECT_TRUE(r.feasible) << r.where.reason;
+  EXPECT_LE(r.peak_bytes, budget);
+  return r.time_s;
+}
+
 // Issue 18's yardstick, simulated on profile h200 at half of resnet18's peak, its last
 // iteration repeated 8 times: capuchin's settled iteration is faster than Capuchin as published
 // (capuchin-paper) and than swapping alone (capuchin-swap). Before plans were judged by the
@@ -736,16 +750,7 @@ TEST(Policy, BeatsCapuchinAsPublishedOnResnet18AtHalfThePeak) {
   ASSERT_TRUE(run);
   const sim::PreparedTrace* p = &run->prep;
   const std::uint64_t budget = p->liveness.peak_bytes / 2;
-  auto steady = [&](CapuchinVariant v) {
-    auto pol = make_capuchin_policy(v);
-    sim::SimOptions o;
-    o.budget_bytes = budget;
-    o.repeated = true;
-    const sim::SimResult r = sim::simulate(*p, *pol, o);
-    EXPECT_TRUE(r.feasible) << r.where.reason;
-    EXPECT_LE(r.peak_bytes, budget);
-    return r.time_s;
-  };
+  auto steady = [&](CapuchinVariant v) { return settled_time(*p, budget, v); };
   const double mine = steady(CapuchinVariant::Full);
   EXPECT_LT(mine, steady(CapuchinVariant::Paper));
   EXPECT_LT(mine, steady(CapuchinVariant::Swap));
@@ -764,14 +769,7 @@ TEST(Policy, StretchedTimelinesServeALinkBoundTransformer) {
   ASSERT_TRUE(run);
   const sim::PreparedTrace* p = &run->prep;
   const std::uint64_t budget = p->liveness.peak_bytes / 2;
-  auto pol = make_capuchin_policy(CapuchinVariant::Full);
-  sim::SimOptions o;
-  o.budget_bytes = budget;
-  o.repeated = true;
-  const sim::SimResult r = sim::simulate(*p, *pol, o);
-  ASSERT_TRUE(r.feasible) << r.where.reason;
-  EXPECT_LE(r.peak_bytes, budget);
-  EXPECT_LT(r.time_s, 2.6 * sim::ideal_time_s(*p));
+  EXPECT_LT(settled_time(*p, budget, CapuchinVariant::Full), 2.6 * sim::ideal_time_s(*p));
 }
 
 }  // namespace

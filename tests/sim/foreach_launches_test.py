@@ -164,28 +164,21 @@ class Converter(unittest.TestCase):
             self.assertEqual(r.returncode, 1)
             self.assertIn("already split", r.stderr)
             self.assertFalse(os.path.exists(dst) or os.path.exists(dst + ".partial"))
-            with gzip.open(src, "wt") as f:
-                f.write('{"format":"capuchin-trace","version":1}\n{"op":"kernel",\n')
-            r = self.run_converter(src, dst)
-            self.assertEqual(r.returncode, 1)
-            self.assertIn("in.jsonl.gz:2: not JSON", r.stderr)
-            self.assertFalse(os.path.exists(dst) or os.path.exists(dst + ".partial"))
-            with gzip.open(src, "wt") as f:
-                f.write('{"format":"capuchin-trace","version":1}\n[1,2]\n')
-            r = self.run_converter(src, dst)
-            self.assertEqual(r.returncode, 1)
-            self.assertIn("in.jsonl.gz:2: not a JSON object", r.stderr)
-            with gzip.open(src, "wt") as f:
-                f.write('{"format":"capuchin-trace","version":1}\n{"op":"alloc","id":3}\n')
-            r = self.run_converter(src, dst)
-            self.assertEqual(r.returncode, 1)
-            self.assertIn("in.jsonl.gz:2: bad alloc event", r.stderr)
-            with open(src, "wb") as f:
-                f.write(gzip.compress(b'{"format":"capuchin-trace","version":1}\n' * 50)[:40])
-            r = self.run_converter(src, dst)
-            self.assertEqual(r.returncode, 1)
-            self.assertNotIn("Traceback", r.stderr)
-            self.assertFalse(os.path.exists(dst) or os.path.exists(dst + ".partial"))
+            header = b'{"format":"capuchin-trace","version":1}\n'
+            cases = [  # (the file's bytes, what stderr must say)
+                (gzip.compress(header + b'{"op":"kernel",\n'), "in.jsonl.gz:2: not JSON"),
+                (gzip.compress(header + b"[1,2]\n"), "in.jsonl.gz:2: not a JSON object"),
+                (gzip.compress(header + b'{"op":"alloc","id":3}\n'), "in.jsonl.gz:2: bad alloc event"),
+                (gzip.compress(header * 50)[:40], "chunk_foreach_trace:"),  # a cut gzip stream
+            ]
+            for data, says in cases:
+                with open(src, "wb") as f:
+                    f.write(data)
+                r = self.run_converter(src, dst)
+                self.assertEqual(r.returncode, 1, says)
+                self.assertIn(says, r.stderr)
+                self.assertNotIn("Traceback", r.stderr)
+                self.assertFalse(os.path.exists(dst) or os.path.exists(dst + ".partial"))
             r = self.run_converter(src, dst, "--kernel-args", "8kb")
             self.assertEqual(r.returncode, 1)
             self.assertIn("--kernel-args must be one of", r.stderr)
