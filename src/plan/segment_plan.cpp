@@ -143,6 +143,29 @@ bool same_decisions(const std::vector<Decision>& a, const std::vector<Decision>&
   });
 }
 
+// The kinds of candidate choose_plan makes (see there).
+enum class Variant : std::uint8_t {
+  Plain,        // the planner as it is
+  NoRecompute,  // swaps only (recomputing with inputs that must come back can cost more)
+  Paper,        // as the paper did: no cross-iteration swaps of persistent tensors, one pass
+  Priced,       // the link's time priced (kLinkPrice)
+};
+// `base` as `variant` at `margin` on a timeline stretched by `scale`, into `out`; false when the
+// variant does not apply (a job without recomputation has no NoRecompute or Priced variant).
+bool variant_options(const PlanOptions& base, Variant variant, double margin, double scale, PlanOptions& out) {
+  if ((variant == Variant::NoRecompute || variant == Variant::Priced) && !base.allow_recompute) return false;
+  out = base;
+  out.margin = margin;
+  out.time_scale = scale;
+  if (variant == Variant::NoRecompute) out.allow_recompute = false;
+  if (variant == Variant::Priced) out.link_price = kLinkPrice;
+  if (variant == Variant::Paper) {
+    out.swap_persistent = out.redrop_chains = out.repeat_rounds = false;
+    out.min_swap_efficiency = 0;
+  }
+  return true;
+}
+
 // The plan to follow. As the paper did (paper), or as the planner makes it (keep_plan: no
 // candidates, no replays): the plan for the budget less a 3% margin, or with a 10% margin when
 // that leaves less over the target. Otherwise candidates are replayed
@@ -214,30 +237,17 @@ Plan choose_plan(const sim::PreparedTrace& prep, const learn::Pattern& pattern, 
   // ran 4.85x (uvm) and 3.87x (pinned) its unconstrained time following the plan of least
   // planned peak, 3.86x and 2.70x with the pressure rules alone.
   for (const double margin : {0.03, 0.10}) {
-    std::vector<Decision> unpriced;  // variant 0's, at this margin
-    for (int variant = 0; variant < 4; ++variant) {
-      opt = base;
-      opt.margin = margin;
-      if (variant == 3) {
-        if (!base.allow_recompute) continue;
-        opt.link_price = kLinkPrice;
-      }
-      if (variant == 1) {
-        if (!base.allow_recompute) continue;
-        opt.allow_recompute = false;
-      }
-      if (variant == 2) {
-        opt.swap_persistent = opt.redrop_chains = opt.repeat_rounds = false;
-        opt.min_swap_efficiency = 0;
-      }
+    std::vector<Decision> unpriced;  // the plain variant's, at this margin
+    for (const Variant variant : {Variant::Plain, Variant::NoRecompute, Variant::Paper, Variant::Priced}) {
+      if (!variant_options(base, variant, margin, 1.0, opt)) continue;
       const Plan q = make_plan(prep, pattern, opt);
       if (q.decisions.empty() && q.natural_peak_bytes <= opt.budget_bytes) return q;  // fits as it is
-      if (variant == 0) unpriced = q.decisions;
+      if (variant == Variant::Plain) unpriced = q.decisions;
       // Priced, the same decisions as unpriced (nothing cheap enough to recompute): its
-      // searches would only repeat variant 0's.
-      if (variant == 3 && same_decisions(q.decisions, unpriced)) continue;
+      // searches would only repeat the plain variant's.
+      if (variant == Variant::Priced && same_decisions(q.decisions, unpriced)) continue;
       consider(q, opt);
-      if (variant != 2 && !q.fits) search_stalls(prep, pattern, opt, q, consider);
+      if (variant != Variant::Paper && !q.fits) search_stalls(prep, pattern, opt, q, consider);
       search_lateness(prep, pattern, opt, q, consider);
     }
   }
@@ -246,12 +256,8 @@ Plan choose_plan(const sim::PreparedTrace& prep, const learn::Pattern& pattern, 
     PlanOptions fastest_opt;
     double fastest_s = std::numeric_limits<double>::infinity();
     for (const double scale : kTimeScales) {
-      for (int variant = 0; variant < 3; ++variant) {
-        opt = base;
-        opt.time_scale = scale;
-        if (variant > 0 && !base.allow_recompute) continue;
-        if (variant == 1) opt.allow_recompute = false;
-        if (variant == 2) opt.link_price = kLinkPrice;
+      for (const Variant variant : {Variant::Plain, Variant::NoRecompute, Variant::Priced}) {
+        if (!variant_options(base, variant, 0.03, scale, opt)) continue;
         Plan q = make_plan(prep, pattern, opt);
         const double s = consider(q, opt);
         if (s < fastest_s) fastest_s = s, fastest = std::move(q), fastest_opt = opt;
