@@ -9,7 +9,8 @@ count one per output element), bytes moved, allocations when a storage first app
 frees right after each storage's last use (as a refcounting framework frees them). The input
 batch enters by an h2d copy, the loss leaves by a d2h copy and a sync. A `_foreach_*` op
 (the optimizers' foreach=True) is recorded as the kernel launches PyTorch's multi_tensor_apply
-makes of it on a GPU (scripts/foreach_launches.py; --kernel-args picks the GPU's limits). Parameters, their
+makes of it on a GPU (scripts/foreach_launches.py; --kernel-args picks the limits of the
+job's PyTorch build). Parameters, their
 gradients and optimizer state are labelled with roles; 0-dim optimizer step counters (host
 scalars) are left out. So a user can plan for a GPU they do not have:
 
@@ -25,6 +26,7 @@ import gzip
 import importlib
 import json
 import math
+import os
 import sys
 
 
@@ -47,7 +49,7 @@ try:
 except ImportError:  # older torch
     flop_registry = {}
 
-sys.path.insert(0, __import__("os").path.dirname(__import__("os").path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from foreach_launches import SPLIT_EXCLUDED, TERNARY, base_name, launches, per_position, split_kernel  # noqa: E402
 
 
@@ -162,7 +164,7 @@ class Recorder(TorchDispatchMode):
 
     def __init__(self, kernel_args="32kb"):
         super().__init__()
-        self.kernel_args = kernel_args  # the GPU's foreach launch limits (foreach_launches.py)
+        self.kernel_args = kernel_args  # foreach launch limits (foreach_launches.py)
         self.events = []     # dicts in issue order (frees are added at the end)
         self.ids = {}        # storage cdata -> (id, StorageWeakRef)
         self.bytes = {}      # id -> bytes

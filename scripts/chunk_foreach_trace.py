@@ -113,7 +113,8 @@ class Launches:
 
 
 def convert(src, dst, kernel_args):
-    opener_in = gzip.open if src.endswith(".gz") else open
+    with open(src, "rb") as f:  # gzip by its magic bytes, as the trace reader decides
+        opener_in = gzip.open if f.read(2) == b"\x1f\x8b" else open
     opener_out = gzip.open if dst.endswith(".gz") else open
     tmp = dst + ".partial"
     size = {}

@@ -118,6 +118,13 @@ class Converter(unittest.TestCase):
             if BIN:
                 v = subprocess.run([BIN, "trace", "validate", "-q", dst], capture_output=True, text=True)
                 self.assertEqual(v.returncode, 0, v.stdout + v.stderr)
+            # Whatever the name says, gzip is told by its bytes.
+            plain = os.path.join(d, "in.jsonl")
+            with open(plain, "wb") as f, open(src, "rb") as g:
+                f.write(g.read())
+            r = self.run_converter(plain, dst, "--kernel-args", "4kb")
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertEqual(len([e for e in read_trace(dst) if e.get("op") == "kernel"]), 2)
             # At 32 KB the op is one launch and the trace is the same, bar the header.
             r = self.run_converter(src, dst, "--kernel-args", "32kb")
             self.assertEqual(r.returncode, 0, r.stderr)
