@@ -9,6 +9,17 @@
 
 namespace capuchin::sim {
 
+// Built with AddressSanitizer or ThreadSanitizer (the asan and tsan presets). The tests that
+// sweep every policy over every real trace, profile and budget run 5-10x slower there (2 of
+// CI's 8 asan minutes went to two of them) and exercise no code the release build's full
+// sweep does not; under a sanitizer they run a subset of profiles and budgets.
+inline constexpr bool kSanitized =
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+    true;
+#else
+    false;
+#endif
+
 inline std::vector<std::string> trace_files() {
   std::vector<std::string> files{std::string(CAPUCHIN_TEST_DATA) + "/resnet18-b16.jsonl.gz"};
   for (const char* n : {"mobilenet_v2-b16.jsonl.gz", "tiny_transformer-b8.jsonl.gz"}) {
