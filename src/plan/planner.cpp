@@ -120,6 +120,12 @@ class Planner {
     std::uint32_t p = it == issue_.begin() ? 0 : static_cast<std::uint32_t>(it - issue_.begin()) - 1;
     return std::min(p, limit);
   }
+  // Positions in o that were over the target before any choice (at least 1).
+  double covered(const Off& o) const {
+    const std::uint32_t k = o.s <= o.e ? over_before_[o.e] - over_before_[o.s]
+                                       : over_before_[n_] - over_before_[o.s] + over_before_[o.e];
+    return std::max<double>(1.0, k);
+  }
   bool over(const Off& o) const {
     if (o.s <= o.e) return o.s < o.e && tree_.max(o.s, o.e) > static_cast<std::int64_t>(target_);
     return tree_.max(o.s, n_) > static_cast<std::int64_t>(target_) || (o.e > 0 && tree_.max(0, o.e) > static_cast<std::int64_t>(target_));
@@ -180,6 +186,7 @@ class Planner {
   double iter_s_ = 0;
   std::uint64_t target_ = 0;
   RangeMaxTree tree_;
+  std::vector<std::uint32_t> over_before_;  // run(): over-target positions before each (prefix counts)
   CopyEngine d2h_, h2d_;
   std::vector<Candidate> cands_;
   std::vector<std::vector<OffRec>> off_;    // per trace tensor: accepted savings
@@ -406,6 +413,9 @@ Plan Planner::run() {
   std::int64_t run = 0;
   for (std::uint32_t i = 0; i < n_; ++i) run += delta[i], mem[i] += run;
   tree_.build(mem);
+  over_before_.assign(n_ + 1, 0);  // positions over the target before each (cover_weighted)
+  for (std::uint32_t i = 0; i < n_; ++i)
+    over_before_[i + 1] = over_before_[i] + (mem[i] > static_cast<std::int64_t>(target_) ? 1u : 0u);
   plan_.natural_peak_bytes = static_cast<std::uint64_t>(std::max<std::int64_t>(0, tree_.max(0, n_)));
   if (plan_.natural_peak_bytes <= opt_.budget_bytes) {  // fits as it is: nothing to do
     plan_.planned_peak_bytes = plan_.natural_peak_bytes;
@@ -461,12 +471,12 @@ Plan Planner::run() {
     bool ok = false;
     double rc = 0;
     if (opt_.allow_recompute && try_recompute(c, false, &rc) && over(Off{c.a + 1, c.b})) {
-      o = {rc / static_cast<double>(c.bytes), false, {}};
+      o = {rc / static_cast<double>(c.bytes) / (opt_.cover_weighted ? covered(Off{c.a + 1, c.b}) : 1.0), false, {}};
       ok = true;
     }
     SwapPlace sp;
     if (opt_.allow_swap && c.swap_ok && place_swap(c, sp) && over(sp.off) && !conflicts(c.tensor, sp.off)) {
-      const double per_byte = (sp.late + link_cost(c.bytes)) / static_cast<double>(c.bytes);
+      const double per_byte = (sp.late + link_cost(c.bytes)) / static_cast<double>(c.bytes) / (opt_.cover_weighted ? covered(sp.off) : 1.0);
       if (!ok || per_byte < o.per_byte) o = {per_byte, true, sp};
       ok = true;
     }

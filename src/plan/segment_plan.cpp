@@ -149,6 +149,7 @@ enum class Variant : std::uint8_t {
   NoRecompute,  // swaps only (recomputing with inputs that must come back can cost more)
   Paper,        // as the paper did: no cross-iteration swaps of persistent tensors, one pass
   Priced,       // the link's time priced (kLinkPrice)
+  Covered,      // choices ranked per byte and per over-target position covered (cover_weighted)
 };
 // `base` as `variant` at `margin` on a timeline stretched by `scale`, into `out`; false when the
 // variant does not apply (a job without recomputation has no NoRecompute or Priced variant).
@@ -159,6 +160,7 @@ bool variant_options(const PlanOptions& base, Variant variant, double margin, do
   out.time_scale = scale;
   if (variant == Variant::NoRecompute) out.allow_recompute = false;
   if (variant == Variant::Priced) out.link_price = kLinkPrice;
+  if (variant == Variant::Covered) out.cover_weighted = true;
   if (variant == Variant::Paper) {
     out.swap_persistent = out.redrop_chains = out.repeat_rounds = false;
     out.min_swap_efficiency = 0;
@@ -174,8 +176,11 @@ bool variant_options(const PlanOptions& base, Variant variant, double margin, do
 //   - for margins of 3% and 10%: the plan, the plan without recomputation (when it is
 //     allowed: recomputing with inputs that must come back can cost more than swapping), the
 //     plan made as the paper did (no cross-iteration swaps of persistent tensors, one pass),
-//     and the plan with the link's time priced (kLinkPrice: recomputation first where it is
-//     cheaper than the copies a swap would take from a saturated link);
+//     the plan with the link's time priced (kLinkPrice: recomputation first where it is
+//     cheaper than the copies a swap would take from a saturated link), and the plan whose
+//     choices are ranked per byte and per position over the target they cover
+//     (PlanOptions::cover_weighted: on DTR's densenet121 and unet logs the per-byte ranking
+//     made plans slower than no plan at all);
 //   - from those, planned stalls: the waits search_stalls tries (from the first two, where they do
 //     not fit) and those late swap-ins ask for (search_lateness, from each);
 //   - at a 3% margin, the plan, the plan without recomputation and the priced plan on the
@@ -238,14 +243,14 @@ Plan choose_plan(const sim::PreparedTrace& prep, const learn::Pattern& pattern, 
   // planned peak, 3.86x and 2.70x with the pressure rules alone.
   for (const double margin : {0.03, 0.10}) {
     std::vector<Decision> unpriced;  // the plain variant's, at this margin
-    for (const Variant variant : {Variant::Plain, Variant::NoRecompute, Variant::Paper, Variant::Priced}) {
+    for (const Variant variant : {Variant::Plain, Variant::NoRecompute, Variant::Paper, Variant::Priced, Variant::Covered}) {
       if (!variant_options(base, variant, margin, 1.0, opt)) continue;
       const Plan q = make_plan(prep, pattern, opt);
       if (q.decisions.empty() && q.natural_peak_bytes <= opt.budget_bytes) return q;  // fits as it is
       if (variant == Variant::Plain) unpriced = q.decisions;
-      // Priced, the same decisions as unpriced (nothing cheap enough to recompute): its
-      // searches would only repeat the plain variant's.
-      if (variant == Variant::Priced && same_decisions(q.decisions, unpriced)) continue;
+      // Priced or covered, the same decisions as unpriced (nothing cheap enough to recompute,
+      // or no short gaps to pass over): its searches would only repeat the plain variant's.
+      if ((variant == Variant::Priced || variant == Variant::Covered) && same_decisions(q.decisions, unpriced)) continue;
       consider(q, opt);
       if (variant != Variant::Paper && !q.fits) search_stalls(prep, pattern, opt, q, consider);
       search_lateness(prep, pattern, opt, q, consider);

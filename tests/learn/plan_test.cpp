@@ -581,6 +581,63 @@ TEST(Plan, APricedLinkRecomputesWhatAHiddenSwapWouldTakeTheLinkFrom) {
   EXPECT_EQ(make_plan(f.p, pat, opt).swaps, 1u);
 }
 
+// PlanOptions::cover_weighted. One iteration (positions): 0 alloc X, 1 kx writes X (1 ms),
+// 2 alloc Y, 3 ky writes Y (1.2 ms), 4 alloc Z, 5 kz writes Z, 6-9 k1..k4 read X and Z, 10
+// free Z, 11 kend reads X and Y, 12 free X, 13 free Y (1 MB each; W, the weights every
+// kernel reads, live throughout). X, Y and Z (3 MB) exceed a 2.5 MB budget at the 6 positions
+// 4-9. X is read at 6-9, so only its gap after kx (positions 2-5: two of them over) can go;
+// Y's gap after ky covers all six. Per byte, recomputing X (1 ms) ranks before Y (1.2 ms),
+// and the plan drops both (2.2 ms); per byte and over-target position covered, Y goes first
+// (0.2 against 0.5 ms per MB and position) and alone fits (1.2 ms).
+TEST(Plan, CoverWeightedRankingPrefersTheDropThatSpansThePeak) {
+  std::string s = R"({"format":"capuchin-trace","version":1})" "\n";
+  s += R"({"op":"alloc","id":0,"bytes":1000})" "\n";
+  const auto k = [](const char* name, const std::string& r, const std::string& w, int us) {
+    return std::string(R"({"op":"kernel","name":")") + name + R"(","reads":[)" + r + R"(],"writes":[)" + w +
+           R"(],"dur_ns":)" + std::to_string(us * 1000) + "}\n";
+  };
+  int id = 1;
+  for (int i = 0; i < 2; ++i) {
+    const std::string x = std::to_string(id++), y = std::to_string(id++), z = std::to_string(id++);
+    s += R"({"op":"alloc","id":)" + x + R"(,"bytes":1000000})" "\n";
+    s += k("kx", "0", x, 1000);
+    s += R"({"op":"alloc","id":)" + y + R"(,"bytes":1000000})" "\n";
+    s += k("ky", "0", y, 1200);
+    s += R"({"op":"alloc","id":)" + z + R"(,"bytes":1000000})" "\n";
+    s += k("kz", "0", z, 100);
+    for (const char* n : {"k1", "k2", "k3", "k4"}) s += k(n, x + "," + z, "", 100);
+    s += R"({"op":"free","id":)" + z + "}\n";
+    s += k("kend", x + "," + y, "", 100);
+    for (const std::string& t : {x, y}) s += R"({"op":"free","id":)" + t + "}\n";
+    s += R"({"op":"sync"})" "\n";
+  }
+  auto t = trace::parse_trace(s);
+  ASSERT_TRUE(t) << t.error().message();
+  Fixture f{std::move(*t), {}};
+  auto p = sim::prepare(f.t, toy_gpu(), exact());
+  ASSERT_TRUE(p);
+  f.p = std::move(*p);
+  f.p.trace = &f.t;
+  const learn::Pattern pat = learn::make_pattern(f.t, trace::Iteration{2, 16, 31});  // the second iteration
+  ASSERT_EQ(f.t.events.size(), 31u);
+  ASSERT_EQ(pat.events.size(), 15u);
+  PlanOptions opt;
+  opt.budget_bytes = 2'500'000;
+  opt.baseline_bytes = 1000;
+  opt.margin = 0;
+  opt.allow_swap = false;
+  const Plan per_byte = make_plan(f.p, pat, opt);
+  EXPECT_TRUE(per_byte.fits);
+  EXPECT_EQ(per_byte.recomputes, 2u);
+  EXPECT_NEAR(per_byte.expected_overhead_s, 0.0022, 1e-9);
+  opt.cover_weighted = true;
+  const Plan covered = make_plan(f.p, pat, opt);
+  EXPECT_TRUE(covered.fits);
+  ASSERT_EQ(covered.recomputes, 1u);
+  EXPECT_NEAR(covered.expected_overhead_s, 0.0012, 1e-9);  // ky re-run
+  EXPECT_LE(covered.planned_peak_bytes, 2'500'000u);
+}
+
 // refine_prefetches: A's swap-in moved to just before bwd arrives 1 ms late (its copy takes
 // 1 ms); the refinement moves the in-trigger earlier until the replay hides the copy again,
 // never before A's swap-out, and reports the replayed time.
