@@ -150,17 +150,19 @@ enum class Variant : std::uint8_t {
   Paper,        // as the paper did: no cross-iteration swaps of persistent tensors, one pass
   Priced,       // the link's time priced (kLinkPrice)
   Covered,      // choices ranked per byte and per over-target position covered (cover_weighted)
+  CoveredPriced,  // both: on a stretched timeline, where it places the link's copies best
 };
 // `base` as `variant` at `margin` on a timeline stretched by `scale`, into `out`; false when the
 // variant does not apply (a job without recomputation has no NoRecompute or Priced variant).
 bool variant_options(const PlanOptions& base, Variant variant, double margin, double scale, PlanOptions& out) {
-  if ((variant == Variant::NoRecompute || variant == Variant::Priced) && !base.allow_recompute) return false;
+  if ((variant == Variant::NoRecompute || variant == Variant::Priced || variant == Variant::CoveredPriced) && !base.allow_recompute)
+    return false;
   out = base;
   out.margin = margin;
   out.time_scale = scale;
   if (variant == Variant::NoRecompute) out.allow_recompute = false;
-  if (variant == Variant::Priced) out.link_price = kLinkPrice;
-  if (variant == Variant::Covered) out.cover_weighted = true;
+  if (variant == Variant::Priced || variant == Variant::CoveredPriced) out.link_price = kLinkPrice;
+  if (variant == Variant::Covered || variant == Variant::CoveredPriced) out.cover_weighted = true;
   if (variant == Variant::Paper) {
     out.swap_persistent = out.redrop_chains = out.repeat_rounds = false;
     out.min_swap_efficiency = 0;
@@ -183,10 +185,10 @@ bool variant_options(const PlanOptions& base, Variant variant, double margin, do
 //     made plans slower than no plan at all);
 //   - from those, planned stalls: the waits search_stalls tries (from the first two, where they do
 //     not fit) and those late swap-ins ask for (search_lateness, from each);
-//   - at a 3% margin, the plan, the plan without recomputation and the priced plan on the
-//     compute timeline stretched by each of kTimeScales (PlanOptions::time_scale: where the link
-//     cannot keep up, a plan spread as if compute were slower); the fastest of those by replay
-//     has its planned stalls searched as above;
+//   - at a 3% margin, the plan, the plan without recomputation, the priced plan and the priced
+//     and covered plan on the compute timeline stretched by each of kTimeScales
+//     (PlanOptions::time_scale: where the link cannot keep up, a plan spread as if compute were
+//     slower); the fastest of those by replay has its planned stalls searched as above;
 //   - no plan at all (the pressure rules alone).
 // The kRefined fastest plans on the ideal timeline, and the fastest on a stretched one, have
 // their in-triggers moved earlier where their replays get faster (refine_prefetches), and the
@@ -261,7 +263,7 @@ Plan choose_plan(const sim::PreparedTrace& prep, const learn::Pattern& pattern, 
     PlanOptions fastest_opt;
     double fastest_s = std::numeric_limits<double>::infinity();
     for (const double scale : kTimeScales) {
-      for (const Variant variant : {Variant::Plain, Variant::NoRecompute, Variant::Priced}) {
+      for (const Variant variant : {Variant::Plain, Variant::NoRecompute, Variant::Priced, Variant::CoveredPriced}) {
         if (!variant_options(base, variant, 0.03, scale, opt)) continue;
         Plan q = make_plan(prep, pattern, opt);
         const double s = consider(q, opt);
