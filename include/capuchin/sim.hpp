@@ -241,7 +241,7 @@ struct SimResult {
   double total_time_s = 0;               // the whole trace
   std::uint64_t peak_bytes = 0;          // most device bytes held at once
   std::uint64_t rejected_actions = 0;
-  std::uint64_t skipped_prefetches = 0;  // no room when issued (a prefetch never waits for room)
+  std::uint64_t skipped_prefetches = 0;  // no room even after every copy in flight
   std::uint64_t faults = 0;              // on-demand swap-ins and recomputes
   // A sub-range run (SimOptions::first_event > 0): the tensors live at its end that are not
   // resident then (on the host, being copied out or dropped), which the iteration after it

@@ -3,10 +3,9 @@
 // Model (see src/sim/README.md): kernels, the trace's own copies and recomputations run in
 // issue order on one compute stream; swap-outs queue on the D2H engine and swap-ins on the
 // H2D engine, both concurrent with compute and with each other. Device memory is granted in
-// issue order on a monotone memory clock: an allocation, on-demand swap-in or recomputation
-// that does not fit waits for in-flight swap-outs to release memory (the compute stream
-// stalls), then asks the policy (on_memory_pressure), and fails the run when nothing can make
-// room; a policy's prefetch is granted only if it fits when issued, else skipped. A
+// issue order on a monotone memory clock: an allocation, swap-in or recomputation that does
+// not fit waits for in-flight swap-outs to release memory (the compute stream stalls), then
+// asks the policy (on_memory_pressure), and fails the run when nothing can make room. A
 // swap-out's memory is released when its copy ends; a drop releases at once; a free
 // releases in stream order. Accessing a tensor that is not resident stalls compute until it
 // is swapped in (on demand) or recomputed (its writers re-run, inputs made resident first).
@@ -134,8 +133,7 @@ class Engine {
     add_resident(t);
   }
 
-  bool acquire(std::uint64_t bytes, double& t, std::uint32_t tensor);
-  bool acquire_if_room(std::uint64_t bytes, double& t);
+  bool acquire(std::uint64_t bytes, double& t, std::uint32_t tensor, bool demand);
   void apply(const std::vector<Action>& acts, bool from_pressure);
   void evict(std::uint32_t t);
   bool materialize(std::uint32_t t);
@@ -163,10 +161,9 @@ class Engine {
   int depth_ = 0;
 };
 
-// Grants `bytes` for the compute stream at time >= t (updated to the grant time): waits for
-// swap-outs in flight, then asks the policy for room; false (the run failed) when none can be
-// made.
-bool Engine::acquire(std::uint64_t bytes, double& t, std::uint32_t tensor) {
+// Grants `bytes` at time >= t (updated to the grant time). demand: the compute stream needs
+// it (the policy is asked for room); otherwise (a prefetch) no room is not a failure.
+bool Engine::acquire(std::uint64_t bytes, double& t, std::uint32_t tensor, bool demand) {
   if (unlimited_) {
     take(bytes);
     return true;
@@ -176,7 +173,7 @@ bool Engine::acquire(std::uint64_t bytes, double& t, std::uint32_t tensor) {
   const std::uint64_t budget = s_.budget_bytes;
   while (s_.used_bytes + bytes > budget) {
     std::uint64_t held_after = s_.used_bytes - pending_bytes_;  // once every swap-out lands
-    if (held_after + bytes > budget) {
+    if (held_after + bytes > budget && demand) {
       pressure_actions_.clear();
       pol_.on_memory_pressure(s_, held_after + bytes - budget, pressure_actions_);
       apply(pressure_actions_, true);
@@ -186,30 +183,15 @@ bool Engine::acquire(std::uint64_t bytes, double& t, std::uint32_t tensor) {
     }
     drop_stale_releases();
     if (releases_.empty()) {
-      fail(tensor, fmt::format("needs {} more bytes: {} held on the device, budget {} ({}); the policy freed no more",
-                               bytes, s_.used_bytes, budget, format_bytes(budget)));
+      if (demand)
+        fail(tensor, fmt::format("needs {} more bytes: {} held on the device, budget {} ({}); the policy freed no more",
+                                 bytes, s_.used_bytes, budget, format_bytes(budget)));
       return false;
     }
+    if (!demand && held_after + bytes > budget) return false;  // waiting would not be enough
     t = std::max(t, releases_.front().time);
     retire(t);
   }
-  take(bytes);
-  mem_clock_ = t;
-  return true;
-}
-
-// Grants `bytes` for a prefetch at t = max(t, the memory clock) only if they fit then: a
-// prefetch never waits for room, so it never holds up the allocations issued after it (the
-// executor skips a planned swap-in the budget has no room for at its step, residency.cpp;
-// it used to wait here for swap-outs in flight, and every later grant waited with it).
-bool Engine::acquire_if_room(std::uint64_t bytes, double& t) {
-  if (unlimited_) {
-    take(bytes);
-    return true;
-  }
-  t = std::max(t, mem_clock_);
-  retire(t);
-  if (s_.used_bytes + bytes > s_.budget_bytes) return false;
   take(bytes);
   mem_clock_ = t;
   return true;
@@ -261,12 +243,12 @@ void Engine::apply(const std::vector<Action>& acts, bool from_pressure) {
         } else if (res == Residence::Evicting) {
           cancel_eviction(t);
         } else if (res == Residence::Host) {
-          double at = now_;  // its room is taken when it is issued; its copy waits for the host copy
-          if (!acquire_if_room(s_.bytes(t), at)) {
+          double at = std::max(now_, host_ready_s_[t]);
+          if (!acquire(s_.bytes(t), at, t, false)) {
             ++r_.skipped_prefetches;
             break;
           }
-          const double start = std::max({h2d_free_, at, host_ready_s_[t]});
+          const double start = std::max(h2d_free_, at);
           const double end = start + copy_time(s_.bytes(t));
           h2d_free_ = end;
           trace_interval(Lane::H2D, Kind::SwapIn, start, end, t);
@@ -296,7 +278,7 @@ bool Engine::materialize(std::uint32_t t) {
     case Residence::Host: {
       ++r_.faults;
       double at = std::max(now_, host_ready_s_[t]);
-      if (!acquire(s_.bytes(t), at, t)) return false;
+      if (!acquire(s_.bytes(t), at, t, true)) return false;
       const double start = std::max(h2d_free_, at);
       const double end =
           start + copy_time(s_.bytes(t)) + (pol_.demand_paging() ? p_.eff.uvm_fault_latency_s : 0.0);
@@ -330,7 +312,7 @@ bool Engine::recompute(std::uint32_t t) {
   ++depth_;
   s_.pin_epoch[t] = s_.epoch;
   double at = now_;
-  if (!acquire(s_.bytes(t), at, t)) return false;
+  if (!acquire(s_.bytes(t), at, t, true)) return false;
   note(MemoryChange::Kind::Recompute, at, t, s_.event);
   stall_until(at);
   s_.residence[t] = Residence::Resident;  // its memory is held from here on
@@ -354,7 +336,7 @@ bool Engine::recompute(std::uint32_t t) {
     stall_until(ready);
     if (scratch > 0) {
       double sat = now_;
-      if (!acquire(scratch, sat, t)) return false;
+      if (!acquire(scratch, sat, t, true)) return false;
       stall_until(sat);
     }
     const double d = p_.duration_s[ev];
@@ -397,7 +379,7 @@ void Engine::run_event(std::uint32_t i) {
   switch (e.op) {
     case Op::Alloc: {
       double at = now_;
-      if (!acquire(s_.bytes(e.tensor), at, e.tensor)) return;
+      if (!acquire(s_.bytes(e.tensor), at, e.tensor, true)) return;
       note(MemoryChange::Kind::Alloc, at, e.tensor, i);
       stall_until(at);
       add_resident(e.tensor);

@@ -139,43 +139,6 @@ TEST(SimTiming, AllocationWaitsForSwapOutToRelease) {
   EXPECT_EQ(r.peak_bytes, 1000u);
 }
 
-TEST(SimTiming, APrefetchWithoutRoomIsSkippedAndHoldsUpNoLaterAllocation) {
-  // Budget 2500. D (id 0) goes out at 100-1100 while kl runs 100-1300; A and B (1000 each)
-  // fill 2000 by 1500. Before C's allocation (500) the policy evicts A (D2H 1500-2500) and
-  // prefetches D, which would fit only once A's copy lands: it is skipped, as the executor
-  // skips a planned swap-in with no room at its step, and C is granted at once (kc
-  // 1500-1600). kf needs D: on demand, after A's release, H2D 2500-3500 (stall 1900); kf
-  // 3500-3600. (The prefetch used to wait for A's release at 2500, and C's grant with it.)
-  auto f = load(kHeader + R"({"op":"alloc","id":0,"bytes":1000}
-{"op":"kernel","name":"kd","reads":[],"writes":[0],"dur_ns":100}
-{"op":"kernel","name":"kl","reads":[],"writes":[],"dur_ns":1200}
-{"op":"alloc","id":1,"bytes":1000}
-{"op":"kernel","name":"ka","reads":[],"writes":[1],"dur_ns":100}
-{"op":"alloc","id":2,"bytes":1000}
-{"op":"kernel","name":"kb","reads":[],"writes":[2],"dur_ns":100}
-{"op":"alloc","id":3,"bytes":500}
-{"op":"kernel","name":"kc","reads":[],"writes":[3],"dur_ns":100}
-{"op":"kernel","name":"kf","reads":[0,2,3],"writes":[],"dur_ns":100}
-)");
-  Script pol({{2, {0, ActionKind::Evict}}, {7, {1, ActionKind::Evict}}, {7, {0, ActionKind::Prefetch}}});
-  std::vector<TimelineEntry> tl;
-  auto r = run(*f, pol, 2500, &tl);
-  ASSERT_TRUE(r.feasible) << r.where.reason;
-  EXPECT_EQ(r.skipped_prefetches, 1u);
-  EXPECT_EQ(r.faults, 1u);
-  EXPECT_EQ(r.rejected_actions, 0u);
-  EXPECT_NEAR(r.time_s, 3600 * ns, 1e-15);
-  EXPECT_NEAR(r.stall_s, 1900 * ns, 1e-15);
-  EXPECT_LE(r.peak_bytes, 2500u);
-  bool saw_kc = false;
-  for (const auto& e : tl)
-    if (e.lane == TimelineEntry::Lane::Compute && e.kind == TimelineEntry::Kind::Kernel && e.event == 8) {
-      EXPECT_NEAR(e.start_s, 1500 * ns, 1e-15) << "C's allocation waited for the skipped prefetch's room";
-      saw_kc = true;
-    }
-  EXPECT_TRUE(saw_kc);
-}
-
 TEST(SimTiming, BudgetViolationIsInfeasibleWithWhere) {
   auto f = load(kSwapTrace);
   auto none = make_policy("none");
