@@ -830,15 +830,17 @@ TEST(Policy, StretchedTimelinesServeALinkBoundTransformer) {
 }
 
 // Among the stretched candidates, the plan ranked per byte and per over-target position
-// covered with the link priced (Variant::CoveredPriced in segment_plan.cpp): resnet18 on h200 at
-// half its peak settled at 2.112x the ideal without it and 2.002x with it (simulated). Without
-// it this fails.
-TEST(Policy, CoveredPricedPlansOnAStretchedTimelineServeResnet18) {
-  const auto run = resnet18_repeated(8, "h200");
+// covered with the link priced (Variant::CoveredPriced in segment_plan.cpp): the transformer on
+// p100 at half its peak settled at 2.120x the ideal without it and 2.041x with it (simulated).
+// Without it this fails.
+TEST(Policy, CoveredPricedPlansOnAStretchedTimelineServeTheTransformer) {
+  const fs::path path = fs::path(CAPUCHIN_SHARED_TRACES) / "tiny_transformer-b8.jsonl.gz";
+  if (!fs::exists(path)) GTEST_SKIP() << path << " is not there (../shared beside the checkout)";
+  const auto run = repeated(path, 8, "p100");
   ASSERT_TRUE(run);
   const sim::PreparedTrace* p = &run->prep;
   const std::uint64_t budget = p->liveness.peak_bytes / 2;
-  EXPECT_LT(settled_time(*p, budget, CapuchinVariant::Full), 2.05 * sim::ideal_time_s(*p));
+  EXPECT_LT(settled_time(*p, budget, CapuchinVariant::Full), 2.08 * sim::ideal_time_s(*p));
 }
 
 }  // namespace
