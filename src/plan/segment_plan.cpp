@@ -153,7 +153,8 @@ enum class Variant : std::uint8_t {
   CoveredPriced,  // both: on a stretched timeline, where it places the link's copies best
 };
 // `base` as `variant` at `margin` on a timeline stretched by `scale`, into `out`; false when the
-// variant does not apply (a job without recomputation has no NoRecompute or Priced variant).
+// variant does not apply (a job without recomputation has no NoRecompute, Priced or
+// CoveredPriced variant).
 bool variant_options(const PlanOptions& base, Variant variant, double margin, double scale, PlanOptions& out) {
   if ((variant == Variant::NoRecompute || variant == Variant::Priced || variant == Variant::CoveredPriced) && !base.allow_recompute)
     return false;
