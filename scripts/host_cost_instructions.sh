@@ -7,7 +7,8 @@
 # add), so bench_host_cost stays the figure to quote and this one the figure to compare builds by.
 #
 # For each trace it replays the trace's CUDA calls (bench/host_cost/host_replay.cpp) on the null
-# driver under callgrind in the four modes of bench_host_cost (direct, capture, exec, pressure),
+# driver under callgrind in the four modes of bench_host_cost (direct, capture, exec, pressure)
+# and `replay` (below),
 # each at two lengths (WARMUP+2 and WARMUP+2+STEADY iterations): the difference is STEADY
 # steady iterations, with start-up, trace loading and learning cancelled out. It prints
 #   - instructions added per call of each kind on the calling thread: the inclusive count of
@@ -41,6 +42,13 @@ command -v valgrind >/dev/null && command -v callgrind_annotate >/dev/null ||
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
+# `replay`: exec with every kernel's first written pointer (host_replay's layout-1 parameter 7)
+# declared, so each launch keeps a producer for its output as on a GPU, where probations find
+# most kernels replayable; the null driver's kernels write nothing, so in `exec` every probation
+# says no-output and no producer is ever kept. Its names are the null driver's
+# (stub_kernel_<name index + 1>); 512 covers the shared traces' kernel names.
+declared=$(seq 1 512 | sed 's/.*/stub_kernel_&:7/' | paste -sd, -)
+
 # run MODE TRACE ITERS: callgrind output in $work/MODE.TRACE.ITERS.{cg,out}
 run() {
   local mode=$1 trace=$2 iters=$3 env=()
@@ -49,6 +57,8 @@ run() {
     capture) env=(LD_PRELOAD="$lib" CAPUCHIN_SINK=null CAPUCHIN_DRAIN_US=200) ;;
     exec) env=(LD_PRELOAD="$lib" CAPUCHIN_SINK=null CAPUCHIN_DRAIN_US=200 CAPUCHIN_BUDGET=70GiB) ;;
     pressure) env=(LD_PRELOAD="$lib" CAPUCHIN_SINK=null CAPUCHIN_DRAIN_US=200 CAPUCHIN_BUDGET=0.5x) ;;
+    replay) env=(LD_PRELOAD="$lib" CAPUCHIN_SINK=null CAPUCHIN_DRAIN_US=200 CAPUCHIN_BUDGET=70GiB
+                 CAPUCHIN_KERNEL_OUTPUTS="$declared") ;;
   esac
   local name=$(basename "$trace" .jsonl.gz)
   env -u LD_PRELOAD LD_LIBRARY_PATH="$stub" CAPUCHIN_LOG=error "${env[@]}" \
@@ -81,6 +91,7 @@ shopt -s nullglob
 if [[ -f $traces ]]; then all=("$traces"); else all=("$traces"/*.jsonl.gz); fi  # one trace, or a folder
 ((${#all[@]} > 0)) || { echo "host_cost_instructions: no traces (*.jsonl.gz) in $traces" >&2; exit 2; }
 kinds="alloc free launch copy sync"
+modes="direct capture exec replay pressure"
 failed=0
 short=$((warmup + 2))
 long=$((short + steady))
@@ -90,7 +101,7 @@ printf '%-22s %-9s %9s %9s %9s %9s %9s %14s %14s\n' trace mode alloc free launch
 for trace in "${all[@]}"; do
   name=$(basename "$trace" .jsonl.gz)
   ran=1
-  for mode in direct capture exec pressure; do
+  for mode in $modes; do
     run "$mode" "$trace" "$short" & p1=$!
     run "$mode" "$trace" "$long" & p2=$!
     wait "$p1" || ran=0
@@ -105,7 +116,7 @@ for trace in "${all[@]}"; do
   for k in $kinds; do
     calls[$k]=$(awk -v k="$k" '$1 == "kind" && $2 == k { print $3 }' "$work/direct.$name.$long.out")
   done
-  for mode in direct capture exec pressure; do
+  for mode in $modes; do
     obj=$(basename "$lib")
     [[ $mode == direct ]] && obj=libcuda.so.1
     declare -A a=() b=()

@@ -53,16 +53,26 @@ struct UseMark {
   Ev ev;  // recorded on `stream` after the last use there
 };
 
-// The launch that last wrote a block, kept so it can be replayed (recompute).
+struct KernelInfo;
+
+// A block the producer read (by id) and its version then.
+struct ProducerInput {
+  std::uint64_t id = 0;
+  std::uint32_t version = 0;
+};
+
+// The launch that last wrote a block, kept so it can be replayed (recompute). Made at every
+// launch with a replayable output, on the launch path: three allocations (this, the parameter
+// buffer, the inputs), its name and parameter offsets read from the kernel table instead of copied.
 struct Producer {
   CUfunction func = nullptr;
   unsigned grid[3] = {1, 1, 1}, block[3] = {1, 1, 1}, shmem = 0;
   CUstream stream = nullptr;
-  std::vector<std::uint8_t> params;         // the parameter buffer
-  std::vector<std::uint32_t> param_offset;  // per parameter
-  std::vector<std::uint64_t> input_ids;     // blocks read (by id) and their versions then
-  std::vector<std::uint32_t> input_versions;
-  std::string name;
+  // Its function's name and parameter offsets (kernels.hpp): the executor's kernel table, whose
+  // entries live as long as the executor and so outlive every producer.
+  const KernelInfo* kernel = nullptr;
+  std::vector<std::uint8_t> params;     // the parameter buffer
+  std::vector<ProducerInput> inputs;    // blocks read
   std::uint64_t launch = 0;  // the launch it replays (Executor::next_launch_stamp): one per launch, shared by its outputs
   std::uint64_t sig = 0;     // the launch's signature: its measured time prices a drop (Planning::duration_s)
 };
@@ -102,6 +112,8 @@ struct Block {
   bool cached = false;   // in the table's cache of freed blocks, linked to the others of its span
   Block* cache_prev = nullptr;
   Block* cache_next = nullptr;
+  // Ledger's: its place among the charged blocks (kUnlisted while its memory is not on the device)
+  std::uint32_t charged_slot = ~0u;
   std::shared_ptr<Producer> producer;
   std::vector<std::uint64_t> dependents;  // dropped blocks whose producer reads this one
   // Vmm
@@ -113,9 +125,13 @@ struct Block {
   Ev retire_after;
 };
 
-// The bytes held on the device and the budget they are held to.
+// The bytes held on the device and the budget they are held to, and the blocks holding them:
+// victims are looked for among those only (a shortage scanned every live block, most of them
+// on the host under pressure). A block leaves the list when its memory leaves the device or is
+// given back (forget), before it is deleted.
 class Ledger {
  public:
+  static constexpr std::uint32_t kUnlisted = ~0u;
   std::uint64_t budget = 0;
   std::uint64_t resident() const { return resident_; }
   std::uint64_t peak() const { return peak_; }
@@ -123,16 +139,33 @@ class Ledger {
   void restart_peak() { peak_ = resident_; }
   bool fits(std::uint64_t more) const { return resident_ + more <= budget; }
   void move(Block& b, Where to) {
-    if (charged(b.where) && !charged(to)) resident_ -= b.span;
-    if (!charged(b.where) && charged(to)) resident_ += b.span, peak_ = std::max(peak_, resident_);
+    if (charged(b.where) && !charged(to)) resident_ -= b.span, unlist(b);
+    if (!charged(b.where) && charged(to)) resident_ += b.span, peak_ = std::max(peak_, resident_), list(b);
     b.where = to;
   }
   void forget(Block& b) {  // a block given back to the driver
-    if (charged(b.where)) resident_ -= b.span;
+    if (charged(b.where)) resident_ -= b.span, unlist(b);
   }
+  // The blocks whose memory is on the device (charged), live or cached, in no useful order.
+  const std::vector<Block*>& charged_blocks() const { return charged_; }
+  // Whether b is still listed: only a block forgotten or never charged may be deleted.
+  static bool listed(const Block& b) { return b.charged_slot != kUnlisted; }
 
  private:
+  void list(Block& b) {
+    b.charged_slot = static_cast<std::uint32_t>(charged_.size());
+    charged_.push_back(&b);
+  }
+  void unlist(Block& b) {
+    if (!listed(b)) return;
+    Block* last = charged_.back();
+    charged_[b.charged_slot] = last;
+    last->charged_slot = b.charged_slot;
+    charged_.pop_back();
+    b.charged_slot = kUnlisted;
+  }
   std::uint64_t resident_ = 0, peak_ = 0;
+  std::vector<Block*> charged_;
 };
 
 // Blocks by allocation id and by address. A block keeps its base from its creation to its

@@ -31,9 +31,9 @@ int walk_under(const BlockTable& blocks, const Block& b, const Block* dropping, 
   const Producer* p = b.producer.get();
   if (p == nullptr || p->func == nullptr) return -1;
   int most = 0;
-  for (std::size_t i = 0; i < p->input_ids.size(); ++i) {
-    const Block* in = blocks.by_id(p->input_ids[i]);
-    if (in == nullptr || in->version != p->input_versions[i] || in == dropping) return -1;
+  for (const ProducerInput& x : p->inputs) {
+    const Block* in = blocks.by_id(x.id);
+    if (in == nullptr || in->version != x.version || in == dropping) return -1;
     if (in->where != Where::Dropped || co_output(*in, *p)) continue;  // there, or written by the same replay
     int under = 0;
     if (const int* known = memo_find(memo, in)) {
@@ -87,8 +87,8 @@ std::uint64_t add_replay_bytes(const BlockTable& blocks, const Block& b, const B
   // A bound on the work (an optimizer's launch names hundreds of blocks): past it the count
   // is short, as it was when only direct inputs were counted.
   if (p == nullptr || seen.size() > 64 * kMaxChain) return bytes;
-  for (std::uint64_t id : p->input_ids) {
-    const Block* in = blocks.by_id(id);
+  for (const ProducerInput& x : p->inputs) {
+    const Block* in = blocks.by_id(x.id);
     if (in == nullptr || std::find(seen.begin(), seen.end(), in) != seen.end()) continue;
     if ((in->where == Where::Dropped || in == dropping) && !co_output(*in, *p)) {
       bytes += add_replay_bytes(blocks, *in, dropping, seen);
@@ -111,8 +111,8 @@ int dropped_under(const BlockTable& blocks, const Block& b, int room, const Bloc
 bool input_dropped(const BlockTable& blocks, const Block& b) {
   const Producer* p = b.producer.get();
   if (p == nullptr) return false;
-  for (std::uint64_t id : p->input_ids)
-    if (const Block* in = blocks.by_id(id); in != nullptr && in->where == Where::Dropped && !co_output(*in, *p)) return true;
+  for (const ProducerInput& x : p->inputs)
+    if (const Block* in = blocks.by_id(x.id); in != nullptr && in->where == Where::Dropped && !co_output(*in, *p)) return true;
   return false;
 }
 
@@ -164,8 +164,8 @@ bool replays_fit(const BlockTable& blocks, const Block& b, std::uint64_t budget)
   });
   if (p != nullptr && !dependent_dropped && !input_dropped(blocks, b)) {
     std::uint64_t bytes = b.span;
-    for (std::uint64_t id : p->input_ids)
-      if (const Block* in = blocks.by_id(id); in != nullptr && in != &b) bytes += in->span;
+    for (const ProducerInput& x : p->inputs)
+      if (const Block* in = blocks.by_id(x.id); in != nullptr && in != &b) bytes += in->span;
     return bytes <= budget;
   }
   std::vector<const Block*> done;

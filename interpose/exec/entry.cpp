@@ -216,6 +216,7 @@ bool alloc(CUdeviceptr* out, std::size_t bytes, CUstream s, bool per_thread, boo
     b->kind = kind;
     b->span = span;
     if (e.make_ready(*b, false) != CUDA_SUCCESS) {
+      e.ledger.forget(*b);  // nothing when it was never charged
       delete b;
       e.decisions.record(Action::Fallback, kNoBlockId, bytes, "backend-alloc-failed", -1, "served by the real allocator");
       return false;
@@ -362,6 +363,14 @@ void after_unknown_work(CUstream s, bool per_thread, bool launched) {
 
 namespace {
 
+// One parameter's bytes. Most are pointers or 32-bit scalars: copied inline, not by a library
+// call each (a launch with 15 parameters made 15 calls).
+inline void copy_param(std::uint8_t* to, const void* from, std::uint32_t n) {
+  if (n == 8) std::memcpy(to, from, 8);
+  else if (n == 4) std::memcpy(to, from, 4);
+  else std::memcpy(to, from, n);
+}
+
 // The producer of a declared output, kept so the launch can be replayed.
 std::shared_ptr<Producer> capture_producer(const Launch& l, const KernelInfo& ki, CUstream ds, const std::vector<Block*>& cur,
                                            const Block* output, std::uint64_t stamp, std::uint64_t sig) {
@@ -373,16 +382,13 @@ std::shared_ptr<Producer> capture_producer(const Launch& l, const KernelInfo& ki
   std::memcpy(p->block, l.block, sizeof p->block);
   p->shmem = l.shmem;
   p->stream = ds;
-  p->name = ki.name;
+  p->kernel = &ki;
   p->params.assign(ki.buffer, 0);
-  p->param_offset = ki.offset;
   for (std::size_t i = 0; i < ki.offset.size(); ++i)
-    if (l.params[i] != nullptr) std::memcpy(p->params.data() + ki.offset[i], l.params[i], ki.size[i]);
-  for (const Block* b : cur) {
-    if (b == output) continue;
-    p->input_ids.push_back(b->id);
-    p->input_versions.push_back(b->version);
-  }
+    if (l.params[i] != nullptr) copy_param(p->params.data() + ki.offset[i], l.params[i], ki.size[i]);
+  p->inputs.reserve(cur.size());  // one allocation, not one per doubling
+  for (const Block* b : cur)
+    if (b != output) p->inputs.push_back({b->id, b->version});
   return p;
 }
 

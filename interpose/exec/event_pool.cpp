@@ -87,15 +87,6 @@ Ev EventPool::record(CUstream s) {
   return Ev{i};
 }
 
-void EventPool::unref(Ev& e) {
-  if (!e) return;
-  if (--refs_[static_cast<std::size_t>(e.i)] == 0) {
-    pending_[static_cast<std::size_t>(e.i)] = nullptr;  // never needed: never recorded
-    free_.push_back(e.i);
-  }
-  e = Ev{};
-}
-
 bool EventPool::done(Ev e) const {
   if (!e) return true;
   // Deferred: it stands for work forwarded on its stream so far, all of it done when the stream

@@ -79,8 +79,15 @@ class EventPool {
     if (e) ++refs_[static_cast<std::size_t>(e.i)];
     return e;
   }
-  // Drops the reference `e` holds and clears it.
-  void unref(Ev& e);
+  // Drops the reference `e` holds and clears it (inline: every use mark and free drops one).
+  void unref(Ev& e) {
+    if (!e) return;
+    if (--refs_[static_cast<std::size_t>(e.i)] == 0) {
+      pending_[static_cast<std::size_t>(e.i)] = nullptr;  // never needed: never recorded
+      free_.push_back(e.i);
+    }
+    e = Ev{};
+  }
   // Moves a reference from `from` into `to` (dropping what `to` held).
   void assign(Ev& to, Ev& from) {
     unref(to);

@@ -30,7 +30,7 @@ void KernelTable::declare_outputs(const char* text) {
   }
 }
 
-KernelInfo& KernelTable::info(CUfunction f, const FuncLayout* layout) {
+KernelInfo& KernelTable::info_slow(CUfunction f, const FuncLayout* layout) {
   auto [it, fresh] = funcs_.try_emplace(f);
   KernelInfo& ki = it->second;
   if (!fresh) return ki;

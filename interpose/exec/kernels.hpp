@@ -10,6 +10,7 @@
 
 #include <cuda.h>
 
+#include <array>
 #include <cstdint>
 #include <string>
 #include <unordered_map>
@@ -45,11 +46,32 @@ class KernelTable {
   void declare_outputs(const char* text);
   // Every function's layout is read (inferred write sets need it), not only declared ones'.
   void want_layouts() { all_layouts_ = true; }
-  KernelInfo& info(CUfunction f, const FuncLayout* layout);
+  // Every launch asks: a direct-mapped cache of recent functions answers without hashing the
+  // map (whose entries never move or go: the cached pointers stay valid).
+  KernelInfo& info(CUfunction f, const FuncLayout* layout) {
+    Recent& r = recent_[slot(f)];
+    if (r.f == f && f != nullptr) [[likely]]
+      return *r.ki;
+    KernelInfo& ki = info_slow(f, layout);
+    r = Recent{f, &ki};
+    return ki;
+  }
 
  private:
+  struct Recent {
+    CUfunction f = nullptr;
+    KernelInfo* ki = nullptr;
+  };
+  static constexpr std::size_t kRecent = 256;
+  static std::size_t slot(CUfunction f) {
+    const auto v = reinterpret_cast<std::uintptr_t>(f);
+    return (v >> 4 ^ v >> 12) & (kRecent - 1);  // handles are at least 16-byte aligned
+  }
+  KernelInfo& info_slow(CUfunction f, const FuncLayout* layout);
+
   std::unordered_map<std::string, unsigned> outputs_by_name_;
   std::unordered_map<CUfunction, KernelInfo> funcs_;
+  std::array<Recent, kRecent> recent_{};
   bool all_layouts_ = false;
 };
 

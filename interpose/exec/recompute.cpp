@@ -31,8 +31,8 @@ bool Executor::recompute_valid(const Block& b) const { return chains::dropped_un
 // An input pinned by a call in flight may be about to be written (its version bumped after
 // the wait that call is in): b's replay would then read the new value.
 bool Executor::inputs_in_use(const Block& b) const {
-  for (std::uint64_t id : b.producer->input_ids)
-    if (const Block* in = blocks.by_id(id); in != nullptr && in->pins != 0) return true;
+  for (const ProducerInput& x : b.producer->inputs)
+    if (const Block* in = blocks.by_id(x.id); in != nullptr && in->pins != 0) return true;
   return false;
 }
 
@@ -57,9 +57,9 @@ double Executor::pressure_drop_cost(const Block& b, double swap_s) const {
   const Producer& p = *b.producer;
   const double cost = planning.duration_s(p.sig);
   if (!(cost > 0 && cost < swap_s)) return -1;
-  for (std::size_t i = 0; i < p.input_ids.size(); ++i) {
-    const Block* in = blocks.by_id(p.input_ids[i]);
-    if (in == nullptr || in->version != p.input_versions[i] || (in->where != Where::Device && in->where != Where::Dropped))
+  for (const ProducerInput& x : p.inputs) {
+    const Block* in = blocks.by_id(x.id);
+    if (in == nullptr || in->version != x.version || (in->where != Where::Device && in->where != Where::Dropped))
       return -1;
   }
   if (!chains::allows_drop(blocks, b) || !chains::replays_fit(blocks, b, ledger.budget)) return -1;
@@ -86,8 +86,8 @@ bool Executor::try_drop(Block& b, const char* reason, double expected) {
     return false;
   mem(b).drop(b);
   if (b.where != Where::Dropped) return false;  // the unmap failed: it stays resident (logged)
-  for (std::uint64_t id : b.producer->input_ids)
-    if (Block* in = blocks.by_id(id); in != nullptr && std::find(in->dependents.begin(), in->dependents.end(), b.id) == in->dependents.end())
+  for (const ProducerInput& x : b.producer->inputs)
+    if (Block* in = blocks.by_id(x.id); in != nullptr && std::find(in->dependents.begin(), in->dependents.end(), b.id) == in->dependents.end())
       in->dependents.push_back(b.id);
   decisions.record(Action::Drop, b.id, b.span, reason, expected);
   if (b.kind == Kind::Managed) {  // its discard: on a stream of its own, so at once (memory.hpp)
@@ -112,7 +112,7 @@ bool Executor::recompute(Block& b, const char* reason, double expected) {
   const Producer& p = *prod;
   // Inputs first (on the device, pinned against the room we make), then the block itself.
   std::vector<Block*> inputs;
-  for (std::uint64_t id : p.input_ids) inputs.push_back(blocks.by_id(id));
+  for (const ProducerInput& x : p.inputs) inputs.push_back(blocks.by_id(x.id));
   ++b.pins;
   for (Block* in : inputs) ++in->pins;
   struct Unpin {
@@ -150,13 +150,13 @@ bool Executor::recompute(Block& b, const char* reason, double expected) {
   if (!recompute_valid(b)) return false;
   outs = replay_outputs();  // as they are after the waits (another call may have recomputed one)
   if (!fill_for_replay(outs, room, p.stream)) return false;
-  std::vector<void*> args(p.param_offset.size());
+  std::vector<void*> args(p.kernel->offset.size());
   std::vector<std::uint8_t> params = p.params;  // the driver reads them at the call
-  for (std::size_t i = 0; i < args.size(); ++i) args[i] = params.data() + p.param_offset[i];
+  for (std::size_t i = 0; i < args.size(); ++i) args[i] = params.data() + p.kernel->offset[i];
   const CUresult r = api.launch_kernel(p.func, p.grid[0], p.grid[1], p.grid[2], p.block[0], p.block[1], p.block[2],
                                        p.shmem, p.stream, args.data(), nullptr);
   if (r != CUDA_SUCCESS) {
-    log(LogLevel::Error, "executor: replaying %s failed (%d)", p.name.c_str(), static_cast<int>(r));
+    log(LogLevel::Error, "executor: replaying %s failed (%d)", p.kernel->name.c_str(), static_cast<int>(r));
     drop_unused_fills(outs, outs.size(), p.stream);  // their memory holds no valid data (nothing used it)
     return false;
   }

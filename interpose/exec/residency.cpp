@@ -61,6 +61,10 @@ void Executor::reclaim_finished_evictions() {
 }
 
 void Executor::delete_block(Block* b) {
+  if (Ledger::listed(*b)) [[unlikely]] {  // charged still: every caller forgets it first
+    log(LogLevel::Error, "executor: a block of %zu bytes deleted while charged to the budget; forgotten now", b->span);
+    ledger.forget(*b);
+  }
   std::erase_if(evict_queue, [b](const auto& q) { return q.first == b; });
   blocks.forget(b);
   delete b;
@@ -108,14 +112,17 @@ bool Executor::start_victims(std::uint64_t short_bytes, bool may_wait) {
   const std::uint64_t now = tick();
   const double link = link_bytes_per_s(simcuda), lat = link_latency_s(simcuda);
   const bool drops = may_wait && !drops_barred() && pressure_drops_allowed() && streams_idle_now();
-  blocks.for_each_live([&](Block& b) {
-    if (b.pins != 0 || b.stuck_tick == now) return;
-    if (!mem(b).movable(b)) return;
+  // Only blocks on the device can move out: the charged ones, not every live one. The order
+  // below does not depend on the candidates' order (VictimOrder's is total).
+  for (Block* const p : ledger.charged_blocks()) {
+    Block& b = *p;
+    if (!b.live || b.pins != 0 || b.stuck_tick == now) continue;
+    if (!mem(b).movable(b)) continue;
     const std::uint64_t idle = now - std::min(now, b.last_tick) + 1;
     const double swap = policy::swap_round_trip_s(b.span, link, lat);
     const double drop = drops ? pressure_drop_cost(b, swap) : -1;
     cand.push_back({b.id, b.span, idle, drop >= 0 ? drop : swap, drop >= 0});
-  });
+  }
   for (policy::VictimOrder order(cand); !order.done() && freed < short_bytes;) {
     if (moves_out_barred()) break;  // begun while an eviction or a drop waited
     const policy::VictimCandidate& v = order.next();

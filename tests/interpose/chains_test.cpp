@@ -32,13 +32,13 @@ class ChainsTest : public ::testing::Test {
     auto p = std::make_shared<Producer>();
     p->func = reinterpret_cast<CUfunction>(0x1000 + launch);
     p->launch = launch;
-    for (Block* in : inputs) p->input_ids.push_back(in->id), p->input_versions.push_back(in->version);
+    for (Block* in : inputs) p->inputs.push_back({in->id, in->version});
     b.producer = std::move(p);
   }
   // Dropped, as try_drop records it: a dependent of each of its producer's inputs.
   void drop(Block& b) {
     b.where = Where::Dropped;
-    for (std::uint64_t id : b.producer->input_ids) table_.by_id(id)->dependents.push_back(b.id);
+    for (const ProducerInput& x : b.producer->inputs) table_.by_id(x.id)->dependents.push_back(b.id);
   }
   // A chain of n blocks, each made from the one before by its own launch; the first from a
   // resident source. Returns them, source first.
