@@ -77,6 +77,31 @@ struct Producer {
   std::uint64_t sig = 0;     // the launch's signature: its measured time prices a drop (Planning::duration_s)
 };
 
+// Producers that only a block held, kept when the block is written again or freed so the next
+// capture refills one instead of allocating three buffers (a launch with a replayable output
+// makes one, on the launch path). Under the executor's lock. Only there is a producer copied
+// (a replay keeps its copy across the waits it leaves the lock for), so a use count of one
+// there means no one else holds it or can take it.
+class ProducerPool {
+ public:
+  // Drops b's producer, keeping it when no one else holds it.
+  void give(std::shared_ptr<Producer>& p) {
+    if (p && p.use_count() == 1 && spare_.size() < kKeep) spare_.push_back(std::move(p));
+    p.reset();
+  }
+  // A producer to fill (every field is set by the caller).
+  std::shared_ptr<Producer> take() {
+    if (spare_.empty()) return std::make_shared<Producer>();
+    std::shared_ptr<Producer> p = std::move(spare_.back());
+    spare_.pop_back();
+    return p;
+  }
+
+ private:
+  static constexpr std::size_t kKeep = 256;
+  std::vector<std::shared_ptr<Producer>> spare_;
+};
+
 struct Block {
   std::uint64_t id = kNoBlockId;  // live allocation id; kNoBlockId while cached after a free
   CUdeviceptr base = 0;

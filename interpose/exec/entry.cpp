@@ -296,7 +296,7 @@ bool free(CUdeviceptr p, CUstream s, bool per_thread, bool stream_ordered, CUres
     add_free_event(e.events, *b, discarded);
   }
   b->id = kNoBlockId;
-  b->producer.reset();
+  e.producers.give(b->producer);
   b->dependents.clear();
   b->version = 0;
   if (b->where == Where::Evicting) e.mem(*b).cancel_evict(*b);
@@ -372,9 +372,10 @@ inline void copy_param(std::uint8_t* to, const void* from, std::uint32_t n) {
 }
 
 // The producer of a declared output, kept so the launch can be replayed.
-std::shared_ptr<Producer> capture_producer(const Launch& l, const KernelInfo& ki, CUstream ds, const std::vector<Block*>& cur,
-                                           const Block* output, std::uint64_t stamp, std::uint64_t sig) {
-  auto p = std::make_shared<Producer>();
+std::shared_ptr<Producer> capture_producer(Executor& e, const Launch& l, const KernelInfo& ki, CUstream ds,
+                                           const std::vector<Block*>& cur, const Block* output, std::uint64_t stamp,
+                                           std::uint64_t sig) {
+  std::shared_ptr<Producer> p = e.producers.take();
   p->launch = stamp;
   p->sig = sig;
   p->func = l.func;
@@ -386,6 +387,7 @@ std::shared_ptr<Producer> capture_producer(const Launch& l, const KernelInfo& ki
   p->params.assign(ki.buffer, 0);
   for (std::size_t i = 0; i < ki.offset.size(); ++i)
     if (l.params[i] != nullptr) copy_param(p->params.data() + ki.offset[i], l.params[i], ki.size[i]);
+  p->inputs.clear();
   p->inputs.reserve(cur.size());  // one allocation, not one per doubling
   for (const Block* b : cur)
     if (b != output) p->inputs.push_back({b->id, b->version});
@@ -607,7 +609,7 @@ CUresult before_launch(Launch& l, const std::uint64_t* words, unsigned nwords, s
     // no replay of its old producer.
     if (written(i)) {
       ++b->version;
-      b->producer.reset();
+      e.producers.give(b->producer);
     }
   }
   if (!l.complete_scan) {
@@ -622,13 +624,13 @@ CUresult before_launch(Launch& l, const std::uint64_t* words, unsigned nwords, s
   l.timing = l.other_device || probe ? -1 : e.planning.begin_timing(ds, sig);
   if (output != nullptr && e.opt.recompute && e.mem(*output).droppable() && !ki->offset.empty() && !l.attributes &&
       !l.other_device)
-    l.producer = capture_producer(l, *ki, ds, cur, output, stamp, sig);
+    l.producer = capture_producer(e, l, *ki, ds, cur, output, stamp, sig);
   // A replayable shape's outputs, and a probation's candidates (kept if it says replayable).
   if (probe) start_probation(e, l, *ki, shape, cur, ds);
   const std::uint32_t may_make = writes != 0 ? writes : probe ? shape.fresh_mask : 0u;
   for (std::size_t i = 0; may_make != 0 && i < cur.size(); ++i)
     if (((may_make >> i) & 1u) != 0 && e.mem(*cur[i]).droppable())
-      l.made.emplace_back(cur[i]->id, capture_producer(l, *ki, ds, cur, cur[i], stamp, sig));
+      l.made.emplace_back(cur[i]->id, capture_producer(e, l, *ki, ds, cur, cur[i], stamp, sig));
   l.shape = shape.key;
   return CUDA_SUCCESS;
 }
@@ -736,7 +738,7 @@ CUresult before_copy(std::uint64_t dst, std::uint64_t src, std::size_t bytes, CU
   if (d != nullptr && d != sb) d->last_tick = now, ++d->forwarded;
   if (d != nullptr) {  // changed from now on (another thread may look before after_copy)
     ++d->version;
-    d->producer.reset();
+    e.producers.give(d->producer);
     d->holds_data = true;
   }
   if (sb != nullptr) sb->holds_data = true;

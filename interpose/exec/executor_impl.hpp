@@ -90,6 +90,7 @@ class Executor {
   EventPool events;
   Ledger ledger;
   BlockTable blocks;
+  ProducerPool producers;
   StreamActivity activity;  // every stream's latest forwarded work (ordering.hpp)
   MoveContext moves;
   HostPool pool;

@@ -1,8 +1,9 @@
 // The executor's block table (interpose/exec/block.hpp) against a plain std::map of what it
 // should hold: blocks created, allocated, freed into the cache, reused at the same base and
 // deleted in a random order, with lookups of exact bases, interior pointers, ends and words
-// that are no block's; and the FlatMap it uses alone under many inserts and erases (its backward-shift
-// deletion must never hide an entry behind a hole).
+// that are no block's; the FlatMap it uses alone under many inserts and erases (its backward-shift
+// deletion must never hide an entry behind a hole); the ledger's list of charged blocks, where
+// victims are looked for; and the pool that refills producers no one else holds.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -177,6 +178,67 @@ TEST(BlockTable, FindsLiveBlocksOnlyByIdBaseAndInteriorAddress) {
   EXPECT_EQ(table.by_addr(0), nullptr);
   EXPECT_EQ(table.by_addr(42), nullptr);
   EXPECT_EQ(table.by_addr(~std::uint64_t{0}), nullptr);
+}
+
+}  // namespace
+}  // namespace capuchin::interpose::exec
+
+namespace capuchin::interpose::exec {
+namespace {
+
+// The ledger's list of charged blocks (where victims are looked for) against the set a scan of
+// every block finds, and its bytes against their spans, under random moves and forgets.
+TEST(Ledger, ListsExactlyTheChargedBlocksUnderRandomMoves) {
+  Ledger ledger;
+  std::vector<std::unique_ptr<Block>> blocks;
+  for (int i = 0; i < 64; ++i) {
+    blocks.push_back(std::make_unique<Block>());
+    blocks.back()->span = 4096u * static_cast<unsigned>(i + 1);
+  }
+  const Where states[] = {Where::Fresh, Where::Device, Where::Incoming, Where::Evicting, Where::Host, Where::Dropped};
+  std::mt19937_64 rng(5);
+  std::size_t charged_seen = 0;
+  for (int step = 0; step < 20000; ++step) {
+    Block& b = *blocks[rng() % blocks.size()];
+    if (rng() % 16 == 0) {
+      ledger.forget(b);  // given back to the driver: charged no more, and unlisted
+      b.where = Where::Fresh;  // as a new block starts (not through the ledger)
+    } else {
+      ledger.move(b, states[rng() % std::size(states)]);
+    }
+    std::vector<Block*> want;
+    std::uint64_t bytes = 0;
+    for (auto& x : blocks)
+      if (charged(x->where)) want.push_back(x.get()), bytes += x->span;
+    std::vector<Block*> got = ledger.charged_blocks();
+    std::sort(want.begin(), want.end());
+    std::sort(got.begin(), got.end());
+    ASSERT_EQ(got, want) << "step " << step;
+    ASSERT_EQ(ledger.resident(), bytes) << "step " << step;
+    for (auto& x : blocks) ASSERT_EQ(Ledger::listed(*x), charged(x->where)) << "step " << step;
+    charged_seen += want.size();
+  }
+  EXPECT_GT(charged_seen, 20000u * 16);  // not vacuous: about half the blocks charged at each step
+}
+
+// A producer no one else holds is refilled by the next capture; one still held elsewhere (a
+// replay's copy) is never handed out again.
+TEST(ProducerPool, ReusesOnlyProducersNoOneElseHolds) {
+  ProducerPool pool;
+  std::shared_ptr<Producer> alone = pool.take();
+  ASSERT_NE(alone, nullptr);
+  Producer* const alone_at = alone.get();
+  std::shared_ptr<Producer> shared = pool.take();
+  std::shared_ptr<Producer> replay_copy = shared;
+  pool.give(shared);
+  EXPECT_EQ(shared, nullptr);
+  pool.give(alone);
+  EXPECT_EQ(alone, nullptr);
+  std::shared_ptr<Producer> next = pool.take();
+  EXPECT_EQ(next.get(), alone_at);  // the one no one held
+  std::shared_ptr<Producer> fresh = pool.take();
+  EXPECT_NE(fresh.get(), replay_copy.get());  // the held one was not kept
+  EXPECT_EQ(replay_copy.use_count(), 1);
 }
 
 }  // namespace
