@@ -23,7 +23,7 @@
 # Exits 1 when a run failed or a preloaded mode counted no launch hook, 77 without valgrind.
 #
 # Usage: scripts/host_cost_instructions.sh [BUILD_DIR] [TRACES_DIR or TRACE] [STEADY] [WARMUP]
-#   defaults (from the checkout): build/release ../shared/traces 4 10; about 20 s for the three shared traces on 2 cores.
+#   defaults (from the checkout): build/release ../shared/traces 4 10; about 40 s for the three shared traces on 2 cores.
 #   HOST_COST_LIB=/other/libcapuchin.so measures another build's library with this replay.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -46,7 +46,8 @@ trap 'rm -rf "$work"' EXIT
 # declared, so each launch keeps a producer for its output as on a GPU, where probations find
 # most kernels replayable; the null driver's kernels write nothing, so in `exec` every probation
 # says no-output and no producer is ever kept. Its names are the null driver's
-# (stub_kernel_<name index + 1>); 512 covers the shared traces' kernel names.
+# (stub_kernel_<name index + 1>); 512 covers the shared traces' kernel names (a trace with more
+# has the rest undeclared: their launches are counted as in exec).
 declared=$(seq 1 512 | sed 's/.*/stub_kernel_&:7/' | paste -sd, -)
 
 # run MODE TRACE ITERS: callgrind output in $work/MODE.TRACE.ITERS.{cg,out}

@@ -168,8 +168,8 @@ class Ledger {
     if (!charged(b.where) && charged(to)) resident_ += b.span, peak_ = std::max(peak_, resident_), list(b);
     b.where = to;
   }
-  void forget(Block& b) {  // a block given back to the driver
-    if (charged(b.where)) resident_ -= b.span, unlist(b);
+  void forget(Block& b) {  // a block given back to the driver (a second forget changes nothing)
+    if (listed(b)) resident_ -= b.span, unlist(b);
   }
   // The blocks whose memory is on the device (charged), live or cached, in no useful order.
   const std::vector<Block*>& charged_blocks() const { return charged_; }

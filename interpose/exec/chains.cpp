@@ -154,7 +154,7 @@ bool walk_replays(const BlockTable& blocks, const Block& b, const Block* droppin
 }  // namespace
 
 bool replays_fit(const BlockTable& blocks, const Block& b, std::uint64_t budget) {
-  // The common case, priced for every live block under pressure: no chain under b or over it.
+  // The common case, priced for every live block on the device under pressure: no chain under b or over it.
   // Its replay then holds b and its producer's inputs (listed once each), and nothing else
   // would recompute b: no walk, no allocation.
   const Producer* p = b.producer.get();

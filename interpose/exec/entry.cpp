@@ -648,10 +648,10 @@ void after_launch(Launch& l, const std::vector<Block*>& touched, bool launched) 
     ev = e.use_event(ds, l.other_device);
     if (!ev) e.await_stream(ds);  // no event to order later moves by: the launch is done now
     if (l.output != kNoBlockId)
-      if (Block* out = e.blocks.by_id(l.output)) out->producer = std::move(l.producer);
+      if (Block* out = e.blocks.by_id(l.output)) e.producers.give(out->producer), out->producer = std::move(l.producer);
     if (l.probation) conclude_probation(e, l);
     for (auto& [id, producer] : l.made)
-      if (Block* out = e.blocks.by_id(id)) out->producer = std::move(producer);
+      if (Block* out = e.blocks.by_id(id)) e.producers.give(out->producer), out->producer = std::move(producer);
     if (!l.complete_scan) e.mark_unknown_use(ds);
   } else {
     e.planning.cancel_timing(l.timing);

@@ -376,9 +376,9 @@ policy::Step Executor::feed(const policy::Event& ev, std::span<const std::uint64
 }
 
 void Executor::invalidate_producers() {
-  blocks.for_each_live([](Block& b) {
+  blocks.for_each_live([this](Block& b) {
     ++b.version;
-    b.producer.reset();
+    producers.give(b.producer);
     b.holds_data = true;
   });
 }

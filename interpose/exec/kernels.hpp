@@ -65,7 +65,7 @@ class KernelTable {
   static constexpr std::size_t kRecent = 256;
   static std::size_t slot(CUfunction f) {
     const auto v = reinterpret_cast<std::uintptr_t>(f);
-    return (v >> 4 ^ v >> 12) & (kRecent - 1);  // handles are at least 16-byte aligned
+    return (v ^ v >> 4 ^ v >> 12) & (kRecent - 1);  // a driver's handles are aligned; a stub's may not be
   }
   KernelInfo& info_slow(CUfunction f, const FuncLayout* layout);
 

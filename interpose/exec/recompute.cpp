@@ -51,7 +51,7 @@ bool Executor::pressure_drops_allowed() const {
   return !(c.following() && c.plan()->no_drops);
 }
 
-// Cheapest tests first: start_victims prices every live block.
+// Cheapest tests first: start_victims prices every live block on the device.
 double Executor::pressure_drop_cost(const Block& b, double swap_s) const {
   if (!b.producer || b.where != Where::Device || !mem(b).droppable()) return -1;
   const Producer& p = *b.producer;
