@@ -7,8 +7,8 @@
 # add), so bench_host_cost stays the figure to quote and this one the figure to compare builds by.
 #
 # For each trace it replays the trace's CUDA calls (bench/host_cost/host_replay.cpp) on the null
-# driver under callgrind in the four modes of bench_host_cost (direct, capture, exec, pressure)
-# and `replay` (below),
+# driver under callgrind in the five modes of bench_host_cost (direct, capture, exec, replay,
+# pressure; `replay` is described below),
 # each at two lengths (WARMUP+2 and WARMUP+2+STEADY iterations): the difference is STEADY
 # steady iterations, with start-up, trace loading and learning cancelled out. It prints
 #   - instructions added per call of each kind on the calling thread: the inclusive count of

@@ -3,11 +3,15 @@
 // calls go to a null driver (stub_driver.cpp) that returns at once, so what remains is our
 // bookkeeping, measured against the same program without capuchin in the same run.
 //
-// For each shared trace it runs host_replay (its header says what is replayed) in four
+// For each shared trace it runs host_replay (its header says what is replayed) in five
 // modes, each a fresh process, `--repeats` times (medians):
 //   direct    no libcapuchin.so: the baseline
 //   capture   LD_PRELOAD, CAPUCHIN_SINK=null (capture and the drain thread; events discarded)
 //   exec      + CAPUCHIN_BUDGET above the peak (the executor serves every allocation; no move)
+//   replay    exec with every kernel's written pointer declared (CAPUCHIN_KERNEL_OUTPUTS), so
+//             each launch keeps a producer for its output as on a GPU, where probations find
+//             most kernels replayable (the null driver's kernels write nothing: in `exec` no
+//             probation says replayable and no producer is kept)
 //   pressure  + CAPUCHIN_BUDGET = half the trace's natural peak: the executor evicts and
 //             prefetches, but the driver's moves are no-ops, so its bookkeeping is measured
 // and prints the added host ns per call of each kind and the added host time per steady
@@ -51,8 +55,18 @@ constexpr std::array<const char*, 5> kKinds = {"alloc", "free", "launch", "copy"
 struct Mode {
   std::string name;
   bool preload = false;
-  std::string budget;  // empty: no executor
+  std::string budget;   // empty: no executor
+  std::string outputs;  // CAPUCHIN_KERNEL_OUTPUTS, when set
 };
+
+// Every null-driver kernel name's first written pointer (host_replay's layout-1 parameter 7),
+// as `replay` declares them: the stub names a function stub_kernel_<trace name index + 1>; 512
+// covers the shared traces (a trace with more has the rest undeclared, counted as in exec).
+std::string every_kernel_output() {
+  std::string s;
+  for (int i = 1; i <= 512; ++i) s += (i > 1 ? "," : "") + std::string("stub_kernel_") + std::to_string(i) + ":7";
+  return s;
+}
 
 // What one host_replay run printed: `key a b` lines.
 using Output = std::map<std::string, std::vector<double>>;
@@ -111,6 +125,7 @@ std::string command_for(const Mode& m, const std::string& replay, const std::str
   std::string c = "LD_LIBRARY_PATH='" + stub_dir + "' CAPUCHIN_LOG=" + (m.budget.empty() ? "error" : "info");
   if (m.preload) c += " LD_PRELOAD='" + lib + "' CAPUCHIN_SINK=null CAPUCHIN_DRAIN_US=200";
   if (!m.budget.empty()) c += " CAPUCHIN_BUDGET=" + m.budget;
+  if (!m.outputs.empty()) c += " CAPUCHIN_KERNEL_OUTPUTS='" + m.outputs + "'";
   return c + " '" + replay + "' " + args;
 }
 
@@ -199,6 +214,7 @@ int main(int argc, char** argv) {
       const std::vector<Mode> modes = {{"direct"},
                                        {"capture", true},
                                        {"exec", true, "70GiB"},
+                                       {"replay", true, "70GiB", every_kernel_output()},
                                        {"pressure", true, std::to_string(c.peak / 2)}};
       std::map<std::string, std::vector<Output>> runs;
       std::string capture_line;
