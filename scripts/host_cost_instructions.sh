@@ -42,13 +42,11 @@ command -v valgrind >/dev/null && command -v callgrind_annotate >/dev/null ||
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
-# `replay`: exec with every kernel's first written pointer (host_replay's layout-1 parameter 7)
-# declared, so each launch keeps a producer for its output as on a GPU, where probations find
+# `replay`: exec with every kernel's written pointer declared (`host_replay declared-outputs`
+# says which), so each launch keeps a producer for its output as on a GPU, where probations find
 # most kernels replayable; the null driver's kernels write nothing, so in `exec` every probation
-# says no-output and no producer is ever kept. Its names are the null driver's
-# (stub_kernel_<name index + 1>); 512 covers the shared traces' kernel names (a trace with more
-# has the rest undeclared: their launches are counted as in exec).
-declared=$(seq 1 512 | sed 's/.*/stub_kernel_&:7/' | paste -sd, -)
+# says no-output and no producer is ever kept.
+declared=$(LD_LIBRARY_PATH="$stub" "$replay" declared-outputs)
 
 # run MODE TRACE ITERS: callgrind output in $work/MODE.TRACE.ITERS.{cg,out}
 run() {

@@ -56,17 +56,10 @@ struct Mode {
   std::string name;
   bool preload = false;
   std::string budget;   // empty: no executor
-  std::string outputs;  // CAPUCHIN_KERNEL_OUTPUTS, when set
+  bool declared = false;  // CAPUCHIN_KERNEL_OUTPUTS from `host_replay declared-outputs`
 };
 
-// Every null-driver kernel name's first written pointer (host_replay's layout-1 parameter 7),
-// as `replay` declares them: the stub names a function stub_kernel_<trace name index + 1>; 512
-// covers the shared traces (a trace with more has the rest undeclared, counted as in exec).
-std::string every_kernel_output() {
-  std::string s;
-  for (int i = 1; i <= 512; ++i) s += (i > 1 ? "," : "") + std::string("stub_kernel_") + std::to_string(i) + ":7";
-  return s;
-}
+
 
 // What one host_replay run printed: `key a b` lines.
 using Output = std::map<std::string, std::vector<double>>;
@@ -125,7 +118,7 @@ std::string command_for(const Mode& m, const std::string& replay, const std::str
   std::string c = "LD_LIBRARY_PATH='" + stub_dir + "' CAPUCHIN_LOG=" + (m.budget.empty() ? "error" : "info");
   if (m.preload) c += " LD_PRELOAD='" + lib + "' CAPUCHIN_SINK=null CAPUCHIN_DRAIN_US=200";
   if (!m.budget.empty()) c += " CAPUCHIN_BUDGET=" + m.budget;
-  if (!m.outputs.empty()) c += " CAPUCHIN_KERNEL_OUTPUTS='" + m.outputs + "'";
+  if (m.declared) c += " CAPUCHIN_KERNEL_OUTPUTS=\"$(LD_LIBRARY_PATH='" + stub_dir + "' '" + replay + "' declared-outputs)\"";
   return c + " '" + replay + "' " + args;
 }
 
@@ -214,7 +207,7 @@ int main(int argc, char** argv) {
       const std::vector<Mode> modes = {{"direct"},
                                        {"capture", true},
                                        {"exec", true, "70GiB"},
-                                       {"replay", true, "70GiB", every_kernel_output()},
+                                       {"replay", true, "70GiB", true},
                                        {"pressure", true, std::to_string(c.peak / 2)}};
       std::map<std::string, std::vector<Output>> runs;
       std::string capture_line;

@@ -14,6 +14,10 @@
 //            <driver calls per iteration made during those calls (1 per call without capuchin)>
 //       iteration_ns <host ns per iteration, all kinds and the replay's own work>
 //       driver_calls <per iteration, every thread: capuchin's drain and planner threads too>
+//   host_replay declared-outputs [--names N]
+//     Prints a CAPUCHIN_KERNEL_OUTPUTS value declaring the written pointer of every function the
+//     trace replay makes for the first N names (512), for the `replay` mode of bench_host_cost
+//     and scripts/host_cost_instructions.sh.
 //   host_replay curve --live N [--rounds R] [--per-round P]
 //     Keeps N allocations (4 KiB .. 64 KiB) live, then times R rounds of P cuMemAllocAsync +
 //     cuMemFreeAsync pairs of 4 KiB and R rounds of P launches (4 pointers into live
@@ -26,6 +30,7 @@
 #include <algorithm>
 #include <array>
 #include <chrono>
+#include <cstddef>
 #include <cstdio>
 #include <random>
 #include <string>
@@ -74,6 +79,10 @@ std::array<void*, 15> params_of(Small& s) {
   return {&s.seed, &s.target, &s.packed, &s.ptr[0], &s.ptr[1], &s.ptr[2], &s.ptr[3], &s.ptr[4],
           &s.ptr[5], &s.bytes[0], &s.bytes[1], &s.bytes[2], &s.bytes[3], &s.bytes[4], &s.bytes[5]};
 }
+
+// Layout 1's first written pointer: Small::ptr[4], the 8th of params_of's parameters.
+constexpr int kFirstWrittenParam = 7;
+static_assert(offsetof(Small, ptr) + 4 * sizeof(CUdeviceptr) == offsetof(Small, ptr[4]));
 
 CUfunction function(std::uint32_t name, int layout) {
   return reinterpret_cast<CUfunction>((static_cast<std::uintptr_t>(name) + 1) << 4 | static_cast<std::uintptr_t>(layout));
@@ -258,6 +267,19 @@ int run_trace(const std::string& file, int iters, int warmup) {
   return 0;
 }
 
+// CAPUCHIN_KERNEL_OUTPUTS declaring every layout-1 function's first written pointer, for the
+// first `names` trace names: the null driver names a function by its handle's bits above the
+// layout (stub_kernel_<name + 1>, stub_driver.cpp), as function() makes it. A launch of such a
+// function then keeps a producer for that output, as on a GPU where probations find most
+// kernels replayable (the null driver's kernels write nothing: no probation says replayable).
+int print_declared_outputs(int names) {
+  for (int n = 0; n < names; ++n)
+    std::printf("%sstub_kernel_%d:%d", n > 0 ? "," : "", static_cast<int>(reinterpret_cast<std::uintptr_t>(function(n, 1)) >> 4),
+                kFirstWrittenParam);
+  std::printf("\n");
+  return 0;
+}
+
 int run_curve(int live, int rounds, int per_round) {
   check(cuInit(0), "cuInit");
   std::vector<CUdeviceptr> held(static_cast<std::size_t>(live));
@@ -306,7 +328,11 @@ int main(int argc, char** argv) {
   curve->add_option("--live", live, "live allocations")->check(CLI::Range(1, 10000000));
   curve->add_option("--rounds", rounds, "timed rounds")->check(CLI::Range(1, 10000));
   curve->add_option("--per-round", per_round, "pairs and launches per round")->check(CLI::Range(1, 10000000));
+  int names = 512;
+  auto* declared = app.add_subcommand("declared-outputs", "print CAPUCHIN_KERNEL_OUTPUTS for every kernel's written pointer");
+  declared->add_option("--names", names, "trace names covered")->check(CLI::Range(1, 100000));
   CLI11_PARSE(app, argc, argv);
   if (trace->parsed()) return run_trace(file, iters, warmup);
+  if (declared->parsed()) return print_declared_outputs(names);
   return run_curve(live, rounds, per_round);
 }

@@ -120,7 +120,7 @@ bool Executor::start_victims(std::uint64_t short_bytes, bool may_wait) {
     if (!mem(b).movable(b)) continue;
     const std::uint64_t idle = now - std::min(now, b.last_tick) + 1;
     const double swap = policy::swap_round_trip_s(b.span, link, lat);
-    const double drop = drops && b.producer ? pressure_drop_cost(b, swap) : -1;  // no producer: no drop (the call's first test)
+    const double drop = drops ? pressure_drop_cost(b, swap) : -1;
     cand.push_back({b.id, b.span, idle, drop >= 0 ? drop : swap, drop >= 0});
   }
   for (policy::VictimOrder order(cand); !order.done() && freed < short_bytes;) {
