@@ -24,7 +24,7 @@ using json = nlohmann::ordered_json;
 
 namespace {
 constexpr std::string_view kFormat = "capuchind-sessions";
-constexpr int kVersion = 1;
+constexpr int kStoreVersion = 1;
 constexpr std::size_t kMaxStoreBytes = 64u << 20;  // far above any bounded store: anything larger is not ours
 constexpr std::size_t kMaxLogReadBytes = 64u << 20;  // per decision-log file read back for a query
 
@@ -78,7 +78,7 @@ std::string store_text(std::uint64_t next_id, const std::string& socket, const s
   for (const auto r : records) size += r.size() + 2;
   std::string out;
   out.reserve(size);
-  out += fmt::format(R"({{"format":"{}","version":{},"socket":{},"next_id":{},"sessions":[)", kFormat, kVersion,
+  out += fmt::format(R"({{"format":"{}","version":{},"socket":{},"next_id":{},"sessions":[)", kFormat, kStoreVersion,
                      json(socket).dump(-1, ' ', false, json::error_handler_t::replace), next_id);
   bool first = true;
   for (const auto r : records) {
@@ -94,9 +94,9 @@ Expected<StoredSessions> parse_store(std::string_view text) {
   const json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) return make_error("not JSON (truncated or overwritten?)");
   if (!j.is_object() || j.value("format", std::string()) != kFormat) return make_error("not a capuchind session store");
-  if (!j.contains("version") || !j["version"].is_number_integer() || j["version"].get<int>() != kVersion)
+  if (!j.contains("version") || !j["version"].is_number_integer() || j["version"].get<int>() != kStoreVersion)
     return make_error(fmt::format("store version {} (this daemon reads version {})",
-                                  j.contains("version") ? j["version"].dump() : std::string("missing"), kVersion));
+                                  j.contains("version") ? j["version"].dump() : std::string("missing"), kStoreVersion));
   if (!j.contains("next_id") || !j["next_id"].is_number_unsigned()) return make_error("no unsigned next_id");
   if (!j.contains("sessions") || !j["sessions"].is_array()) return make_error("no sessions array");
   StoredSessions s;

@@ -21,6 +21,7 @@
 #include "driver_hooks.def"
 #include "exec/executor.hpp"
 #include "exec/launch_scan.hpp"
+#include "hook_common.hpp"
 #include "hooks.hpp"
 #include "kernel_timing.hpp"
 #include "real_api.hpp"
@@ -41,7 +42,6 @@ inline Fn real_of(const Variant& v) {
 inline std::uint8_t thread_flag(const Variant& v) {
   return v.per_thread.load(std::memory_order_relaxed) ? kPerThread : 0;
 }
-inline std::uint64_t u64(const void* p) { return reinterpret_cast<std::uint64_t>(p); }
 
 // Each hook's prototype is exactly the header's for the ABI it wraps (a wrapper of another
 // prototype would forward garbage to the driver).
@@ -52,13 +52,6 @@ inline std::uint64_t u64(const void* p) { return reinterpret_cast<std::uint64_t>
 CAPUCHIN_DRIVER_HOOKS(CAPUCHIN_PFN)
 #undef CAPUCHIN_PFN
 #define REAL(id) real_of<pfn_##id>(v)
-
-// With CAPUCHIN_BUDGET the executor serves allocations and sees every access first
-// (exec/executor.hpp); record() is asked first so capture is started.
-inline bool executor_on(HookScope& scope) {
-  (void)scope.record();
-  return scope.outer && exec::on();
-}
 
 // --- bodies --------------------------------------------------------------------------------
 // Allocation: record after success (we need the pointer). Free: record before the call so

@@ -16,6 +16,7 @@
 #include "copy_shape.hpp"
 #include "exec/executor.hpp"
 #include "exec/launch_scan.hpp"
+#include "hook_common.hpp"
 #include "kernel_timing.hpp"
 #include "real_api.hpp"
 
@@ -35,7 +36,6 @@ F runtime_real(std::atomic<void*>& slot, const char* name) {
   return reinterpret_cast<F>(p);
 }
 
-inline std::uint64_t u64(const void* p) { return reinterpret_cast<std::uint64_t>(p); }
 inline std::uint8_t pt_flag(bool pt) { return pt ? kPerThread : 0; }
 
 CopyHint hint_of(cudaMemcpyKind kind) {
@@ -45,12 +45,6 @@ CopyHint hint_of(cudaMemcpyKind kind) {
     case cudaMemcpyDeviceToDevice: return CopyHint::D2D;
     default: return CopyHint::Infer;
   }
-}
-
-// With CAPUCHIN_BUDGET the executor serves allocations and sees every access first.
-inline bool executor_on(HookScope& scope) {
-  (void)scope.record();
-  return scope.outer && exec::on();
 }
 
 cudaError_t rt_error(CUresult r) {

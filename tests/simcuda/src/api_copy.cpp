@@ -22,7 +22,6 @@ using namespace simcuda;
 
 namespace {
 
-Driver& d() { return driver(); }
 
 struct Side {
   uintptr_t base = 0;

@@ -15,7 +15,6 @@ using namespace simcuda;
 
 namespace {
 
-Driver& d() { return driver(); }
 thread_local CUctx_st* tls_ctx = nullptr;
 thread_local std::vector<CUctx_st*> tls_ctx_stack;
 

@@ -14,7 +14,6 @@ using namespace simcuda;
 
 namespace {
 
-Driver& d() { return driver(); }
 
 bool device_side(PointerClass c) {
   return c == PointerClass::Device || c == PointerClass::Managed || c == PointerClass::VmmDevice;

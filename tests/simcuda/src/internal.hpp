@@ -444,6 +444,7 @@ struct Driver {
 };
 
 Driver& driver();
+inline Driver& d() { return driver(); }  // the API files' shorthand
 bool driver_initialized();
 // The calling thread's current context (a device's primary context, or null).
 CUctx_st*& current_ctx();
