@@ -14,11 +14,16 @@
 //     sync is an event like any other: iterations do not end at host syncs, so a loop with
 //     several syncs per iteration (PyTorch's .item(), blocking copies) is learned like one
 //     with none.
-//   - Locked: every event is matched against the learned iteration; a mismatch returns to
-//     Learning (a stale plan is never followed). At a boundary, the iteration just seen
-//     becomes a plan request when there is no plan for it yet, when a planned swap-in arrived
-//     late, or when the owner invalidated the plan (a new budget). A plan offered for a
-//     request is adopted at the first boundary after it arrived, never mid-iteration, and is
+//     Where no period repeats in signatures, one that repeats in forms (Event::form: the
+//     same ops, kernels and tensor counts, other sizes) is learned instead, once the history
+//     holds three of it: a job whose batch or sequence length changes every step still has a
+//     plan, made for the largest iteration seen (a larger one asks again; until its plan
+//     arrives, the pressure rules cover the difference).
+//   - Locked: every event is matched against the learned iteration (by form, when it was
+//     learned by form); a mismatch returns to Learning (a stale plan is never followed). At a
+//     boundary, the iteration just seen becomes a plan request when there is no plan for it
+//     yet, when a planned swap-in arrived late, or when the owner invalidated the plan (a new
+//     budget). A plan offered for a request is adopted at the first boundary after it arrived, never mid-iteration, and is
 //     followed while the iteration matches: its decisions come back as commands with their
 //     tensors resolved (by place, the k-th allocation of this iteration or of the one before;
 //     tensors live across iterations by id).
@@ -52,7 +57,7 @@ struct ControllerOptions {
   std::uint32_t min_period = 8;              // fewer events than this are not an iteration
   std::uint32_t max_history = 1u << 17;      // events kept (older ones dropped; at least two iterations)
   // Touch the history's storage at construction (about 120 bytes per max_history event: the
-  // event, its signature, room for four tensor ids; 16 MB at the default),
+  // event, its signature and form, room for four tensor ids; 17 MB at the default),
   // so the event path never faults a fresh page in while the history first fills (the
   // executor: a job's first ~100k events would otherwise pay a page fault every 40 events).
   bool prefault = false;
@@ -87,6 +92,8 @@ struct PlanRequest {
 struct ControllerStats {
   std::uint64_t events = 0, iterations = 0, locks = 0, relearns = 0, requests = 0, plans_adopted = 0,
                 iterations_followed = 0, late = 0;
+  std::uint64_t form_locks = 0;    // locks on a period that repeats in forms only
+  std::uint64_t resized = 0;       // events matched by form whose signature differed
 };
 
 class Controller {
@@ -118,6 +125,7 @@ class Controller {
   void offer(std::uint64_t serial, std::shared_ptr<const plan::SegmentPlan> p);
 
   bool locked() const { return locked_; }
+  bool by_form() const { return locked_ && by_form_; }  // the iteration was learned by form
   // At the last relearn: the event one iteration earlier, which the event then did not match.
   const Event& mismatched() const { return mismatched_; }
   bool following() const { return plan_ != nullptr; }
@@ -146,18 +154,24 @@ class Controller {
   void request_from(std::size_t b);  // history index of the iteration's first event
   void trim_history(std::size_t keep_from);
   std::vector<std::uint64_t> allocations_in(std::size_t from, std::size_t to) const;
+  std::uint64_t peak_in(std::size_t from, std::size_t to) const;  // most bytes live after any of them
+  // History entry i as the pattern compares it (its form when learned by form).
+  std::uint64_t key(std::size_t i) const { return by_form_ ? forms_[i] : sigs_[i]; }
 
   ControllerOptions opt_;
   ControllerStats stats_;
   // history: the last events (at least the last two iterations'), their ids in ids_
   std::vector<Stored> hist_;
   std::vector<std::uint64_t> ids_;
-  std::vector<std::uint64_t> sigs_;  // hist_'s signatures alone, for find_period (no copy per try)
+  std::vector<std::uint64_t> sigs_;   // hist_'s signatures alone, for find_period (no copy per try)
+  std::vector<std::uint64_t> forms_;  // and their forms (Event::form, else the signature)
   std::size_t next_try_ = 0;
   FlatMap<std::uint64_t> live_;  // id -> bytes (an id of ~0 is not counted)
   std::uint64_t live_bytes_ = 0;
   // the learned iteration
   bool locked_ = false;
+  bool by_form_ = false;                // pattern_ holds forms (else signatures)
+  std::uint64_t learning_events_ = 0;   // events fed since learning (re)started
   std::vector<std::uint64_t> pattern_;
   std::uint32_t pos_ = 0;
   std::vector<std::uint64_t> cur_locals_, prev_locals_;
@@ -167,6 +181,7 @@ class Controller {
   std::optional<PlanRequest> request_;
   std::uint64_t serial_ = 0, pending_ = 0;  // pending: the serial awaiting an answer (0: none)
   std::uint64_t answered_ = 0;              // the last request answered: a second answer refines it
+  std::uint64_t requested_peak_ = 0;        // peak_in of the iteration last requested
   bool late_since_plan_ = false, invalidated_ = false, failed_ = false;
   bool for_late_only_ = false;  // the pending request was made for late swap-ins alone
   Event mismatched_;            // see mismatched()

@@ -21,6 +21,9 @@ std::uint64_t kernel_signature(const trace::Trace& t, std::uint32_t event);
 // Any event's signature: the op in the top byte, the rest (kernel signature, allocation
 // size, copy size and direction) hashed into the low 56 bits.
 std::uint64_t event_signature(const trace::Trace& t, std::uint32_t event);
+// Its form (policy::Event::form): the signature without sizes (the op; a kernel's name and
+// how many tensors it touches; a copy's direction), as the executor forms its events'.
+std::uint64_t event_form(const trace::Trace& t, std::uint32_t event);
 
 // The scheme both the trace's signatures and the executor's (which hashes what a live job
 // shows: function addresses, sizes) follow. `op` owns the top byte and `v` is spread over the
@@ -33,6 +36,9 @@ inline std::uint64_t op_signature(trace::Op op, std::uint64_t v) {
 }
 // Folds v into a running hash h (boost::hash_combine's mixing step).
 inline std::uint64_t mix_signature(std::uint64_t h, std::uint64_t v) { return h ^ (v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2)); }
+// A form (event_form, policy::Event::form) made of v: salted, so that it is never 0 (which
+// means "no form") and never an op's signature of the same value.
+inline std::uint64_t form_signature(trace::Op op, std::uint64_t v) { return op_signature(op, mix_signature(0x666f726d, v)); }
 
 struct IterationSplit {
   bool found = false;

@@ -30,6 +30,10 @@ struct SegmentEvent {
   std::uint8_t op = 0;
   std::uint8_t dir = 0;                         // copy: trace::CopyDir
   std::uint64_t sig = 0;                        // signature the pattern matcher compares
+  // The signature without sizes (0: the same as sig): the op, a kernel's function and how many
+  // tensors it touches, a copy's direction. The controller falls back to it when iterations
+  // repeat only in it (a batch of another size each step). Not sent to the daemon.
+  std::uint64_t form = 0;
   std::uint64_t id = 0, id2 = kNoSegmentId;     // alloc/free/copy src; copy dst
   std::uint64_t bytes = 0;
   std::uint32_t ids_off = 0, nreads = 0, nwrites = 0;  // kernel: reads then writes in Job::ids

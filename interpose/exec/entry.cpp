@@ -227,6 +227,7 @@ bool alloc(CUdeviceptr* out, std::size_t bytes, CUstream s, bool per_thread, boo
   b->holds_data = false;
   e.blocks.add_live(b);
   policy::Event ev = event(Op::Alloc, op_signature(Op::Alloc, bytes));
+  ev.form = learn::form_signature(Op::Alloc, 0);  // forms leave sizes out (policy::Event::form)
   ev.id = b->id;
   ev.bytes = b->span;
   ++b->pins;  // not a victim of its own allocation's commands
@@ -248,6 +249,7 @@ bool free(CUdeviceptr p, CUstream s, bool per_thread, bool stream_ordered, CUres
   if (b == nullptr) return false;
   ++b->pins;
   policy::Event ev = event(Op::Free, op_signature(Op::Free, b->bytes));
+  ev.form = learn::form_signature(Op::Free, 0);
   ev.id = b->id;
   e.feed(ev, {});
   e.materialize_dependents(*b);  // after the commands: a drop among them may depend on it
@@ -564,6 +566,7 @@ CUresult before_launch(Launch& l, const std::uint64_t* words, unsigned nwords, s
   for (std::size_t i = 0; writes_known && i < cur.size(); ++i)
     if (written(i)) order.push_back(cur[i]->id);
   policy::Event ev = event(Op::Kernel, sig);
+  ev.form = learn::form_signature(Op::Kernel, mix_signature(reinterpret_cast<std::uint64_t>(l.func), cur.size()));
   ev.touch = !writes_known;
   // Writes unknown and no probation of its shape begun here: none can be (no usable shape, a
   // refusal, none left or allowed), so they stay unknown and the planner must not count on
@@ -698,12 +701,14 @@ CUresult before_copy(std::uint64_t dst, std::uint64_t src, std::size_t bytes, CU
   std::span<const std::uint64_t> ids;
   if (memset) {
     ev = event(Op::Kernel, op_signature(Op::Kernel, mix_signature(0x5e75e7, bytes)));
+    ev.form = learn::form_signature(Op::Kernel, mix_signature(0x5e75e7, d != nullptr ? 1 : 0));
     ev.name = e.planning.name_index(1, "memset");
     ev.bytes = bytes;
     if (d != nullptr) one[0] = d->id, ev.nwrites = 1, ids = std::span<const std::uint64_t>(one, 1);
   } else {
     const auto dir = d != nullptr && sb != nullptr ? trace::CopyDir::D2D : d != nullptr ? trace::CopyDir::H2D : trace::CopyDir::D2H;
     ev = event(Op::Copy, op_signature(Op::Copy, mix_signature(static_cast<std::uint64_t>(dir), bytes)));
+    ev.form = learn::form_signature(Op::Copy, static_cast<std::uint64_t>(dir));
     ev.dir = static_cast<std::uint8_t>(dir);
     ev.bytes = bytes;
     ev.id = sb != nullptr ? sb->id : kNoBlockId;

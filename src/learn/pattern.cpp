@@ -20,6 +20,16 @@ std::uint64_t event_signature(const trace::Trace& t, std::uint32_t ev) {
   }
 }
 
+std::uint64_t event_form(const trace::Trace& t, std::uint32_t ev) {
+  const trace::Event& e = t.events[ev];
+  switch (e.op) {
+    case Op::Kernel:
+      return form_signature(e.op, mix_signature(std::hash<std::string>{}(t.names[e.name]), e.access_end - e.access_begin));
+    case Op::Copy: return form_signature(e.op, static_cast<std::uint64_t>(e.dir));
+    default: return form_signature(e.op, 0);
+  }
+}
+
 Pattern make_pattern(const trace::Trace& t, const trace::Iteration& it) {
   Pattern p;
   p.begin = it.begin;

@@ -117,6 +117,7 @@ class CapuchinPolicy final : public sim::Policy {
     policy::Event ev;
     ev.op = static_cast<std::uint8_t>(e.op);
     ev.sig = learn::event_signature(t, i);
+    ev.form = learn::event_form(t, i);
     ids.clear();
     switch (e.op) {
       case Op::Alloc:

@@ -15,6 +15,7 @@ using trace::Op;
 namespace {
 
 bool is(const Event& e, Op op) { return e.op == static_cast<std::uint8_t>(op); }
+std::uint64_t form_of(const Event& e) { return e.form != 0 ? e.form : e.sig; }
 
 std::uint32_t id_count(const Event& e) { return is(e, Op::Kernel) ? e.nreads + e.nwrites : 0; }
 
@@ -31,6 +32,7 @@ Controller::Controller(ControllerOptions o) : opt_(o) {
   // the executor's hook path; untouched capacity costs address space only.
   hist_.reserve(opt_.max_history + 1);
   sigs_.reserve(opt_.max_history + 1);
+  forms_.reserve(opt_.max_history + 1);
   if (opt_.prefault) {
     // Value-initialised once and cleared: the capacity stays, its pages now present. ids_
     // holds a kernel's touched tensors: a few per event on average, more is grown into.
@@ -38,6 +40,8 @@ Controller::Controller(ControllerOptions o) : opt_(o) {
     hist_.clear();
     sigs_.resize(sigs_.capacity());
     sigs_.clear();
+    forms_.resize(forms_.capacity());
+    forms_.clear();
     ids_.resize(4 * static_cast<std::size_t>(opt_.max_history));
     ids_.clear();
   }
@@ -48,9 +52,11 @@ Step Controller::on_event(const Event& e, std::span<const std::uint64_t> ids, st
   ++stats_.events;
   if (locked_) {
     if (pos_ == pattern_.size()) boundary(st);
-    if (pattern_[pos_] != e.sig) {
+    if (pattern_[pos_] != (by_form_ ? form_of(e) : e.sig)) {
       if (hist_.size() >= pattern_.size()) mismatched_ = hist_[hist_.size() - pattern_.size()].e;
       relearn(st);
+    } else if (by_form_ && hist_.size() >= pattern_.size() && hist_[hist_.size() - pattern_.size()].e.sig != e.sig) {
+      ++stats_.resized;
     }
   }
   append(e, ids);
@@ -63,6 +69,7 @@ Step Controller::on_event(const Event& e, std::span<const std::uint64_t> ids, st
   // is periodic with it: a try would find the same period (or a divisor that the live-bytes
   // rule rejected before and rejects again), so tries are made while learning only. (They
   // used to confirm the lock every half history: O(history) each, a tenth of the event path.)
+  if (!locked_) ++learning_events_;
   if (!locked_ && (hist_.size() >= next_try_ || is(e, Op::Sync))) try_lock(st);
   // Half the history stays, even while locked: a lock on a loop inside the iteration ends at
   // its first mismatch, and the relearn finds the whole iteration only in a history holding two
@@ -88,6 +95,7 @@ void Controller::append(const Event& e, std::span<const std::uint64_t> ids) {
   s.live_after = live_bytes_;
   hist_.push_back(s);
   sigs_.push_back(e.sig);
+  forms_.push_back(form_of(e));
 }
 
 // Is the history periodic now (learning only)? Lock on the period and plan the last complete
@@ -97,8 +105,17 @@ void Controller::append(const Event& e, std::span<const std::uint64_t> ids) {
 void Controller::try_lock(Step& st) {
   const std::size_t n = hist_.size();
   next_try_ = n + std::max<std::size_t>(n / 8, opt_.min_period);
-  const learn::Period per = learn::find_period(sigs_, opt_.min_period);
-  if (!per.found) return;
+  learn::Period per = learn::find_period(sigs_, opt_.min_period);
+  // No period in signatures: one in forms, seen three times since learning began (a job whose
+  // every iteration has other sizes), so that signatures had an iteration more to repeat in
+  // (a job whose sizes changed once relearns them by signature).
+  bool by_form = false;
+  if (!per.found) {
+    per = learn::find_period(forms_, opt_.min_period);
+    if (!per.found || learning_events_ < 3 * static_cast<std::uint64_t>(per.period)) return;
+    by_form = true;
+  }
+  by_form_ = by_form;  // key() compares by it from here (relearn() clears it)
   const std::size_t p = per.period;
   // The boundary depends on the iteration's content only, not on where it was detected:
   // fewest live bytes, then right after a sync, then right before an allocation, then the
@@ -110,7 +127,7 @@ void Controller::try_lock(Step& st) {
     if (qs != bs) return qs;
     const bool qa_alloc = is(hist_[q].e, Op::Alloc), ba_alloc = is(hist_[best].e, Op::Alloc);
     if (qa_alloc != ba_alloc) return qa_alloc;
-    return hist_[q].e.sig < hist_[best].e.sig;
+    return key(q) < key(best);
   };
   std::size_t best = n - p;
   for (std::size_t q = n - p + 1; q < n; ++q)
@@ -122,9 +139,13 @@ void Controller::try_lock(Step& st) {
   if (b > 0) {
     const std::uint64_t before = hist_[b - 1].live_after, after = hist_[b + p - 1].live_after;
     const std::uint64_t diff = before > after ? before - after : after - before;
-    if (diff > std::max<std::uint64_t>(before / 100, 64 * 1024)) return;
+    if (diff > std::max<std::uint64_t>(before / 100, 64 * 1024)) {
+      by_form_ = false;
+      return;
+    }
   }
   lock_at(b, p);
+  if (by_form_) ++stats_.form_locks;
   st.locked = true;
 }
 
@@ -133,14 +154,15 @@ void Controller::lock_at(std::size_t b, std::size_t p) {
   locked_ = true;
   ++stats_.locks;
   pattern_.clear();
-  for (std::size_t i = b; i < b + p; ++i) pattern_.push_back(hist_[i].e.sig);
+  for (std::size_t i = b; i < b + p; ++i) pattern_.push_back(key(i));
   pos_ = static_cast<std::uint32_t>(n - (b + p));
   prev_locals_ = allocations_in(b, b + p);
   cur_locals_ = allocations_in(b + p, n);
   failed_ = false;
   // A plan for this very iteration (it changed and came back): followed again from the next
-  // boundary; a new one is asked for only when the circumstances changed.
-  if (last_ && last_->sigs == pattern_) ready_ = last_;
+  // boundary; a new one is asked for only when the circumstances changed. (A plan keeps its
+  // iteration's signatures: one learned by form asks again.)
+  if (!by_form_ && last_ && last_->sigs == pattern_) ready_ = last_;
   if (!ready_ || invalidated_) {
     invalidated_ = false;
     for_late_only_ = false;
@@ -155,11 +177,14 @@ void Controller::boundary(Step& st) {
   const std::size_t p = pattern_.size();
   const std::size_t b = hist_.size() - p;  // the iteration that just ended
   if (pending_ == 0) {
-    const bool want = (!plan_ && !ready_ && !failed_) || late_since_plan_ || invalidated_;
+    // Learned by form, iterations differ in size: the plan is made for the largest seen, so a
+    // larger iteration than the last request's asks again (a few times: each is a new record).
+    const bool larger = by_form_ && peak_in(b, b + p) > requested_peak_;
+    const bool want = (!plan_ && !ready_ && !failed_) || late_since_plan_ || invalidated_ || larger;
     if (want) {
       // Only a request made for late swap-ins alone may be refused in favour of the plan
       // followed (offer): an invalidated plan (a new budget, recomputation switched) must go.
-      for_late_only_ = plan_ != nullptr && late_since_plan_ && !invalidated_;
+      for_late_only_ = plan_ != nullptr && late_since_plan_ && !invalidated_ && !larger;
       late_since_plan_ = false;
       invalidated_ = false;
       failed_ = false;
@@ -202,6 +227,8 @@ void Controller::relearn(Step& st) {
   st.relearn = true;
   ++stats_.relearns;
   locked_ = false;
+  by_form_ = false;
+  learning_events_ = 0;
   pattern_.clear();
   pos_ = 0;
   plan_.reset();
@@ -273,7 +300,15 @@ void Controller::offer(std::uint64_t serial, std::shared_ptr<const plan::Segment
       !(p->replay_s > 0 && p->replay_s < plan_->replay_s))
     return;
   last_ = p;
-  if (locked_ && p->sigs == pattern_) ready_ = std::move(p);
+  // An answer to a request of this lock (relearn() forgets the serials): its signatures are the
+  // pattern's, or, learned by form, those of the iteration it was made from.
+  if (locked_ && (by_form_ || p->sigs == pattern_)) ready_ = std::move(p);
+}
+
+std::uint64_t Controller::peak_in(std::size_t from, std::size_t to) const {
+  std::uint64_t peak = 0;
+  for (std::size_t i = from; i < to && i < hist_.size(); ++i) peak = std::max(peak, hist_[i].live_after);
+  return peak;
 }
 
 std::vector<std::uint64_t> Controller::allocations_in(std::size_t from, std::size_t to) const {
@@ -317,10 +352,11 @@ void Controller::request_from(std::size_t b) {
   std::sort(j.carried.begin(), j.carried.end());
   // The previous iteration is the same iteration only when it matched the pattern too.
   bool prev_same = b >= p;
-  for (std::size_t i = 0; prev_same && i < p; ++i) prev_same = hist_[b - p + i].e.sig == pattern_[i];
+  for (std::size_t i = 0; prev_same && i < p; ++i) prev_same = key(b - p + i) == pattern_[i];
   if (prev_same) j.prev_locals = allocations_in(b - p, b);
   j.baseline = hist_[b + p - 1].live_after;
   j.late = feedback_;
+  requested_peak_ = peak_in(b, b + p);
   request_ = std::move(r);
 }
 
@@ -330,6 +366,7 @@ void Controller::trim_history(std::size_t keep_from) {
   const std::uint32_t drop_ids = keep_from < hist_.size() ? hist_[keep_from].e.ids_off : static_cast<std::uint32_t>(ids_.size());
   hist_.erase(hist_.begin(), hist_.begin() + static_cast<std::ptrdiff_t>(keep_from));
   sigs_.erase(sigs_.begin(), sigs_.begin() + static_cast<std::ptrdiff_t>(keep_from));
+  forms_.erase(forms_.begin(), forms_.begin() + static_cast<std::ptrdiff_t>(keep_from));
   ids_.erase(ids_.begin(), ids_.begin() + drop_ids);
   for (Stored& s : hist_) s.e.ids_off -= drop_ids;
   next_try_ = next_try_ > keep_from ? next_try_ - keep_from : 0;

@@ -73,6 +73,7 @@ class Stream {
     Event e;
     e.op = static_cast<std::uint8_t>(Op::Alloc);
     e.sig = std::uint64_t{static_cast<std::uint8_t>(Op::Alloc)} << 56 | bytes;
+    e.form = learn::form_signature(Op::Alloc, 0);  // as the executor forms them: no sizes
     e.id = id;
     e.bytes = bytes;
     return feed(e, {});
@@ -81,6 +82,7 @@ class Stream {
     Event e;
     e.op = static_cast<std::uint8_t>(Op::Free);
     e.sig = std::uint64_t{static_cast<std::uint8_t>(Op::Free)} << 56;
+    e.form = learn::form_signature(Op::Free, 0);
     e.id = id;
     return feed(e, {});
   }
@@ -88,6 +90,7 @@ class Stream {
     Event e;
     e.op = static_cast<std::uint8_t>(Op::Kernel);
     e.sig = std::uint64_t{static_cast<std::uint8_t>(Op::Kernel)} << 56 | fn;
+    e.form = learn::form_signature(Op::Kernel, learn::mix_signature(fn, ids.size()));
     e.touch = true;
     e.nreads = static_cast<std::uint32_t>(ids.size());
     return feed(e, ids);
@@ -97,6 +100,7 @@ class Stream {
     e.op = static_cast<std::uint8_t>(Op::Copy);
     e.dir = static_cast<std::uint8_t>(trace::CopyDir::H2D);
     e.sig = std::uint64_t{static_cast<std::uint8_t>(Op::Copy)} << 56 | 1;
+    e.form = learn::form_signature(Op::Copy, e.dir);
     e.id2 = dst;
     return feed(e, {});
   }
@@ -237,6 +241,80 @@ TEST(Controller, AChangedIterationDropsThePlanAndTheSamePlanComesBackWithIt) {
   EXPECT_TRUE(c.locked());
   EXPECT_TRUE(c.following());
   EXPECT_FALSE(c.take_request().has_value());
+}
+
+// A job whose activations have another size every iteration (a batch or sequence length that
+// changes each step) repeats in forms only: it is learned by form, follows the plan made for
+// it, and asks again only when an iteration is larger than the one its plan was made for.
+TEST(Controller, LearnsByFormWhenEveryIterationHasOtherSizes) {
+  Controller c;
+  Stream s(c);
+  s.setup();
+  std::uint64_t mib = 4;
+  for (int i = 0; i < 8 && !c.locked(); ++i) s.iteration(1, mib++ << 20);
+  ASSERT_TRUE(c.locked());
+  EXPECT_TRUE(c.by_form());
+  EXPECT_EQ(c.stats().form_locks, 1u);
+  EXPECT_EQ(c.period(), kEventsPerIteration + 1);
+  auto r = c.take_request();
+  ASSERT_TRUE(r.has_value());
+  c.offer(r->serial, toy_plan(r->job));  // its signatures are that iteration's: accepted by form
+  s.to_boundary();
+  const std::uint64_t first = s.next_;
+  s.out.clear();
+  s.iteration(1, 3 << 20, 1);  // the boundary after the iteration the lock came in
+  // That one was larger than the one requested (sizes grew): asked again.
+  auto bigger = c.take_request();
+  ASSERT_TRUE(bigger.has_value());
+  c.offer(bigger->serial, toy_plan(bigger->job));
+  s.resume();
+  EXPECT_TRUE(c.following());
+  ASSERT_EQ(s.out.size(), 2u);
+  EXPECT_EQ(s.out[0].id, first + 1);
+  // Smaller iterations than the one planned: followed, the commands naming each one's own
+  // first activation; no relearn, no new request.
+  for (std::uint64_t m : {2, 5}) {
+    SCOPED_TRACE(m);
+    const std::uint64_t in = s.next_;
+    s.out.clear();
+    s.iteration(1, m << 20);
+    EXPECT_TRUE(c.following());
+    ASSERT_EQ(s.out.size(), 2u);
+    EXPECT_EQ(s.out[0].act, plan::Act::Evict);
+    EXPECT_EQ(s.out[0].id, in + 1);
+  }
+  s.iteration(1, 6 << 20, 1);  // the first event of the next: the boundary after the 5 MiB one
+  EXPECT_FALSE(c.take_request().has_value());
+  EXPECT_EQ(s.relearns, 0);
+  EXPECT_GT(c.stats().resized, 0u);
+  // One larger than any so far: the boundary after it asks for a plan made for it.
+  s.resume();
+  s.iteration(1, 64 << 20);
+  s.iteration(1, 2 << 20, 1);
+  auto again = c.take_request();
+  ASSERT_TRUE(again.has_value());
+  std::uint64_t most = 0;
+  for (const Event& e : again->job.events) most = std::max(most, e.bytes);
+  EXPECT_EQ(most, 64u << 20);
+  EXPECT_TRUE(c.by_form());
+  EXPECT_EQ(s.relearns, 0);
+}
+
+// Sizes that change once (a new batch size) are learned again by signature, as before forms:
+// the form fallback waits for a third iteration since learning began.
+TEST(Controller, SizesThatChangeOnceAreLearnedAgainBySignature) {
+  Controller c;
+  Stream s(c);
+  auto r = s.learn(1);
+  ASSERT_TRUE(r);
+  EXPECT_FALSE(c.by_form());
+  for (int i = 0; i < 2; ++i) s.iteration(1);
+  s.iteration(1, 8 << 20);
+  EXPECT_EQ(s.relearns, 1);
+  for (int i = 0; i < 4 && !c.locked(); ++i) s.iteration(1, 8 << 20);
+  ASSERT_TRUE(c.locked());
+  EXPECT_FALSE(c.by_form());
+  EXPECT_EQ(c.stats().form_locks, 0u);
 }
 
 TEST(Controller, ALateSwapInMakesTheNextBoundaryRequestAPlanCarryingIt) {
