@@ -15,10 +15,11 @@
 //     several syncs per iteration (PyTorch's .item(), blocking copies) is learned like one
 //     with none.
 //     Where no period repeats in signatures, one that repeats in forms (Event::form: the
-//     same ops, kernels and tensor counts, other sizes) is learned instead, once the history
-//     holds three of it: a job whose batch or sequence length changes every step still has a
-//     plan, made for the largest iteration seen (a larger one asks again; until its plan
-//     arrives, the pressure rules cover the difference).
+//     same ops, kernels and tensor counts, other sizes) is learned instead, once three of it
+//     were seen since learning began and it repeats over half the history (not a loop inside
+//     one iteration): a job whose batch or sequence length changes every step still has a
+//     plan, made for the largest iteration seen (one 5% larger asks again; until its plan
+//     arrives, the pressure rules cover the difference; late swap-ins are not fed back).
 //   - Locked: every event is matched against the learned iteration (by form, when it was
 //     learned by form); a mismatch returns to Learning (a stale plan is never followed). At a
 //     boundary, the iteration just seen becomes a plan request when there is no plan for it
@@ -181,7 +182,7 @@ class Controller {
   std::optional<PlanRequest> request_;
   std::uint64_t serial_ = 0, pending_ = 0;  // pending: the serial awaiting an answer (0: none)
   std::uint64_t answered_ = 0;              // the last request answered: a second answer refines it
-  std::uint64_t requested_peak_ = 0;        // peak_in of the iteration last requested
+  std::uint64_t requested_peak_ = 0;        // learned by form: the most peak_in of an iteration requested
   bool late_since_plan_ = false, invalidated_ = false, failed_ = false;
   bool for_late_only_ = false;  // the pending request was made for late swap-ins alone
   Event mismatched_;            // see mismatched()

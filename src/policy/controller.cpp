@@ -108,11 +108,18 @@ void Controller::try_lock(Step& st) {
   learn::Period per = learn::find_period(sigs_, opt_.min_period);
   // No period in signatures: one in forms, seen three times since learning began (a job whose
   // every iteration has other sizes), so that signatures had an iteration more to repeat in
-  // (a job whose sizes changed once relearns them by signature).
+  // (a job whose sizes changed once relearns them by signature), repeating over at least half
+  // the history, and holding a copy or a host sync (the batch's upload, the loss read): a loop
+  // whose steps differ in size only (a model's stages, an optimizer's per-parameter updates)
+  // repeats in forms while the iteration is still seen for the first time (resnet18's 8-event
+  // stage loops were locked on without these).
   bool by_form = false;
   if (!per.found) {
     per = learn::find_period(forms_, opt_.min_period);
-    if (!per.found || learning_events_ < 3 * static_cast<std::uint64_t>(per.period)) return;
+    if (!per.found || learning_events_ < 3 * static_cast<std::uint64_t>(per.period) || 2 * std::size_t{per.repeat} < n) return;
+    bool talks_to_host = false;
+    for (std::size_t i = n - per.period; i < n && !talks_to_host; ++i) talks_to_host = is(hist_[i].e, Op::Copy) || is(hist_[i].e, Op::Sync);
+    if (!talks_to_host) return;
     by_form = true;
   }
   by_form_ = by_form;  // key() compares by it from here (relearn() clears it)
@@ -179,12 +186,16 @@ void Controller::boundary(Step& st) {
   if (pending_ == 0) {
     // Learned by form, iterations differ in size: the plan is made for the largest seen, so a
     // larger iteration than the last request's asks again (a few times: each is a new record).
-    const bool larger = by_form_ && peak_in(b, b + p) > requested_peak_;
-    const bool want = (!plan_ && !ready_ && !failed_) || late_since_plan_ || invalidated_ || larger;
+    // (By 5%: a job whose sizes creep up would otherwise ask at every boundary.) Lateness is
+    // not fed back by form: a plan made from a smaller iteration would replace it.
+    const std::uint64_t peak = by_form_ ? peak_in(b, b + p) : 0;
+    const bool larger = by_form_ && peak > requested_peak_ + requested_peak_ / 20;
+    const bool late = late_since_plan_ && !by_form_;
+    const bool want = (!plan_ && !ready_ && !failed_) || late || invalidated_ || larger;
     if (want) {
       // Only a request made for late swap-ins alone may be refused in favour of the plan
       // followed (offer): an invalidated plan (a new budget, recomputation switched) must go.
-      for_late_only_ = plan_ != nullptr && late_since_plan_ && !invalidated_ && !larger;
+      for_late_only_ = plan_ != nullptr && late && !invalidated_ && !larger;
       late_since_plan_ = false;
       invalidated_ = false;
       failed_ = false;
@@ -229,6 +240,7 @@ void Controller::relearn(Step& st) {
   locked_ = false;
   by_form_ = false;
   learning_events_ = 0;
+  requested_peak_ = 0;
   pattern_.clear();
   pos_ = 0;
   plan_.reset();
@@ -356,7 +368,8 @@ void Controller::request_from(std::size_t b) {
   if (prev_same) j.prev_locals = allocations_in(b - p, b);
   j.baseline = hist_[b + p - 1].live_after;
   j.late = feedback_;
-  requested_peak_ = peak_in(b, b + p);
+  if (!by_form_) requested_peak_ = 0;
+  requested_peak_ = std::max(requested_peak_, peak_in(b, b + p));  // the largest this lock planned for
   request_ = std::move(r);
 }
 

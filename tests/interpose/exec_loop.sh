@@ -40,11 +40,12 @@ if ! cmp -s "$out/reference.txt" "$out/capuchin.txt"; then
   echo "FAIL: results differ under capuchin ($backend, budget $B of peak $P)"
   diff "$out/reference.txt" "$out/capuchin.txt" | head -10 || true; exit 1
 fi
-python3 - "$out" "$B" "${DEVICE:-budget}" "${MAX_LOG_LINES:-20000}" "${EXPECT_LOG:-}" "${NO_FALLBACK:-0}" "${EXPECT_PLAN:-0}" "${EXPECT_DECISIONS:-}" "${FORBID_DECISIONS:-}" <<'PY'
+python3 - "$out" "$B" "${DEVICE:-budget}" "${MAX_LOG_LINES:-20000}" "${EXPECT_LOG:-}" "${NO_FALLBACK:-0}" "${EXPECT_PLAN:-0}" "${EXPECT_DECISIONS:-}" "${FORBID_DECISIONS:-}" "${EXPECT_FORM:-}" <<'PY'
 import json, re, sys
 out, budget, device, max_lines, expect, no_fallback = sys.argv[1], int(sys.argv[2]), sys.argv[3], int(sys.argv[4]), sys.argv[5], sys.argv[6] == "1"
 expect_plan = sys.argv[7] == "1"
 expect_decisions, forbid_decisions = sys.argv[8].split(), sys.argv[9].split()
+expect_form = sys.argv[10]  # "1": learned by form (sizes change every step), "0": by signature, "": either
 errors = []
 err = open(f"{out}/capuchin.err").read()
 m = re.search(r"executor summary: .*", err)
@@ -71,6 +72,11 @@ for unwanted in forbid_decisions:
     if n: errors.append(f"{n} {action} decisions with reason {reason!r} in the decision log")
 if no_fallback and "fallback" in actions: errors.append("fallback decisions: " + "; ".join(l for l in lines if '"fallback"' in l)[:300])
 if expect and not re.search(expect, err): errors.append(f"stderr does not match {expect!r}")
+if m and expect_form:
+    f = re.search(r"form_locks=(\d+)", m.group(0))
+    locks = int(f.group(1)) if f else -1
+    if expect_form == "1" and locks < 1: errors.append(f"not learned by form (form_locks={locks})")
+    if expect_form == "0" and locks != 0: errors.append(f"learned by form (form_locks={locks}) though its sizes repeat")
 if expect_plan:
     recs = [json.loads(l) for l in lines]
     planned = re.search(r"planned_iterations=(\d+)", m.group(0) if m else "")

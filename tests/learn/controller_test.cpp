@@ -300,6 +300,35 @@ TEST(Controller, LearnsByFormWhenEveryIterationHasOtherSizes) {
   EXPECT_EQ(s.relearns, 0);
 }
 
+// A job of fixed sizes whose iteration holds a loop of steps alike but for their sizes (a
+// model's stages, an optimizer's per-parameter updates): the loop repeats in forms long before
+// the iteration repeats at all, and it is not taken for the iteration.
+TEST(Controller, ALoopOfStepsAlikeButForSizesIsNotTakenForTheIteration) {
+  Controller c;
+  Stream s(c);
+  s.setup();
+  constexpr int kSteps = 6, kStepEvents = 8;
+  for (int i = 0; i < 6 && !c.locked(); ++i) {
+    s.iteration(1);
+    for (int k = 0; k < kSteps; ++k) {
+      const std::uint64_t a = s.next_++, b = s.next_++;
+      s.alloc(a, static_cast<std::uint64_t>(k + 1) << 16);
+      s.alloc(b, static_cast<std::uint64_t>(k + 1) << 17);
+      s.kernel(0xe0, {Stream::kWeights, a});
+      s.kernel(0xe1, {a, b});
+      s.kernel(0xe2, {b, Stream::kWeights});
+      s.free(a);
+      s.free(b);
+      s.kernel(0xe3, {Stream::kWeights});
+    }
+  }
+  ASSERT_TRUE(c.locked());
+  EXPECT_FALSE(c.by_form());
+  EXPECT_EQ(c.period(), kEventsPerIteration + 1 + kSteps * kStepEvents);
+  EXPECT_EQ(c.stats().form_locks, 0u);
+  EXPECT_EQ(s.relearns, 0);
+}
+
 // Sizes that change once (a new batch size) are learned again by signature, as before forms:
 // the form fallback waits for a third iteration since learning began.
 TEST(Controller, SizesThatChangeOnceAreLearnedAgainBySignature) {
