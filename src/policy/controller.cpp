@@ -368,8 +368,7 @@ void Controller::request_from(std::size_t b) {
   if (prev_same) j.prev_locals = allocations_in(b - p, b);
   j.baseline = hist_[b + p - 1].live_after;
   j.late = feedback_;
-  if (!by_form_) requested_peak_ = 0;
-  requested_peak_ = std::max(requested_peak_, peak_in(b, b + p));  // the largest this lock planned for
+  requested_peak_ = std::max(requested_peak_, peak_in(b, b + p));  // the largest this lock planned for (read by form only)
   request_ = std::move(r);
 }
 
