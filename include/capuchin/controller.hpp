@@ -21,10 +21,24 @@
 //     plan, made for the largest iteration seen (one 5% larger asks again; until its plan
 //     arrives, the pressure rules cover the difference; late swap-ins are not fed back).
 //   - Locked: every event is matched against the learned iteration (by form, when it was
-//     learned by form); a mismatch returns to Learning (a stale plan is never followed). At a
+//     learned by form). A real job's iterations are not all alike: a loss logged every N
+//     steps adds a copy and a sync, one tensor may change size. A few events that differ are
+//     followed on (tolerated): an event of the expected form with another size takes its
+//     place (substituted), an event that matches one of the next few places means the ones
+//     between did not come (skipped: their decisions are issued now, their allocations are
+//     absent), any other is extra (outside the iteration's places: its tensor is no plan
+//     local). Only an iteration that talks to the host (a copy or a sync: not a loop inside
+//     an iteration) tolerates any, and at most max(min_tolerated, period / tolerated_share)
+//     places substituted or skipped and max(min_extra, period / extra_share) extra events
+//     per iteration; one more returns to Learning (a plan for another iteration is not
+//     followed). An event that differs is held until the next one tells which it was. A plan's decisions act through residency checks, so a place that names
+//     another tensor than planned costs time, never correctness. At a
 //     boundary, the iteration just seen becomes a plan request when there is no plan for it
 //     yet, when a planned swap-in arrived late, or when the owner invalidated the plan (a new
-//     budget). A plan offered for a request is adopted at the first boundary after it arrived, never mid-iteration, and is
+//     budget); an iteration that differed asks only when it repeats the one before it exactly
+//     (the job changed a little for good) or a plan is due for another reason than lateness,
+//     and then becomes the learned iteration itself (rebased), so the answer made from it is
+//     adopted. A plan offered for a request is adopted at the first boundary after it arrived, never mid-iteration, and is
 //     followed while the iteration matches: its decisions come back as commands with their
 //     tensors resolved (by place, the k-th allocation of this iteration or of the one before;
 //     tensors live across iterations by id).
@@ -62,6 +76,14 @@ struct ControllerOptions {
   // so the event path never faults a fresh page in while the history first fills (the
   // executor: a job's first ~100k events would otherwise pay a page fault every 40 events).
   bool prefault = false;
+  // Differences from the learned iteration per iteration before it is learned again (see
+  // Locked above): places substituted or skipped, at least min_tolerated, else one in
+  // tolerated_share of the period; extra events (which leave every place where it was: a
+  // logging step's handful), at least min_extra, else one in extra_share.
+  std::uint32_t min_tolerated = 4;
+  std::uint32_t tolerated_share = 32;
+  std::uint32_t min_extra = 16;
+  std::uint32_t extra_share = 8;
 };
 
 // A plan decision for the running iteration, its tensor resolved.
@@ -81,6 +103,7 @@ struct Step {
   bool locked = false;     // the iteration was learned at this event
   bool relearn = false;    // this event did not match the learned iteration: learning again
   bool adopted = false;    // a new plan is followed from this event on
+  bool tolerated = false;  // this event differed from the learned iteration and was followed on
 };
 
 // A plan request: the SegmentJob is complete but for what only the owner knows (names,
@@ -95,6 +118,8 @@ struct ControllerStats {
                 iterations_followed = 0, late = 0;
   std::uint64_t form_locks = 0;    // locks on a period that repeats in forms only
   std::uint64_t resized = 0;       // events matched by form whose signature differed
+  std::uint64_t tolerated = 0;     // events locked that differed and were followed on (places skipped count one each)
+  std::uint64_t rebased = 0;       // iterations that differed and became the learned one
 };
 
 class Controller {
@@ -127,8 +152,11 @@ class Controller {
 
   bool locked() const { return locked_; }
   bool by_form() const { return locked_ && by_form_; }  // the iteration was learned by form
-  // At the last relearn: the event one iteration earlier, which the event then did not match.
+  // The last event that differed from the learned iteration (differed) and the event one
+  // iteration earlier at its place (mismatched), for the owner's log of a relearn or a
+  // tolerated difference.
   const Event& mismatched() const { return mismatched_; }
+  const Event& differed() const { return differed_; }
   bool following() const { return plan_ != nullptr; }
   std::uint32_t period() const { return locked_ ? static_cast<std::uint32_t>(pattern_.size()) : 0; }
   std::uint32_t position() const { return pos_; }
@@ -149,13 +177,32 @@ class Controller {
   void append(const Event& e, std::span<const std::uint64_t> ids);
   void try_lock(Step& st);
   void lock_at(std::size_t b, std::size_t p);
+  // Locked: whether `e` takes the learned iteration's next place (false: an extra event);
+  // may end the iteration (boundary), skip places or return to Learning.
+  bool match(const Event& e, Step& st, std::vector<Command>& out);
+  struct Held {  // an event that differed, until the next tells what it was
+    bool valid = false;
+    std::uint8_t op = 0;
+    std::uint64_t id = 0, key = 0, form = 0;
+  };
+  void hold(const Event& e, std::uint64_t k);
+  bool resolve(const Event& e, std::uint64_t k, Step& st, std::vector<Command>& out);
+  enum class Cost : std::uint8_t { Places, Extra };
+  bool charge(Cost kind, std::uint32_t n, Step& st);
+  void take_place(const Held& h, Step& st, std::vector<Command>& out);
+  bool at_place(const Event& e, std::uint64_t k, Step& st);
+  void note_mismatch(const Event& got);
+  std::uint32_t tolerance(Cost kind) const;
+  void set_pattern(std::size_t b, std::size_t p);  // the learned iteration := history [b, b + p)
   void boundary(Step& st);
   void follow(std::vector<Command>& out);
   void relearn(Step& st);
   void request_from(std::size_t b);  // history index of the iteration's first event
   void trim_history(std::size_t keep_from);
   std::vector<std::uint64_t> allocations_in(std::size_t from, std::size_t to) const;
-  std::uint64_t peak_in(std::size_t from, std::size_t to) const;  // most bytes live after any of them
+  std::uint64_t peak_in(std::size_t from, std::size_t to) const;
+  // History [b, b + len) is the same events as the len before it (by key()).
+  bool repeats_previous(std::size_t b, std::size_t len) const;  // most bytes live after any of them
   // History entry i as the pattern compares it (its form when learned by form).
   std::uint64_t key(std::size_t i) const { return by_form_ ? forms_[i] : sigs_[i]; }
 
@@ -174,7 +221,14 @@ class Controller {
   bool by_form_ = false;                // pattern_ holds forms (else signatures)
   std::uint64_t learning_events_ = 0;   // events fed since learning (re)started
   std::vector<std::uint64_t> pattern_;
+  std::vector<std::uint64_t> pattern_forms_;  // its forms, for a substitution by size
+  std::vector<std::uint8_t> pattern_ops_;     // its ops, for the allocations of skipped places
+  bool talks_to_host_ = false;                // it holds a copy or a sync: differences are tolerated
   std::uint32_t pos_ = 0;
+  std::uint32_t iter_events_ = 0;    // events of the running iteration in the history (its places and extras)
+  std::uint32_t places_differed_ = 0, extras_ = 0;  // of the running iteration, tolerated
+  std::uint32_t carried_ = 0;  // at a boundary: events last in the history that are the next iteration's
+  Held held_;
   std::vector<std::uint64_t> cur_locals_, prev_locals_;
   // plans
   std::shared_ptr<const plan::SegmentPlan> plan_, ready_, last_;
@@ -185,7 +239,7 @@ class Controller {
   std::uint64_t requested_peak_ = 0;        // learned by form: the most peak_in of an iteration requested
   bool late_since_plan_ = false, invalidated_ = false, failed_ = false;
   bool for_late_only_ = false;  // the pending request was made for late swap-ins alone
-  Event mismatched_;            // see mismatched()
+  Event mismatched_, differed_;  // see mismatched()
   std::unordered_map<std::uint64_t, plan::LateArrival> awaited_;  // id -> its place and access (late_s 0)
   std::vector<plan::LateArrival> feedback_;                       // accumulated while the iteration holds
 };

@@ -328,7 +328,8 @@ void Executor::settle_managed_out(std::uint64_t incoming) {
 
 // What differed, so that a job whose iterations never repeat exactly can be told why (the
 // kind of event, its bytes, how many tensors a kernel touched).
-void Executor::log_relearn(std::uint32_t pos, std::uint32_t period, const policy::Event& was, const policy::Event& got) {
+void Executor::log_difference(std::uint32_t pos, std::uint32_t period, const policy::Event& was, const policy::Event& got,
+                              bool relearn) {
   const auto what = [](const policy::Event& e, char* buf, std::size_t n) {
     const std::string_view op = trace::to_string(static_cast<trace::Op>(e.op));
     if (static_cast<trace::Op>(e.op) == trace::Op::Kernel)
@@ -340,7 +341,8 @@ void Executor::log_relearn(std::uint32_t pos, std::uint32_t period, const policy
   what(was, a, sizeof a);
   what(got, b, sizeof b);
   log(LogLevel::Info, "executor: the iteration changed at position %u of %u (event %" PRIu64 "): %s where the last "
-                      "iteration had %s; learning it again", pos, period, planning.controller().tick(), b, a);
+                      "iteration had %s; %s", pos, period, planning.controller().tick(), b, a,
+      relearn ? "learning it again" : "followed on (a few differences per iteration are tolerated)");
 }
 
 policy::Step Executor::feed(const policy::Event& ev, std::span<const std::uint64_t> ids) {
@@ -352,7 +354,13 @@ policy::Step Executor::feed(const policy::Event& ev, std::span<const std::uint64
   cmds.clear();
   const std::uint32_t pos = planning.controller().position(), period = planning.controller().period();
   const policy::Step st = planning.feed(ev, ids, cmds, ledger.budget);
-  if (st.relearn) log_relearn(pos, period, planning.controller().mismatched(), ev);
+  const policy::Controller& ctl = planning.controller();
+  if (st.relearn) log_difference(pos, period, ctl.mismatched(), ctl.differed(), true);
+  // Tolerated differences: the first few only (a logging step every N iterations would fill the log).
+  if (st.tolerated && !st.relearn && tolerated_logged < kToleratedLogged) {
+    ++tolerated_logged;
+    log_difference(pos, period, ctl.mismatched(), ctl.differed(), false);
+  }
   if (st.locked)
     log(LogLevel::Info, "executor: learned an iteration of %u events (event %" PRIu64 ")", planning.controller().period(),
         planning.controller().tick());
@@ -639,13 +647,13 @@ void shutdown() {
       " fallbacks=%" PRIu64 " iterations=%" PRIu64 " period=%u plans=%" PRIu64 " planned_iterations=%" PRIu64
       " relearns=%" PRIu64 " timed_launches=%" PRIu64 "/%" PRIu64 " host_pool_peak=%" PRIu64 " on_demand_per_iteration=[%s]"
       " probations=%" PRIu64 " probation_bytes=%" PRIu64 " probation_copied=%" PRIu64 " checksum=%s"
-      " replayable_shapes=%" PRIu64 " form_locks=%" PRIu64 " resized_events=%" PRIu64,
+      " replayable_shapes=%" PRIu64 " form_locks=%" PRIu64 " resized_events=%" PRIu64 " tolerated_events=%" PRIu64 " rebased=%" PRIu64,
       e.opt.backend == Backend::Pinned ? "pinned" : "uvm", e.pending_peak_multiple > 0 ? 0 : e.ledger.budget, e.ledger.peak(), e.need.min_needed, t.of(Action::Evict), t.of(Action::Prefetch),
       t.of(Action::SwapinOnDemand), t.of(Action::Stall), t.of(Action::Drop), t.of(Action::Recompute), t.of(Action::Fallback),
       cs.iterations, e.planning.controller().period(), cs.plans_adopted, cs.iterations_followed, cs.relearns,
       e.planning.launches_timed(), e.planning.launches_seen(), e.pool.peak_bytes(), per.c_str(), e.write_sets.probations(),
       e.write_sets.bytes_hashed(), e.write_sets.bytes_copied(), e.checksums.used() ? "device" : "host",
-      e.write_sets.replayable_shapes(), cs.form_locks, cs.resized);
+      e.write_sets.replayable_shapes(), cs.form_locks, cs.resized, cs.tolerated, cs.rebased);
   e.decisions.finish();
 }
 

@@ -117,6 +117,8 @@ class Executor {
   bool other_device_noted = false;  // an allocation on another device was passed through (logged once)
   bool device_unknown_noted = false;  // an allocation with no current device was passed through (logged once)
   bool other_device_use_noted = false;  // another device's work used the executor's blocks (logged once)
+  static constexpr int kToleratedLogged = 8;
+  int tolerated_logged = 0;  // differences from the learned iteration followed on and logged (the first few)
   std::uint64_t evictions_started = 0;
   // Work whose accesses are unknown (graph launches, unscanned launches) forwarded and not yet
   // recorded: while any is in flight nothing moves out (it may use any block).
@@ -154,7 +156,9 @@ class Executor {
   void await_quiet(Block& b);        // every event quiet_events(b) lists (pins b meanwhile)
   void settle_managed_out(std::uint64_t incoming);  // enough managed moves out complete for `incoming` more Vmm bytes
   policy::Step feed(const policy::Event& e, std::span<const std::uint64_t> ids);  // + commands applied
-  void log_relearn(std::uint32_t pos, std::uint32_t period, const policy::Event& was, const policy::Event& got);
+  // The event that differed from the learned iteration: learning again, or followed on.
+  void log_difference(std::uint32_t pos, std::uint32_t period, const policy::Event& was, const policy::Event& got,
+                      bool relearn);
   void end_iteration();
   void judge_recomputation();  // the trial's step at an iteration end
   void poll_lateness();

@@ -16,6 +16,7 @@ namespace {
 
 bool is(const Event& e, Op op) { return e.op == static_cast<std::uint8_t>(op); }
 std::uint64_t form_of(const Event& e) { return e.form != 0 ? e.form : e.sig; }
+constexpr std::uint64_t kAbsent = ~std::uint64_t{0};  // a skipped place's allocation
 
 std::uint32_t id_count(const Event& e) { return is(e, Op::Kernel) ? e.nreads + e.nwrites : 0; }
 
@@ -50,20 +51,15 @@ Controller::Controller(ControllerOptions o) : opt_(o) {
 Step Controller::on_event(const Event& e, std::span<const std::uint64_t> ids, std::vector<Command>& out) {
   Step st;
   ++stats_.events;
-  if (locked_) {
-    if (pos_ == pattern_.size()) boundary(st);
-    if (pattern_[pos_] != (by_form_ ? form_of(e) : e.sig)) {
-      if (hist_.size() >= pattern_.size()) mismatched_ = hist_[hist_.size() - pattern_.size()].e;
-      relearn(st);
-    } else if (by_form_ && hist_.size() >= pattern_.size() && hist_[hist_.size() - pattern_.size()].e.sig != e.sig) {
-      ++stats_.resized;
-    }
-  }
+  const bool place = locked_ && match(e, st, out);
   append(e, ids);
   if (locked_) {
-    if (is(e, Op::Alloc)) cur_locals_.push_back(e.id);
-    ++pos_;
-    follow(out);
+    ++iter_events_;
+    if (place) {
+      if (is(e, Op::Alloc)) cur_locals_.push_back(e.id);
+      ++pos_;
+      follow(out);
+    }
   }
   // Locked, every event is checked against the pattern above, so the history since the lock
   // is periodic with it: a try would find the same period (or a divisor that the live-bytes
@@ -74,9 +70,122 @@ Step Controller::on_event(const Event& e, std::span<const std::uint64_t> ids, st
   // Half the history stays, even while locked: a lock on a loop inside the iteration ends at
   // its first mismatch, and the relearn finds the whole iteration only in a history holding two
   // of it (trimming to the locked period's last repeats would leave it only the loop to find).
-  const std::size_t keep = std::max<std::size_t>(opt_.max_history / 2, 2 * pattern_.size() + pos_);
+  const std::size_t keep = std::max<std::size_t>(opt_.max_history / 2, 2 * pattern_.size() + iter_events_);
   if (hist_.size() > opt_.max_history && hist_.size() > keep) trim_history(hist_.size() - keep);
   return st;
+}
+
+// Locked. An event that differs is held until the next one tells what it was (resolve).
+bool Controller::match(const Event& e, Step& st, std::vector<Command>& out) {
+  if (pos_ == pattern_.size()) boundary(st);
+  const std::uint64_t k = by_form_ ? form_of(e) : e.sig;
+  if (held_.valid) return resolve(e, k, st, out);
+  if (pattern_[pos_] == k) {
+    if (by_form_ && hist_.size() >= pattern_.size() && hist_[hist_.size() - pattern_.size()].e.sig != e.sig) ++stats_.resized;
+    return true;
+  }
+  note_mismatch(e);
+  if (!talks_to_host_) {
+    relearn(st);
+    return false;
+  }
+  hold(e, k);
+  return false;
+}
+
+std::uint32_t Controller::tolerance(Cost kind) const {
+  if (!talks_to_host_) return 0;
+  const std::uint32_t p = static_cast<std::uint32_t>(pattern_.size());
+  if (kind == Cost::Places) return std::max(opt_.min_tolerated, p / std::max<std::uint32_t>(opt_.tolerated_share, 1));
+  return std::max(opt_.min_extra, p / std::max<std::uint32_t>(opt_.extra_share, 1));
+}
+
+// `got` differs from the event one iteration earlier at this place (the previous iteration's,
+// when it had no extras).
+void Controller::note_mismatch(const Event& got) {
+  const std::size_t p = pattern_.size(), start = hist_.size() - iter_events_;
+  if (start + pos_ >= p) mismatched_ = hist_[start + pos_ - p].e;
+  differed_ = got;
+}
+
+void Controller::hold(const Event& e, std::uint64_t k) { held_ = Held{true, e.op, e.id, k, form_of(e)}; }
+
+// The held event h did not take place pos_; `e` (key k) tells what it was, the first that
+// fits: extra (e takes pos_), substituted (h has pos_'s form, e takes the next), or the
+// j places from pos_ skipped (h takes pos_ + j, e the next). Else h was extra and e is held in
+// its turn (or differs the same way). Each costs its places (extra and substituted one); past
+// the tolerance, learning again.
+bool Controller::resolve(const Event& e, std::uint64_t k, Step& st, std::vector<Command>& out) {
+  constexpr std::uint32_t kLookAhead = 8;  // places a skip may cover
+  const Held h = held_;
+  held_.valid = false;
+  const std::size_t p = pattern_.size();
+  auto expect = [&](std::size_t i) { return pattern_[i % p]; };  // i may run into the next iteration
+  if (pattern_[pos_] == k) return charge(Cost::Extra, 1, st) && at_place(e, k, st);
+  if (!by_form_ && pattern_forms_[pos_] == h.form && expect(pos_ + 1) == k) {
+    if (!charge(Cost::Places, 1, st)) return false;
+    take_place(h, st, out);
+    return at_place(e, k, st);
+  }
+  for (std::uint32_t j = 1; j <= kLookAhead && j < p && pos_ + j <= p; ++j) {
+    if (expect(pos_ + j) != h.key || expect(pos_ + j + 1) != k) continue;
+    // More places than tolerated: rather extra events that happen to look like later ones (a
+    // logging step's read-back and sync, like the loss read's a few places on).
+    if (places_differed_ + j > tolerance(Cost::Places)) break;
+    if (!charge(Cost::Places, j, st)) return false;
+    // The places between did not come: their allocations are absent (later places keep their
+    // numbers), their decisions are issued now (prefetches for later accesses still serve).
+    for (std::uint32_t i = 0; i < j; ++i) {
+      if (pattern_ops_[pos_] == static_cast<std::uint8_t>(Op::Alloc)) cur_locals_.push_back(kAbsent);
+      ++pos_;
+      follow(out);
+    }
+    take_place(h, st, out);
+    return at_place(e, k, st);
+  }
+  if (!charge(Cost::Extra, 1, st)) return false;
+  note_mismatch(e);
+  hold(e, k);
+  return false;
+}
+
+// Counts n differences of the running iteration (places substituted or skipped, or extra
+// events): false (learning again) past the tolerance of their kind.
+bool Controller::charge(Cost kind, std::uint32_t n, Step& st) {
+  std::uint32_t& used = kind == Cost::Places ? places_differed_ : extras_;
+  if (used + n > tolerance(kind)) {
+    relearn(st);
+    return false;
+  }
+  used += n;
+  stats_.tolerated += n;
+  st.tolerated = true;
+  return true;
+}
+
+// The held event takes the next place, late by one event (the iteration ends first when it was
+// complete: the held event came after its end, and belongs to the next one).
+void Controller::take_place(const Held& h, Step& st, std::vector<Command>& out) {
+  if (pos_ == pattern_.size()) {
+    --iter_events_;  // the held event, last in the history, is the next iteration's
+    carried_ = 1;
+    boundary(st);
+    carried_ = 0;
+    iter_events_ = 1;
+  }
+  if (h.op == static_cast<std::uint8_t>(Op::Alloc)) cur_locals_.push_back(h.id);
+  ++pos_;
+  follow(out);
+}
+
+// Whether the event of key k takes the next place (the caller takes it), once an iteration
+// that is complete has ended (a rebase there may have changed what comes first).
+bool Controller::at_place(const Event& e, std::uint64_t k, Step& st) {
+  if (pos_ == pattern_.size()) boundary(st);
+  if (pattern_[pos_] == k) return true;
+  note_mismatch(e);
+  charge(Cost::Extra, 1, st);  // (or, past the tolerance, learning again)
+  return false;
 }
 
 void Controller::append(const Event& e, std::span<const std::uint64_t> ids) {
@@ -160,9 +269,11 @@ void Controller::lock_at(std::size_t b, std::size_t p) {
   const std::size_t n = hist_.size();
   locked_ = true;
   ++stats_.locks;
-  pattern_.clear();
-  for (std::size_t i = b; i < b + p; ++i) pattern_.push_back(key(i));
+  set_pattern(b, p);
   pos_ = static_cast<std::uint32_t>(n - (b + p));
+  iter_events_ = pos_;
+  places_differed_ = 0;
+  extras_ = 0;
   prev_locals_ = allocations_in(b, b + p);
   cur_locals_ = allocations_in(b + p, n);
   failed_ = false;
@@ -177,25 +288,55 @@ void Controller::lock_at(std::size_t b, std::size_t p) {
   }
 }
 
+void Controller::set_pattern(std::size_t b, std::size_t p) {
+  pattern_.clear();
+  pattern_forms_.clear();
+  pattern_ops_.clear();
+  talks_to_host_ = false;
+  for (std::size_t i = b; i < b + p; ++i) {
+    pattern_.push_back(key(i));
+    pattern_forms_.push_back(forms_[i]);
+    pattern_ops_.push_back(hist_[i].e.op);
+    talks_to_host_ = talks_to_host_ || is(hist_[i].e, Op::Copy) || is(hist_[i].e, Op::Sync);
+  }
+}
+
 void Controller::boundary(Step& st) {
   st.boundary = true;
   ++stats_.iterations;
   if (plan_) ++stats_.iterations_followed;
-  const std::size_t p = pattern_.size();
-  const std::size_t b = hist_.size() - p;  // the iteration that just ended
+  const std::size_t len = iter_events_;  // the iteration that just ended: [b, b + len)
+  const std::size_t b = hist_.size() - carried_ - len;
+  const bool differed = places_differed_ + extras_ > 0;
   if (pending_ == 0) {
     // Learned by form, iterations differ in size: the plan is made for the largest seen, so a
     // larger iteration than the last request's asks again (a few times: each is a new record).
     // (By 5%: a job whose sizes creep up would otherwise ask at every boundary.) Lateness is
     // not fed back by form: a plan made from a smaller iteration would replace it.
-    const std::uint64_t peak = by_form_ ? peak_in(b, b + p) : 0;
+    const std::uint64_t peak = by_form_ ? peak_in(b, b + len) : 0;
     const bool larger = by_form_ && peak > requested_peak_ + requested_peak_ / 20;
     const bool late = late_since_plan_ && !by_form_;
-    const bool want = (!plan_ && !ready_ && !failed_) || late || invalidated_ || larger;
+    bool want = (!plan_ && !ready_ && !failed_) || late || invalidated_ || larger;
+    // An iteration that differed in a few places asks when it repeats the one before exactly
+    // (the job changed a little for good) or a plan must be asked now (none, a new budget, a
+    // larger iteration); it becomes the learned iteration, so that the answer (made from it,
+    // with its signatures) is adopted. Lateness alone waits for an iteration that did not
+    // differ: one that differed once (a logging step) keeps the learned iteration.
+    bool rebased = false;
+    if (differed) {
+      want = repeats_previous(b, len) || (!plan_ && !ready_ && !failed_) || invalidated_ || larger;
+      if (want) {
+        set_pattern(b, len);
+        cur_locals_ = allocations_in(b, b + len);  // its places now, extras included
+        ++stats_.rebased;
+        rebased = true;
+      }
+    }
     if (want) {
       // Only a request made for late swap-ins alone may be refused in favour of the plan
-      // followed (offer): an invalidated plan (a new budget, recomputation switched) must go.
-      for_late_only_ = plan_ != nullptr && late && !invalidated_ && !larger;
+      // followed (offer): an invalidated plan (a new budget, recomputation switched) must go, and
+      // so must a plan for the iteration before a rebase.
+      for_late_only_ = plan_ != nullptr && late && !invalidated_ && !larger && !rebased;
       late_since_plan_ = false;
       invalidated_ = false;
       failed_ = false;
@@ -213,6 +354,9 @@ void Controller::boundary(Step& st) {
   prev_locals_.swap(cur_locals_);
   cur_locals_.clear();
   pos_ = 0;
+  iter_events_ = 0;
+  places_differed_ = 0;
+  extras_ = 0;
 }
 
 void Controller::follow(std::vector<Command>& out) {
@@ -221,12 +365,12 @@ void Controller::follow(std::vector<Command>& out) {
   const auto& ds = plan_->decisions;
   while (next_ < ds.size() && ds[next_].at <= at) {
     const plan::SegmentDecision& d = ds[next_++];
-    if (d.at < at) continue;
     std::uint64_t id = d.id;
     if (d.local) {
       const auto& places = d.prev ? prev_locals_ : cur_locals_;
       if (d.k >= places.size()) continue;  // not allocated (yet): nothing to act on
       id = places[d.k];
+      if (id == kAbsent) continue;  // its place was skipped: nothing to act on
     }
     const plan::LateArrival place{d.local, d.prev, d.k, d.id, d.access, 0.0};
     out.push_back(Command{d.act, id, d.reason, d.cost_s, d.at, d.access, place});
@@ -242,7 +386,14 @@ void Controller::relearn(Step& st) {
   learning_events_ = 0;
   requested_peak_ = 0;
   pattern_.clear();
+  pattern_forms_.clear();
+  pattern_ops_.clear();
+  talks_to_host_ = false;
+  held_ = Held{};
   pos_ = 0;
+  iter_events_ = 0;
+  places_differed_ = 0;
+  extras_ = 0;
   plan_.reset();
   ready_.reset();
   next_ = 0;
@@ -315,6 +466,13 @@ void Controller::offer(std::uint64_t serial, std::shared_ptr<const plan::Segment
   // An answer to a request of this lock (relearn() forgets the serials): its signatures are the
   // pattern's, or, learned by form, those of the iteration it was made from.
   if (locked_ && (by_form_ || p->sigs == pattern_)) ready_ = std::move(p);
+}
+
+bool Controller::repeats_previous(std::size_t b, std::size_t len) const {
+  if (b < len) return false;
+  for (std::size_t i = 0; i < len; ++i)
+    if (key(b - len + i) != key(b + i)) return false;
+  return true;
 }
 
 std::uint64_t Controller::peak_in(std::size_t from, std::size_t to) const {

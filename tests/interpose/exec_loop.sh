@@ -13,6 +13,8 @@
 #     planned iterations; the decision log has a `plan` record and evictions the plan made,
 #     i.e. with a planner's reason, not only `pressure` ones), and, once two iterations followed
 #     it, not every launch was timed. No hook ever waits for a plan.
+#   - MAX_RELEARNS=N: the executor learned the iteration again at most N times (summary's
+#     relearns), and when set, its summary counts tolerated_events (EXPECT_TOLERATED=1: some);
 #   - EXPECT_DECISIONS="action:reason ...": the decision log has each (e.g. recompute:chain,
 #     a dropped tensor recomputed as the input of another recomputation); FORBID_DECISIONS the
 #     same, none of them (e.g. evict:msps, a drop the plan made that the executor refused and
@@ -40,12 +42,13 @@ if ! cmp -s "$out/reference.txt" "$out/capuchin.txt"; then
   echo "FAIL: results differ under capuchin ($backend, budget $B of peak $P)"
   diff "$out/reference.txt" "$out/capuchin.txt" | head -10 || true; exit 1
 fi
-python3 - "$out" "$B" "${DEVICE:-budget}" "${MAX_LOG_LINES:-20000}" "${EXPECT_LOG:-}" "${NO_FALLBACK:-0}" "${EXPECT_PLAN:-0}" "${EXPECT_DECISIONS:-}" "${FORBID_DECISIONS:-}" "${EXPECT_FORM:-}" <<'PY'
+python3 - "$out" "$B" "${DEVICE:-budget}" "${MAX_LOG_LINES:-20000}" "${EXPECT_LOG:-}" "${NO_FALLBACK:-0}" "${EXPECT_PLAN:-0}" "${EXPECT_DECISIONS:-}" "${FORBID_DECISIONS:-}" "${EXPECT_FORM:-}" "${MAX_RELEARNS:-}" "${EXPECT_TOLERATED:-}" <<'PY'
 import json, re, sys
 out, budget, device, max_lines, expect, no_fallback = sys.argv[1], int(sys.argv[2]), sys.argv[3], int(sys.argv[4]), sys.argv[5], sys.argv[6] == "1"
 expect_plan = sys.argv[7] == "1"
 expect_decisions, forbid_decisions = sys.argv[8].split(), sys.argv[9].split()
 expect_form = sys.argv[10]  # "1": learned by form (sizes change every step), "0": by signature, "": either
+max_relearns, expect_tolerated = sys.argv[11], sys.argv[12] == "1"
 errors = []
 err = open(f"{out}/capuchin.err").read()
 m = re.search(r"executor summary: .*", err)
@@ -77,6 +80,12 @@ if m and expect_form:
     locks = int(f.group(1)) if f else -1
     if expect_form == "1" and locks < 1: errors.append(f"not learned by form (form_locks={locks})")
     if expect_form == "0" and locks != 0: errors.append(f"learned by form (form_locks={locks}) though its sizes repeat")
+if m and max_relearns:
+    r = re.search(r"relearns=(\d+)", m.group(0))
+    if not r or int(r.group(1)) > int(max_relearns): errors.append(f"learned again {r.group(1) if r else '?'} times (at most {max_relearns})")
+if m and expect_tolerated:
+    t = re.search(r"tolerated_events=(\d+)", m.group(0))
+    if not t or int(t.group(1)) == 0: errors.append("no difference from the learned iteration was followed on (tolerated_events=0)")
 if expect_plan:
     recs = [json.loads(l) for l in lines]
     planned = re.search(r"planned_iterations=(\d+)", m.group(0) if m else "")

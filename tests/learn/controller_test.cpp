@@ -117,7 +117,7 @@ class Stream {
     if (s.adopted) ++adoptions;
     if (s.relearn) {
       ++relearns;
-      last_mismatch = std::make_pair(c_.mismatched(), e);
+      last_mismatch = std::make_pair(c_.mismatched(), c_.differed());
     }
     return s;
   }
@@ -217,8 +217,12 @@ TEST(Controller, AdoptsAnOfferedPlanOnlyAtTheNextBoundaryAndResolvesThisIteratio
   EXPECT_FALSE(c.take_request().has_value());  // followed without lateness: no new request
 }
 
+// A change larger than the controller tolerates (here 1 place per iteration; the two
+// activations change size).
 TEST(Controller, AChangedIterationDropsThePlanAndTheSamePlanComesBackWithIt) {
-  Controller c;
+  ControllerOptions o;
+  o.min_tolerated = 1;
+  Controller c(o);
   Stream s(c);
   auto r = s.learn(2);
   ASSERT_TRUE(r);
@@ -329,10 +333,13 @@ TEST(Controller, ALoopOfStepsAlikeButForSizesIsNotTakenForTheIteration) {
   EXPECT_EQ(s.relearns, 0);
 }
 
-// Sizes that change once (a new batch size) are learned again by signature, as before forms:
-// the form fallback waits for a third iteration since learning began.
+// Sizes that change once (a new batch size, in more places than tolerated: here more than 1) are
+// learned again by signature, as before forms: the form fallback waits for a third iteration
+// since learning began.
 TEST(Controller, SizesThatChangeOnceAreLearnedAgainBySignature) {
-  Controller c;
+  ControllerOptions o;
+  o.min_tolerated = 1;
+  Controller c(o);
   Stream s(c);
   auto r = s.learn(1);
   ASSERT_TRUE(r);
@@ -344,6 +351,170 @@ TEST(Controller, SizesThatChangeOnceAreLearnedAgainBySignature) {
   ASSERT_TRUE(c.locked());
   EXPECT_FALSE(c.by_form());
   EXPECT_EQ(c.stats().form_locks, 0u);
+}
+
+// A real job's iterations are not all alike: every third one here logs (a scalar tensor made,
+// read back with a sync, freed: four extra events after the upload). They are followed on: the
+// plan stays, its commands still name each iteration's own activation (the extra allocation is
+// no place of the plan), and nothing is asked again.
+TEST(Controller, ALoggingStepsExtraEventsAreFollowedOnWithThePlan) {
+  Controller c;
+  Stream s(c);
+  auto r = s.learn(1);
+  ASSERT_TRUE(r);
+  c.offer(r->serial, toy_plan(r->job));
+  for (int i = 0; i < 3; ++i) s.iteration(1);
+  ASSERT_TRUE(c.following());
+  EXPECT_FALSE(c.take_request().has_value());
+  for (int i = 0; i < 6; ++i) {
+    SCOPED_TRACE(i);
+    const std::uint64_t in = s.next_;
+    s.out.clear();
+    if (i % 3 == 1) {
+      s.iteration(1, 4 << 20, 3);  // upload, its copy and sync
+      const std::uint64_t x = 9000 + static_cast<std::uint64_t>(i);
+      s.alloc(x, 256);
+      s.kernel(0xf5, {x});
+      s.sync();
+      s.free(x);
+      s.resume();
+    } else {
+      s.iteration(1);
+    }
+    EXPECT_TRUE(c.following());
+    ASSERT_EQ(s.out.size(), 2u);
+    EXPECT_EQ(s.out[0].act, plan::Act::Evict);
+    EXPECT_EQ(s.out[0].id, in + 1);
+    EXPECT_EQ(s.out[1].id, in + 1);
+  }
+  s.iteration(1, 4 << 20, 1);  // the boundary after the last
+  EXPECT_EQ(s.relearns, 0);
+  EXPECT_EQ(c.stats().tolerated, 8u);  // two logging steps, four extra events each
+  EXPECT_EQ(c.stats().rebased, 0u);
+  EXPECT_FALSE(c.take_request().has_value());
+}
+
+// Events that do not come (a sync skipped; the input's allocation skipped when its buffer is
+// reused): the places between are skipped, and later places keep their numbers, so the plan's
+// commands still name the activation it was made for.
+TEST(Controller, SkippedEventsKeepTheOtherPlacesNumbered) {
+  Controller c;
+  Stream s(c);
+  auto r = s.learn(1);
+  ASSERT_TRUE(r);
+  c.offer(r->serial, toy_plan(r->job));
+  for (int i = 0; i < 3; ++i) s.iteration(1);
+  ASSERT_TRUE(c.following());
+  // Without the sync after the upload.
+  std::uint64_t in = s.next_;
+  s.out.clear();
+  s.iteration(0);
+  ASSERT_EQ(s.out.size(), 2u);
+  EXPECT_EQ(s.out[0].id, in + 1);
+  // Without the input's allocation (the last input's buffer uploaded into again).
+  const std::uint64_t a = s.next_++, b = s.next_++;
+  s.out.clear();
+  s.copy_h2d(in);
+  s.sync();
+  s.alloc(a, 4 << 20);
+  s.kernel(0xb0, {Stream::kWeights, in, a});
+  s.alloc(b, 4 << 20);
+  s.kernel(0xb1, {a, b});
+  s.kernel(0xc1, {b, a});
+  s.free(b);
+  s.kernel(0xc0, {a, in, Stream::kWeights});
+  s.free(a);
+  s.kernel(0xd0, {Stream::kWeights});  // the input's free is skipped too
+  ASSERT_EQ(s.out.size(), 2u);
+  EXPECT_EQ(s.out[0].id, a);
+  EXPECT_EQ(s.out[1].id, a);
+  in = s.next_;
+  s.out.clear();
+  s.iteration(1);
+  ASSERT_EQ(s.out.size(), 2u);
+  EXPECT_EQ(s.out[0].id, in + 1);
+  EXPECT_EQ(s.relearns, 0);
+  EXPECT_EQ(c.stats().tolerated, 3u);
+  EXPECT_TRUE(c.following());
+}
+
+// A small change that lasts (one activation size, in two places): the first iteration with it is
+// followed on; the second becomes the learned iteration and asks for its plan, which is adopted.
+TEST(Controller, ASmallChangeThatLastsBecomesTheLearnedIteration) {
+  Controller c;
+  Stream s(c);
+  auto r = s.learn(1);
+  ASSERT_TRUE(r);
+  c.offer(r->serial, toy_plan(r->job));
+  for (int i = 0; i < 3; ++i) s.iteration(1);
+  ASSERT_TRUE(c.following());
+  s.iteration(1, 8 << 20);
+  s.iteration(1, 8 << 20, 1);  // the boundary after the first changed one: no request
+  EXPECT_FALSE(c.take_request().has_value());
+  s.resume();
+  s.iteration(1, 8 << 20, 1);  // after the second: a request, made from it
+  EXPECT_EQ(c.stats().rebased, 1u);
+  auto again = c.take_request();
+  ASSERT_TRUE(again.has_value());
+  std::uint64_t most = 0;
+  for (const Event& e : again->job.events) most = std::max(most, e.bytes);
+  EXPECT_EQ(most, 8u << 20);
+  c.offer(again->serial, toy_plan(again->job));
+  s.resume();
+  const int adopted = s.adoptions;
+  const std::uint64_t tolerated = c.stats().tolerated;
+  const std::uint64_t in = s.next_;
+  s.out.clear();
+  s.iteration(1, 8 << 20);
+  EXPECT_EQ(s.adoptions, adopted + 1);
+  ASSERT_EQ(s.out.size(), 2u);
+  EXPECT_EQ(s.out[0].id, in + 1);
+  for (int i = 0; i < 3; ++i) s.iteration(1, 8 << 20);
+  EXPECT_EQ(c.stats().tolerated, tolerated);  // the learned iteration now
+  EXPECT_EQ(s.relearns, 0);
+  EXPECT_TRUE(c.following());
+}
+
+// The iteration's last event stops coming: the first iteration without it is followed on (the
+// next iteration's first event tells the place was skipped); the second repeats the first, so it
+// becomes the learned iteration, and its request holds exactly its own events, from its first.
+TEST(Controller, ALastEventThatStopsComingIsSkippedThenLearnedAway) {
+  Controller c;
+  Stream s(c);
+  auto r = s.learn(1);
+  ASSERT_TRUE(r);
+  c.offer(r->serial, toy_plan(r->job));
+  for (int i = 0; i < 3; ++i) s.iteration(1);
+  ASSERT_TRUE(c.following());
+  const std::uint32_t period = c.period();
+  for (int i = 0; i < 2; ++i) {
+    s.out.clear();
+    const std::uint64_t in = s.next_;
+    s.iteration(1, 4 << 20, static_cast<int>(period) - 1);  // all but the optimizer kernel
+    ASSERT_EQ(s.out.size(), 2u);
+    EXPECT_EQ(s.out[0].id, in + 1);
+  }
+  EXPECT_FALSE(c.take_request().has_value());
+  s.iteration(1, 4 << 20, 2);  // its first two events tell the place before was skipped
+  EXPECT_EQ(c.stats().rebased, 1u);
+  EXPECT_EQ(c.period(), period - 1);
+  auto again = c.take_request();
+  ASSERT_TRUE(again.has_value());
+  ASSERT_EQ(again->job.events.size(), period - 1);
+  EXPECT_EQ(again->job.events.front().op, static_cast<std::uint8_t>(Op::Alloc));
+  EXPECT_EQ(again->job.events.front().bytes, 1u << 16);
+  EXPECT_EQ(again->job.events.back().op, static_cast<std::uint8_t>(Op::Free));
+  c.offer(again->serial, toy_plan(again->job));
+  s.resume(static_cast<int>(period) - 3);  // the rest but the optimizer kernel
+  const int adopted = s.adoptions;
+  s.out.clear();
+  const std::uint64_t in = s.next_;
+  s.iteration(1, 4 << 20, static_cast<int>(period) - 1);
+  EXPECT_EQ(s.adoptions, adopted + 1);
+  ASSERT_EQ(s.out.size(), 2u);
+  EXPECT_EQ(s.out[0].id, in + 1);
+  EXPECT_EQ(s.relearns, 0);
+  EXPECT_EQ(c.stats().tolerated, 2u);
 }
 
 TEST(Controller, ALateSwapInMakesTheNextBoundaryRequestAPlanCarryingIt) {

@@ -3,11 +3,14 @@
 // clears a gradient buffer with a memset, runs a chain of layers (each output a new allocation,
 // written by its kernel), updates persistent weights in place, frees everything but the
 // weights, and reads a loss back with a synchronising copy; optionally the batch size changes
-// every iteration (--dynamic), the loop syncs several times per iteration (--syncs), and a
+// every iteration (--dynamic), the loop syncs several times per iteration (--syncs), every N-th
+// iteration logs a metric (--log-every: a logging step's extra allocation, kernel, read-back
+// and free, as `print(metric.item())` every N steps makes them), and a
 // second thread launches kernels while the main thread forks children that exit at once
 // (--fork), as data-loader workers and launcher probes do.
 //
-// Contract (tests rely on it): prints `iter N loss <hex float>` per iteration and
+// Contract (tests rely on it): prints `iter N loss <hex float>` per iteration (and `iter N
+// metric <hex float>` on the iterations that log one) and
 // `weights <16 hex digits>` (FNV-1a of the final weights); the same options give bit-identical
 // output on every run, with or without capuchin. Every byte of every input reaches the loss, so
 // a lost or stale upload changes the output. Exit 0 on success; 2 with "out of memory" on a
@@ -80,7 +83,7 @@ void spin_body(void** args, const simcuda_launch_info*) {
 // ---- the loop --------------------------------------------------------------------------------
 volatile int g_forked_child = 0;
 struct Config {
-  int iters = 6, layers = 3, syncs = 1;
+  int iters = 6, layers = 3, syncs = 1, log_every = 0;
   std::size_t input_bytes = 4u << 20, weight_bytes = 256u << 10;
   std::uint64_t seed = 1;
   bool async = false, dynamic = false, fork_children = false;
@@ -192,6 +195,7 @@ class Loop {
     else check(cudaMemcpy(label, labels.data(), bytes, cudaMemcpyHostToDevice), "upload labels");
     check(simcuda::launch(reduce_sum, dim3(1), dim3(256), stream_, n, in, static_cast<const float*>(label), loss_), "reduce_sum");
     release(label);
+    if (c_.log_every > 0 && it % c_.log_every == c_.log_every - 1) log_metric(it, n, in);
     if (c_.syncs > 1) check(cudaStreamSynchronize(stream_), "forward sync");
     for (int k = c_.layers - 1; k >= 0; --k) {
       check(simcuda::launch(grad_accumulate, dim3(1), dim3(256), stream_, n, m_, static_cast<const float*>(acts[k]), grad_), "grad");
@@ -205,6 +209,18 @@ class Loop {
     check(cudaMemcpyAsync(&loss, loss_, sizeof loss, cudaMemcpyDeviceToHost, stream_), "loss read");
     check(cudaStreamSynchronize(stream_), "loss sync");
     std::printf("iter %d loss %a\n", it, static_cast<double>(loss));
+  }
+
+  // A logging step: a metric of the last activation made in a scalar of its own, read back
+  // with a sync, freed (extra events in this iteration only).
+  void log_metric(int it, int n, const float* act) {
+    float* metric = alloc(sizeof(float));
+    check(simcuda::launch(reduce_sum, dim3(1), dim3(256), stream_, n, act, act, metric), "metric");
+    float v = 0;
+    check(cudaMemcpyAsync(&v, metric, sizeof v, cudaMemcpyDeviceToHost, stream_), "metric read");
+    check(cudaStreamSynchronize(stream_), "metric sync");
+    release(metric);
+    std::printf("iter %d metric %a\n", it, static_cast<double>(v));
   }
 
   // A second thread keeps launching while the main thread forks: the child must exit cleanly.
@@ -272,6 +288,7 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"sync", "async"}));
   app.add_option("--syncs", c.syncs, "host syncs per iteration (1: the loss read; 2: + after the forward; 3: + mid-forward)")
       ->check(CLI::Range(1, 3));
+  app.add_option("--log-every", c.log_every, "every N-th iteration logs a metric (0: never)")->check(CLI::Range(0, 100000));
   app.add_flag("--dynamic", c.dynamic, "a different batch size every iteration (1/4 to 2x --input-bytes)");
   app.add_flag("--fork", c.fork_children, "fork children that exit at once while another thread launches");
   app.add_flag("--print-peak", print_peak, "print only the natural peak device bytes and exit");
