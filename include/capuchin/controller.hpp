@@ -21,24 +21,28 @@
 //     plan, made for the largest iteration seen (one 5% larger asks again; until its plan
 //     arrives, the pressure rules cover the difference; late swap-ins are not fed back).
 //   - Locked: every event is matched against the learned iteration (by form, when it was
-//     learned by form). A real job's iterations are not all alike: a loss logged every N
-//     steps adds a copy and a sync, one tensor may change size. A few events that differ are
-//     followed on (tolerated): an event of the expected form with another size takes its
-//     place (substituted), an event that matches one of the next few places means the ones
-//     between did not come (skipped: their decisions are issued now, their allocations are
-//     absent), any other is extra (outside the iteration's places: its tensor is no plan
-//     local). Only an iteration that talks to the host (a copy or a sync: not a loop inside
-//     an iteration) tolerates any, and at most max(min_tolerated, period / tolerated_share)
-//     places substituted or skipped and max(min_extra, period / extra_share) extra events
-//     per iteration; one more returns to Learning (a plan for another iteration is not
-//     followed). An event that differs is held until the next one tells which it was. A plan's decisions act through residency checks, so a place that names
-//     another tensor than planned costs time, never correctness. At a
+//     learned by form). A real job's iterations are not all alike: a metric logged now and
+//     then adds an allocation, a kernel, a copy and a sync; a tensor may change size. A few
+//     events that differ are followed on (tolerated). An event that differs is held until the
+//     next one tells what it was: the first of the next 8 places (skipped places: their
+//     decisions are issued now, their allocations are absent, so later places keep their
+//     numbers), the place itself with another size (substituted: the same form, and the next
+//     event the next place exactly or by form), or extra (outside the iteration's places: its
+//     tensor is no plan local). Only an iteration that talks to the host (a copy or a sync)
+//     tolerates any, at most max(min_tolerated, period / tolerated_share) places substituted
+//     or skipped and max(min_extra, period / extra_share) extra events per iteration; one
+//     more returns to Learning (a plan for another iteration is not followed). A plan's
+//     decisions act through residency checks, so a place that names another tensor than
+//     planned costs time, never correctness. At a
 //     boundary, the iteration just seen becomes a plan request when there is no plan for it
 //     yet, when a planned swap-in arrived late, or when the owner invalidated the plan (a new
 //     budget); an iteration that differed asks only when it repeats the one before it exactly
-//     (the job changed a little for good) or a plan is due for another reason than lateness,
-//     and then becomes the learned iteration itself (rebased), so the answer made from it is
-//     adopted. A plan offered for a request is adopted at the first boundary after it arrived, never mid-iteration, and is
+//     (the job changed a little for good), or when a plan due for another reason than
+//     lateness has waited 3 such boundaries for an iteration that did not differ, and then
+//     becomes the learned iteration itself (rebased), so the answer made from it is adopted.
+//     An iteration that differed is also where a longer iteration is looked for: the learned
+//     one may be a loop inside it (gradient accumulation's micro-batch, the optimizer step
+//     taken for extra events), and the longer one, once it repeats, is learned instead. A plan offered for a request is adopted at the first boundary after it arrived, never mid-iteration, and is
 //     followed while the iteration matches: its decisions come back as commands with their
 //     tensors resolved (by place, the k-th allocation of this iteration or of the one before;
 //     tensors live across iterations by id).
@@ -104,6 +108,7 @@ struct Step {
   bool relearn = false;    // this event did not match the learned iteration: learning again
   bool adopted = false;    // a new plan is followed from this event on
   bool tolerated = false;  // this event differed from the learned iteration and was followed on
+  bool longer = false;     // relearn: the learned iteration is a loop inside a longer one that repeats
 };
 
 // A plan request: the SegmentJob is complete but for what only the owner knows (names,
@@ -120,6 +125,7 @@ struct ControllerStats {
   std::uint64_t resized = 0;       // events matched by form whose signature differed
   std::uint64_t tolerated = 0;     // events locked that differed and were followed on (places skipped count one each)
   std::uint64_t rebased = 0;       // iterations that differed and became the learned one
+  std::uint64_t longer_found = 0;  // iterations that differed showed a longer one repeating: learned again
 };
 
 class Controller {
@@ -188,21 +194,24 @@ class Controller {
   void hold(const Event& e, std::uint64_t k);
   bool resolve(const Event& e, std::uint64_t k, Step& st, std::vector<Command>& out);
   enum class Cost : std::uint8_t { Places, Extra };
-  bool charge(Cost kind, std::uint32_t n, Step& st);
+  // renumbers: a rebase on this iteration would move the places after it (skips; extras
+  // always do: they become places).
+  bool charge(Cost kind, std::uint32_t n, Step& st, bool renumbers = false);
   void take_place(const Held& h, Step& st, std::vector<Command>& out);
   bool at_place(const Event& e, std::uint64_t k, Step& st);
   void note_mismatch(const Event& got);
   std::uint32_t tolerance(Cost kind) const;
   void set_pattern(std::size_t b, std::size_t p);  // the learned iteration := history [b, b + p)
+  bool end_iteration(Step& st);  // boundary(), or learning again (a longer iteration found)
   void boundary(Step& st);
   void follow(std::vector<Command>& out);
   void relearn(Step& st);
   void request_from(std::size_t b);  // history index of the iteration's first event
   void trim_history(std::size_t keep_from);
   std::vector<std::uint64_t> allocations_in(std::size_t from, std::size_t to) const;
-  std::uint64_t peak_in(std::size_t from, std::size_t to) const;
+  std::uint64_t peak_in(std::size_t from, std::size_t to) const;  // most bytes live after any of them
   // History [b, b + len) is the same events as the len before it (by key()).
-  bool repeats_previous(std::size_t b, std::size_t len) const;  // most bytes live after any of them
+  bool repeats_previous(std::size_t b, std::size_t len) const;
   // History entry i as the pattern compares it (its form when learned by form).
   std::uint64_t key(std::size_t i) const { return by_form_ ? forms_[i] : sigs_[i]; }
 
@@ -227,6 +236,8 @@ class Controller {
   std::uint32_t pos_ = 0;
   std::uint32_t iter_events_ = 0;    // events of the running iteration in the history (its places and extras)
   std::uint32_t places_differed_ = 0, extras_ = 0;  // of the running iteration, tolerated
+  bool renumbered_ = false;  // the running iteration had extras or skips (its places moved)
+  std::uint32_t postponed_ = 0;  // boundaries of iterations that differed where a due request waited
   std::uint32_t carried_ = 0;  // at a boundary: events last in the history that are the next iteration's
   Held held_;
   std::vector<std::uint64_t> cur_locals_, prev_locals_;

@@ -355,7 +355,11 @@ policy::Step Executor::feed(const policy::Event& ev, std::span<const std::uint64
   const std::uint32_t pos = planning.controller().position(), period = planning.controller().period();
   const policy::Step st = planning.feed(ev, ids, cmds, ledger.budget);
   const policy::Controller& ctl = planning.controller();
-  if (st.relearn) log_difference(pos, period, ctl.mismatched(), ctl.differed(), true);
+  if (st.relearn && st.longer)
+    log(LogLevel::Info, "executor: the iteration of %u events is a loop inside a longer one that repeats (event %" PRIu64
+                        "): learning that", period, ctl.tick());
+  else if (st.relearn)
+    log_difference(pos, period, ctl.mismatched(), ctl.differed(), true);
   // Tolerated differences: the first few only (a logging step every N iterations would fill the log).
   if (st.tolerated && !st.relearn && tolerated_logged < kToleratedLogged) {
     ++tolerated_logged;
@@ -647,13 +651,13 @@ void shutdown() {
       " fallbacks=%" PRIu64 " iterations=%" PRIu64 " period=%u plans=%" PRIu64 " planned_iterations=%" PRIu64
       " relearns=%" PRIu64 " timed_launches=%" PRIu64 "/%" PRIu64 " host_pool_peak=%" PRIu64 " on_demand_per_iteration=[%s]"
       " probations=%" PRIu64 " probation_bytes=%" PRIu64 " probation_copied=%" PRIu64 " checksum=%s"
-      " replayable_shapes=%" PRIu64 " form_locks=%" PRIu64 " resized_events=%" PRIu64 " tolerated_events=%" PRIu64 " rebased=%" PRIu64,
+      " replayable_shapes=%" PRIu64 " form_locks=%" PRIu64 " resized_events=%" PRIu64 " tolerated_events=%" PRIu64 " rebased=%" PRIu64 " longer_found=%" PRIu64,
       e.opt.backend == Backend::Pinned ? "pinned" : "uvm", e.pending_peak_multiple > 0 ? 0 : e.ledger.budget, e.ledger.peak(), e.need.min_needed, t.of(Action::Evict), t.of(Action::Prefetch),
       t.of(Action::SwapinOnDemand), t.of(Action::Stall), t.of(Action::Drop), t.of(Action::Recompute), t.of(Action::Fallback),
       cs.iterations, e.planning.controller().period(), cs.plans_adopted, cs.iterations_followed, cs.relearns,
       e.planning.launches_timed(), e.planning.launches_seen(), e.pool.peak_bytes(), per.c_str(), e.write_sets.probations(),
       e.write_sets.bytes_hashed(), e.write_sets.bytes_copied(), e.checksums.used() ? "device" : "host",
-      e.write_sets.replayable_shapes(), cs.form_locks, cs.resized, cs.tolerated, cs.rebased);
+      e.write_sets.replayable_shapes(), cs.form_locks, cs.resized, cs.tolerated, cs.rebased, cs.longer_found);
   e.decisions.finish();
 }
 

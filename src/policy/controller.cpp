@@ -1,6 +1,6 @@
 // The capuchin policy's state machine (see include/capuchin/controller.hpp): learning the
-// iteration from the event-signature period, following plans at iteration boundaries,
-// feedback from late swap-ins.
+// iteration from the event-signature period, following plans at iteration boundaries through
+// the few differences a real job's iterations have, feedback from late swap-ins.
 #include "capuchin/controller.hpp"
 
 #include <algorithm>
@@ -62,14 +62,17 @@ Step Controller::on_event(const Event& e, std::span<const std::uint64_t> ids, st
     }
   }
   // Locked, every event is checked against the pattern above, so the history since the lock
-  // is periodic with it: a try would find the same period (or a divisor that the live-bytes
-  // rule rejected before and rejects again), so tries are made while learning only. (They
-  // used to confirm the lock every half history: O(history) each, a tenth of the event path.)
+  // is periodic with it but for the differences tolerated: a try would find the same period
+  // (or a divisor that the live-bytes rule rejected before and rejects again), so tries are
+  // made while learning, and for a longer period at the end of an iteration that differed
+  // (end_iteration). (They used to confirm the lock every half history: O(history) each, a
+  // tenth of the event path.)
   if (!locked_) ++learning_events_;
   if (!locked_ && (hist_.size() >= next_try_ || is(e, Op::Sync))) try_lock(st);
   // Half the history stays, even while locked: a lock on a loop inside the iteration ends at
-  // its first mismatch, and the relearn finds the whole iteration only in a history holding two
-  // of it (trimming to the locked period's last repeats would leave it only the loop to find).
+  // its first mismatch (or, where differences are tolerated, once the whole iteration repeats:
+  // end_iteration), and the whole iteration is found only in a history holding two of it
+  // (trimming to the locked period's last repeats would leave it only the loop to find).
   const std::size_t keep = std::max<std::size_t>(opt_.max_history / 2, 2 * pattern_.size() + iter_events_);
   if (hist_.size() > opt_.max_history && hist_.size() > keep) trim_history(hist_.size() - keep);
   return st;
@@ -77,7 +80,7 @@ Step Controller::on_event(const Event& e, std::span<const std::uint64_t> ids, st
 
 // Locked. An event that differs is held until the next one tells what it was (resolve).
 bool Controller::match(const Event& e, Step& st, std::vector<Command>& out) {
-  if (pos_ == pattern_.size()) boundary(st);
+  if (pos_ == pattern_.size() && !end_iteration(st)) return false;
   const std::uint64_t k = by_form_ ? form_of(e) : e.sig;
   if (held_.valid) return resolve(e, k, st, out);
   if (pattern_[pos_] == k) {
@@ -111,28 +114,22 @@ void Controller::note_mismatch(const Event& got) {
 void Controller::hold(const Event& e, std::uint64_t k) { held_ = Held{true, e.op, e.id, k, form_of(e)}; }
 
 // The held event h did not take place pos_; `e` (key k) tells what it was, the first that
-// fits: extra (e takes pos_), substituted (h has pos_'s form, e takes the next), or the
-// j places from pos_ skipped (h takes pos_ + j, e the next). Else h was extra and e is held in
-// its turn (or differs the same way). Each costs its places (extra and substituted one); past
-// the tolerance, learning again.
+// fits: the j places from pos_ skipped (h is place pos_ + j, e the next: both exactly),
+// substituted (h has pos_'s form, e is the next place exactly or by form: a resized tensor's
+// kernels differ too), or extra (e takes pos_). Else h was extra and e is held in its turn.
+// Each costs its places (substituted and extra: one); past the tolerance, learning again.
 bool Controller::resolve(const Event& e, std::uint64_t k, Step& st, std::vector<Command>& out) {
   constexpr std::uint32_t kLookAhead = 8;  // places a skip may cover
   const Held h = held_;
   held_.valid = false;
   const std::size_t p = pattern_.size();
   auto expect = [&](std::size_t i) { return pattern_[i % p]; };  // i may run into the next iteration
-  if (pattern_[pos_] == k) return charge(Cost::Extra, 1, st) && at_place(e, k, st);
-  if (!by_form_ && pattern_forms_[pos_] == h.form && expect(pos_ + 1) == k) {
-    if (!charge(Cost::Places, 1, st)) return false;
-    take_place(h, st, out);
-    return at_place(e, k, st);
-  }
   for (std::uint32_t j = 1; j <= kLookAhead && j < p && pos_ + j <= p; ++j) {
     if (expect(pos_ + j) != h.key || expect(pos_ + j + 1) != k) continue;
     // More places than tolerated: rather extra events that happen to look like later ones (a
     // logging step's read-back and sync, like the loss read's a few places on).
     if (places_differed_ + j > tolerance(Cost::Places)) break;
-    if (!charge(Cost::Places, j, st)) return false;
+    if (!charge(Cost::Places, j, st, true)) return false;
     // The places between did not come: their allocations are absent (later places keep their
     // numbers), their decisions are issued now (prefetches for later accesses still serve).
     for (std::uint32_t i = 0; i < j; ++i) {
@@ -143,6 +140,12 @@ bool Controller::resolve(const Event& e, std::uint64_t k, Step& st, std::vector<
     take_place(h, st, out);
     return at_place(e, k, st);
   }
+  if (!by_form_ && pattern_forms_[pos_] == h.form && (expect(pos_ + 1) == k || pattern_forms_[(pos_ + 1) % p] == form_of(e))) {
+    if (!charge(Cost::Places, 1, st)) return false;
+    take_place(h, st, out);
+    return at_place(e, k, st);
+  }
+  if (pattern_[pos_] == k) return charge(Cost::Extra, 1, st) && at_place(e, k, st);
   if (!charge(Cost::Extra, 1, st)) return false;
   note_mismatch(e);
   hold(e, k);
@@ -151,13 +154,14 @@ bool Controller::resolve(const Event& e, std::uint64_t k, Step& st, std::vector<
 
 // Counts n differences of the running iteration (places substituted or skipped, or extra
 // events): false (learning again) past the tolerance of their kind.
-bool Controller::charge(Cost kind, std::uint32_t n, Step& st) {
+bool Controller::charge(Cost kind, std::uint32_t n, Step& st, bool renumbers) {
   std::uint32_t& used = kind == Cost::Places ? places_differed_ : extras_;
   if (used + n > tolerance(kind)) {
     relearn(st);
     return false;
   }
   used += n;
+  renumbered_ = renumbered_ || renumbers || kind == Cost::Extra;
   stats_.tolerated += n;
   st.tolerated = true;
   return true;
@@ -169,9 +173,15 @@ void Controller::take_place(const Held& h, Step& st, std::vector<Command>& out) 
   if (pos_ == pattern_.size()) {
     --iter_events_;  // the held event, last in the history, is the next iteration's
     carried_ = 1;
-    boundary(st);
+    const bool locked = end_iteration(st);
     carried_ = 0;
+    if (!locked) return;
     iter_events_ = 1;
+    // A rebase may have made an iteration that opens otherwise the learned one: then extra.
+    if (pattern_[0] != h.key) {
+      charge(Cost::Extra, 1, st);
+      return;
+    }
   }
   if (h.op == static_cast<std::uint8_t>(Op::Alloc)) cur_locals_.push_back(h.id);
   ++pos_;
@@ -179,12 +189,15 @@ void Controller::take_place(const Held& h, Step& st, std::vector<Command>& out) 
 }
 
 // Whether the event of key k takes the next place (the caller takes it), once an iteration
-// that is complete has ended (a rebase there may have changed what comes first).
+// that is complete has ended; else it is held.
 bool Controller::at_place(const Event& e, std::uint64_t k, Step& st) {
-  if (pos_ == pattern_.size()) boundary(st);
+  if (!locked_) return false;  // learning again (a place held before was one too many)
+  if (pos_ == pattern_.size() && !end_iteration(st)) return false;
   if (pattern_[pos_] == k) return true;
+  // Not this place either (the next of a resized tensor's events, or a rebase made another
+  // iteration the learned one): held until the next event tells.
   note_mismatch(e);
-  charge(Cost::Extra, 1, st);  // (or, past the tolerance, learning again)
+  hold(e, k);
   return false;
 }
 
@@ -274,6 +287,7 @@ void Controller::lock_at(std::size_t b, std::size_t p) {
   iter_events_ = pos_;
   places_differed_ = 0;
   extras_ = 0;
+  renumbered_ = false;
   prev_locals_ = allocations_in(b, b + p);
   cur_locals_ = allocations_in(b + p, n);
   failed_ = false;
@@ -301,6 +315,22 @@ void Controller::set_pattern(std::size_t b, std::size_t p) {
   }
 }
 
+// The iteration ends. One that differed may show that the learned iteration is a loop inside a
+// longer one that now repeats in the history (gradient accumulation: micro-batches, then an
+// optimizer step taken for extra events; or a logging step every few iterations): the longer
+// one is learned instead (false: learning again).
+bool Controller::end_iteration(Step& st) {
+  const bool differed = places_differed_ + extras_ > 0;
+  boundary(st);
+  if (!differed) return true;
+  const learn::Period longer = learn::find_period(by_form_ ? forms_ : sigs_, opt_.min_period);
+  if (!longer.found || longer.period <= pattern_.size()) return true;
+  ++stats_.longer_found;
+  st.longer = true;
+  relearn(st);
+  return false;
+}
+
 void Controller::boundary(Step& st) {
   st.boundary = true;
   ++stats_.iterations;
@@ -318,21 +348,29 @@ void Controller::boundary(Step& st) {
     const bool late = late_since_plan_ && !by_form_;
     bool want = (!plan_ && !ready_ && !failed_) || late || invalidated_ || larger;
     // An iteration that differed in a few places asks when it repeats the one before exactly
-    // (the job changed a little for good) or a plan must be asked now (none, a new budget, a
-    // larger iteration); it becomes the learned iteration, so that the answer (made from it,
-    // with its signatures) is adopted. Lateness alone waits for an iteration that did not
-    // differ: one that differed once (a logging step) keeps the learned iteration.
+    // (the job changed a little for good); a plan due for another reason than lateness (none
+    // yet, a new budget, a larger iteration) waits for an iteration that did not differ, up to
+    // kPostponed boundaries (a logging step must not become the learned iteration). It then
+    // becomes the learned iteration, so that the answer (made from it, with its signatures) is
+    // adopted. Lateness alone waits for an iteration that did not differ.
     bool rebased = false;
     if (differed) {
-      want = repeats_previous(b, len) || (!plan_ && !ready_ && !failed_) || invalidated_ || larger;
+      constexpr std::uint32_t kPostponed = 3;
+      const bool due = (!plan_ && !ready_ && !failed_) || invalidated_ || larger;
+      want = repeats_previous(b, len) || (due && ++postponed_ > kPostponed);
       if (want) {
         set_pattern(b, len);
         cur_locals_ = allocations_in(b, b + len);  // its places now, extras included
         ++stats_.rebased;
         rebased = true;
+        // A plan for the old iteration names other places once extras or skips renumbered them
+        // (substitutions keep them): not followed, nor adopted when it arrives now.
+        if (renumbered_) plan_.reset();
+        if (ready_ && !by_form_ && ready_->sigs != pattern_) ready_.reset();
       }
     }
     if (want) {
+      postponed_ = 0;
       // Only a request made for late swap-ins alone may be refused in favour of the plan
       // followed (offer): an invalidated plan (a new budget, recomputation switched) must go, and
       // so must a plan for the iteration before a rebase.
@@ -357,6 +395,7 @@ void Controller::boundary(Step& st) {
   iter_events_ = 0;
   places_differed_ = 0;
   extras_ = 0;
+  renumbered_ = false;
 }
 
 void Controller::follow(std::vector<Command>& out) {
@@ -394,6 +433,8 @@ void Controller::relearn(Step& st) {
   iter_events_ = 0;
   places_differed_ = 0;
   extras_ = 0;
+  renumbered_ = false;
+  postponed_ = 0;
   plan_.reset();
   ready_.reset();
   next_ = 0;

@@ -7,6 +7,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <unordered_map>
 #include <utility>
 
 #include "capuchin/controller.hpp"
@@ -70,6 +71,7 @@ class Stream {
   }
 
   Step alloc(std::uint64_t id, std::uint64_t bytes) {
+    bytes_[id] = bytes;
     Event e;
     e.op = static_cast<std::uint8_t>(Op::Alloc);
     e.sig = std::uint64_t{static_cast<std::uint8_t>(Op::Alloc)} << 56 | bytes;
@@ -90,6 +92,8 @@ class Stream {
     Event e;
     e.op = static_cast<std::uint8_t>(Op::Kernel);
     e.sig = std::uint64_t{static_cast<std::uint8_t>(Op::Kernel)} << 56 | fn;
+    if (sized_kernels)  // as the executor's: the bytes of every tensor touched mixed in
+      for (std::uint64_t id : ids) e.sig = learn::mix_signature(e.sig, bytes_[id]);
     e.form = learn::form_signature(Op::Kernel, learn::mix_signature(fn, ids.size()));
     e.touch = true;
     e.nreads = static_cast<std::uint32_t>(ids.size());
@@ -127,8 +131,10 @@ class Stream {
   int boundaries = 0, adoptions = 0, relearns = 0;
   std::optional<std::pair<Event, Event>> last_mismatch;  // the last relearn: expected, got
   std::uint64_t next_ = 100;
+  bool sized_kernels = false;
 
  private:
+  std::unordered_map<std::uint64_t, std::uint64_t> bytes_;  // allocated tensors' sizes
   Controller& c_;
   std::vector<std::function<void()>> todo_;
   std::size_t done_ = 0;
@@ -353,10 +359,10 @@ TEST(Controller, SizesThatChangeOnceAreLearnedAgainBySignature) {
   EXPECT_EQ(c.stats().form_locks, 0u);
 }
 
-// A real job's iterations are not all alike: every third one here logs (a scalar tensor made,
-// read back with a sync, freed: four extra events after the upload). They are followed on: the
-// plan stays, its commands still name each iteration's own activation (the extra allocation is
-// no place of the plan), and nothing is asked again.
+// A real job's iterations are not all alike: two here log (a scalar tensor made, read back with a
+// sync, freed: four extra events after the upload; two different metrics, so no longer iteration
+// repeats). They are followed on: the plan stays, its commands still name each iteration's own
+// activation (the extra allocation is no place of the plan), and nothing is asked again.
 TEST(Controller, ALoggingStepsExtraEventsAreFollowedOnWithThePlan) {
   Controller c;
   Stream s(c);
@@ -374,7 +380,7 @@ TEST(Controller, ALoggingStepsExtraEventsAreFollowedOnWithThePlan) {
       s.iteration(1, 4 << 20, 3);  // upload, its copy and sync
       const std::uint64_t x = 9000 + static_cast<std::uint64_t>(i);
       s.alloc(x, 256);
-      s.kernel(0xf5, {x});
+      s.kernel(i == 1 ? 0xf5 : 0xf6, {x});
       s.sync();
       s.free(x);
       s.resume();
@@ -391,7 +397,35 @@ TEST(Controller, ALoggingStepsExtraEventsAreFollowedOnWithThePlan) {
   EXPECT_EQ(s.relearns, 0);
   EXPECT_EQ(c.stats().tolerated, 8u);  // two logging steps, four extra events each
   EXPECT_EQ(c.stats().rebased, 0u);
+  EXPECT_EQ(c.stats().longer_found, 0u);
   EXPECT_FALSE(c.take_request().has_value());
+}
+
+// Gradient accumulation: three micro-batches (each uploads its batch), then the optimizer step
+// (two kernels on the weights). The micro-batch repeats first and is learned; the optimizer
+// step is extra events to it, followed on until the whole iteration has repeated in the
+// history, which is then learned instead (the optimizer step is part of every iteration: a
+// plan must see it).
+TEST(Controller, GradientAccumulationsMicroBatchGivesWayToTheWholeIteration) {
+  Controller c;
+  Stream s(c);
+  s.setup();
+  auto iteration = [&] {
+    for (int m = 0; m < 3; ++m) s.iteration(1);
+    s.kernel(0xe8, {Stream::kWeights});
+    s.kernel(0xe9, {Stream::kWeights});
+  };
+  iteration();
+  ASSERT_TRUE(c.locked());
+  EXPECT_EQ(c.period(), kEventsPerIteration + 1);  // the micro-batch
+  for (int i = 0; i < 3; ++i) iteration();
+  EXPECT_EQ(c.stats().longer_found, 1u);
+  ASSERT_TRUE(c.locked());
+  EXPECT_EQ(c.period(), 3 * (kEventsPerIteration + 1) + 2);
+  const std::uint64_t relearns = c.stats().relearns;
+  for (int i = 0; i < 3; ++i) iteration();
+  EXPECT_EQ(c.stats().relearns, relearns);  // kept once learned
+  EXPECT_EQ(c.period(), 3 * (kEventsPerIteration + 1) + 2);
 }
 
 // Events that do not come (a sync skipped; the input's allocation skipped when its buffer is
@@ -436,6 +470,75 @@ TEST(Controller, SkippedEventsKeepTheOtherPlacesNumbered) {
   EXPECT_EQ(s.relearns, 0);
   EXPECT_EQ(c.stats().tolerated, 3u);
   EXPECT_TRUE(c.following());
+}
+
+// Kernel signatures carry the sizes of what they touch (as the executor's do), so one iteration
+// whose activations have another size differs at six places in a row: the allocations and the
+// kernels touching them. Each takes its place by form (substituted), so the commands still name
+// that iteration's activation, and the next iteration is matched as before. (Six places: more
+// than the default tolerance of such a short iteration, 4.)
+TEST(Controller, AResizedTensorIsSubstitutedWithTheKernelsThatTouchIt) {
+  ControllerOptions o;
+  o.min_tolerated = 8;
+  Controller c(o);
+  Stream s(c);
+  s.sized_kernels = true;
+  auto r = s.learn(1);
+  ASSERT_TRUE(r);
+  c.offer(r->serial, toy_plan(r->job));
+  for (int i = 0; i < 3; ++i) s.iteration(1);
+  ASSERT_TRUE(c.following());
+  for (std::uint64_t mib : {8, 4}) {
+    SCOPED_TRACE(mib);
+    const std::uint64_t in = s.next_;
+    s.out.clear();
+    s.iteration(1, mib << 20);
+    ASSERT_EQ(s.out.size(), 2u);
+    EXPECT_EQ(s.out[0].id, in + 1);
+    EXPECT_EQ(s.out[1].id, in + 1);
+  }
+  s.iteration(1, 4 << 20);
+  EXPECT_EQ(s.relearns, 0);
+  EXPECT_EQ(c.stats().tolerated, 6u);
+  EXPECT_TRUE(c.following());
+}
+
+// A decision whose place was skipped names nothing (not the next allocation); past the extra
+// events an iteration tolerates, the plan is dropped and the iteration learned again.
+TEST(Controller, ASkippedPlaceNamesNothingAndTooManyExtrasLearnAgain) {
+  Controller c;
+  Stream s(c);
+  auto r = s.learn(1);
+  ASSERT_TRUE(r);
+  c.offer(r->serial, toy_plan(r->job));
+  for (int i = 0; i < 3; ++i) s.iteration(1);
+  ASSERT_TRUE(c.following());
+  // Without the first activation's allocation (place 3; the plan's tensor, local 1).
+  const std::uint64_t in = s.next_++, a = s.next_++, b = s.next_++;
+  s.out.clear();
+  s.alloc(in, 1 << 16);
+  s.copy_h2d(in);
+  s.sync();
+  s.kernel(0xb0, {Stream::kWeights, in, a});
+  s.alloc(b, 4 << 20);
+  s.kernel(0xb1, {a, b});
+  s.kernel(0xc1, {b, a});
+  s.free(b);
+  s.kernel(0xc0, {a, in, Stream::kWeights});
+  s.free(a);
+  s.free(in);
+  s.kernel(0xd0, {Stream::kWeights});
+  EXPECT_TRUE(s.out.empty());  // local 1 was skipped: neither b nor anything else is named
+  EXPECT_EQ(s.relearns, 0);
+  // 18 extra events (16 are tolerated; an event that differs is counted when the next one
+  // comes): learning again, nothing of the plan issued after.
+  s.iteration(1, 4 << 20, 3);
+  s.out.clear();
+  for (int k = 0; k < 18; ++k) s.kernel(0x700 + static_cast<std::uint64_t>(k), {Stream::kWeights});
+  EXPECT_EQ(s.relearns, 1);
+  EXPECT_FALSE(c.following());
+  s.resume();
+  EXPECT_TRUE(s.out.empty());
 }
 
 // A small change that lasts (one activation size, in two places): the first iteration with it is
