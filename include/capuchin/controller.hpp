@@ -24,14 +24,16 @@
 //     learned by form). A real job's iterations are not all alike: a metric logged now and
 //     then adds an allocation, a kernel, a copy and a sync; a tensor may change size. A few
 //     events that differ are followed on (tolerated). An event that differs is held until the
-//     next one tells what it was: the first of the next 8 places (skipped places: their
+//     next one tells what it was: one of the next 8 places, as many as the budget allows, with
+//     the next event the place after (skipped places: their
 //     decisions are issued now, their allocations are absent, so later places keep their
 //     numbers), the place itself with another size (substituted: the same form, and the next
 //     event the next place exactly or by form), or extra (outside the iteration's places: its
 //     tensor is no plan local). Only an iteration that talks to the host (a copy or a sync)
 //     tolerates any, at most max(min_tolerated, period / tolerated_share) places substituted
 //     or skipped and max(min_extra, period / extra_share) extra events per iteration; one
-//     more returns to Learning (a plan for another iteration is not followed). A plan's
+//     more returns to Learning (a plan for another iteration is not followed; a skip over the
+//     place budget is taken as extra events instead). A plan's
 //     decisions act through residency checks, so a place that names another tensor than
 //     planned costs time, never correctness. At a
 //     boundary, the iteration just seen becomes a plan request when there is no plan for it
@@ -54,7 +56,8 @@
 // same commands. Planning is the owner's (plan::plan_segment, at once or on another thread):
 // the controller never waits for it. Steady state (Locked, following) allocates only to keep
 // the last iterations' events (storage reused once the history is full: a trim keeps the
-// newer half, and at least the last two iterations and the running one).
+// newer half, and at least the last two iterations and the running one), and for the search
+// for a longer iteration at the end of one with extra events or skips (backing off).
 #pragma once
 
 #include <cstdint>
@@ -102,14 +105,17 @@ struct Command {
 };
 
 // What one event changed, for the owner's bookkeeping and log.
+// (Bits: one byte, returned in a register on the event path; any() tests them all at once.)
 struct Step {
-  bool boundary = false;   // an iteration ended just before this event
-  bool locked = false;     // the iteration was learned at this event
-  bool relearn = false;    // this event did not match the learned iteration: learning again
-  bool adopted = false;    // a new plan is followed from this event on
-  bool tolerated = false;  // this event differed from the learned iteration and was followed on
-  bool longer = false;     // relearn: the learned iteration is a loop inside a longer one that repeats
+  bool boundary : 1 = false;   // an iteration ended just before this event
+  bool locked : 1 = false;     // the iteration was learned at this event
+  bool relearn : 1 = false;    // this event did not match the learned iteration: learning again
+  bool adopted : 1 = false;    // a new plan is followed from this event on
+  bool tolerated : 1 = false;  // this event differed from the learned iteration and was followed on
+  bool longer : 1 = false;     // relearn: the learned iteration is a loop inside a longer one that repeats
+  bool any() const { return boundary || locked || relearn || adopted || tolerated; }
 };
+static_assert(sizeof(Step) == 1);
 
 // A plan request: the SegmentJob is complete but for what only the owner knows (names,
 // budget, profile, recompute, dump_dir); `serial` identifies it in offer().
@@ -125,7 +131,8 @@ struct ControllerStats {
   std::uint64_t resized = 0;       // events matched by form whose signature differed
   std::uint64_t tolerated = 0;     // events locked that differed and were followed on (places skipped count one each)
   std::uint64_t rebased = 0;       // iterations that differed and became the learned one
-  std::uint64_t longer_found = 0;  // iterations that differed showed a longer one repeating: learned again
+  std::uint64_t longer_searches = 0;  // ... looked for at iterations that differed (backing off)
+  std::uint64_t longer_found = 0;     // iterations that differed showed a longer one repeating: learned again
 };
 
 class Controller {
@@ -188,8 +195,9 @@ class Controller {
   bool match(const Event& e, Step& st, std::vector<Command>& out);
   struct Held {  // an event that differed, until the next tells what it was
     bool valid = false;
-    std::uint8_t op = 0;
-    std::uint64_t id = 0, key = 0, form = 0;
+    std::uint64_t key = 0, form = 0;
+    Event e;         // it
+    Event expected;  // the event one iteration earlier at its place (for the log)
   };
   void hold(const Event& e, std::uint64_t k);
   bool resolve(const Event& e, std::uint64_t k, Step& st, std::vector<Command>& out);
@@ -199,7 +207,7 @@ class Controller {
   bool charge(Cost kind, std::uint32_t n, Step& st, bool renumbers = false);
   void take_place(const Held& h, Step& st, std::vector<Command>& out);
   bool at_place(const Event& e, std::uint64_t k, Step& st);
-  void note_mismatch(const Event& got);
+  Event expected_here() const;
   std::uint32_t tolerance(Cost kind) const;
   void set_pattern(std::size_t b, std::size_t p);  // the learned iteration := history [b, b + p)
   bool end_iteration(Step& st);  // boundary(), or learning again (a longer iteration found)
@@ -238,6 +246,7 @@ class Controller {
   std::uint32_t places_differed_ = 0, extras_ = 0;  // of the running iteration, tolerated
   bool renumbered_ = false;  // the running iteration had extras or skips (its places moved)
   std::uint32_t postponed_ = 0;  // boundaries of iterations that differed where a due request waited
+  std::uint64_t longer_search_gap_ = 0, next_longer_search_ = 0;  // end_iteration's backoff (iterations)
   std::uint32_t carried_ = 0;  // at a boundary: events last in the history that are the next iteration's
   Held held_;
   std::vector<std::uint64_t> cur_locals_, prev_locals_;

@@ -354,6 +354,17 @@ policy::Step Executor::feed(const policy::Event& ev, std::span<const std::uint64
   cmds.clear();
   const std::uint32_t pos = planning.controller().position(), period = planning.controller().period();
   const policy::Step st = planning.feed(ev, ids, cmds, ledger.budget);
+  if (st.any()) [[unlikely]]
+    note_step(st, pos, period);
+  if (!cmds.empty()) [[unlikely]]
+    for (const policy::Command& c : cmds) apply(c);
+  cmds.clear();
+  sc.cmds.swap(cmds);  // the thread's scratch, as scratch() would return it again
+  return st;
+}
+
+// What the controller's step changed: logged, recorded, and an iteration end acted on.
+void Executor::note_step(policy::Step st, std::uint32_t pos, std::uint32_t period) {
   const policy::Controller& ctl = planning.controller();
   if (st.relearn && st.longer)
     log(LogLevel::Info, "executor: the iteration of %u events is a loop inside a longer one that repeats (event %" PRIu64
@@ -381,10 +392,6 @@ policy::Step Executor::feed(const policy::Event& ev, std::span<const std::uint64
     if (decisions.tally().of(Action::Evict) + decisions.tally().of(Action::Drop) > 0)
       natural_peak = std::max(natural_peak, p.natural_peak);  // the ledger's peak is no longer the natural one
   }
-  for (const policy::Command& c : cmds) apply(c);
-  cmds.clear();
-  sc.cmds.swap(cmds);  // the thread's scratch, as scratch() would return it again
-  return st;
 }
 
 void Executor::invalidate_producers() {

@@ -156,6 +156,7 @@ class Executor {
   void await_quiet(Block& b);        // every event quiet_events(b) lists (pins b meanwhile)
   void settle_managed_out(std::uint64_t incoming);  // enough managed moves out complete for `incoming` more Vmm bytes
   policy::Step feed(const policy::Event& e, std::span<const std::uint64_t> ids);  // + commands applied
+  void note_step(policy::Step st, std::uint32_t pos, std::uint32_t period);      // feed's rare part
   // The event that differed from the learned iteration: learning again, or followed on.
   void log_difference(std::uint32_t pos, std::uint32_t period, const policy::Event& was, const policy::Event& got,
                       bool relearn);

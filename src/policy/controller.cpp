@@ -51,7 +51,9 @@ Controller::Controller(ControllerOptions o) : opt_(o) {
 Step Controller::on_event(const Event& e, std::span<const std::uint64_t> ids, std::vector<Command>& out) {
   Step st;
   ++stats_.events;
-  const bool place = locked_ && match(e, st, out);
+  // The common case inline: the next place, exactly (match() for the rest).
+  const bool place = locked_ && ((pos_ < pattern_.size() && !held_.valid && !by_form_ && pattern_[pos_] == e.sig) ||
+                                 match(e, st, out));
   append(e, ids);
   if (locked_) {
     ++iter_events_;
@@ -87,8 +89,9 @@ bool Controller::match(const Event& e, Step& st, std::vector<Command>& out) {
     if (by_form_ && hist_.size() >= pattern_.size() && hist_[hist_.size() - pattern_.size()].e.sig != e.sig) ++stats_.resized;
     return true;
   }
-  note_mismatch(e);
   if (!talks_to_host_) {
+    differed_ = e;
+    mismatched_ = expected_here();
     relearn(st);
     return false;
   }
@@ -103,15 +106,14 @@ std::uint32_t Controller::tolerance(Cost kind) const {
   return std::max(opt_.min_extra, p / std::max<std::uint32_t>(opt_.extra_share, 1));
 }
 
-// `got` differs from the event one iteration earlier at this place (the previous iteration's,
-// when it had no extras).
-void Controller::note_mismatch(const Event& got) {
+// The event one iteration earlier at this place (the previous iteration's, when it had no
+// extras), for the log of a difference.
+Event Controller::expected_here() const {
   const std::size_t p = pattern_.size(), start = hist_.size() - iter_events_;
-  if (start + pos_ >= p) mismatched_ = hist_[start + pos_ - p].e;
-  differed_ = got;
+  return start + pos_ >= p ? hist_[start + pos_ - p].e : Event{};
 }
 
-void Controller::hold(const Event& e, std::uint64_t k) { held_ = Held{true, e.op, e.id, k, form_of(e)}; }
+void Controller::hold(const Event& e, std::uint64_t k) { held_ = Held{true, k, form_of(e), e, expected_here()}; }
 
 // The held event h did not take place pos_; `e` (key k) tells what it was, the first that
 // fits: the j places from pos_ skipped (h is place pos_ + j, e the next: both exactly),
@@ -122,6 +124,8 @@ bool Controller::resolve(const Event& e, std::uint64_t k, Step& st, std::vector<
   constexpr std::uint32_t kLookAhead = 8;  // places a skip may cover
   const Held h = held_;
   held_.valid = false;
+  differed_ = h.e;  // what every charge below is about (the owner logs it)
+  mismatched_ = h.expected;
   const std::size_t p = pattern_.size();
   auto expect = [&](std::size_t i) { return pattern_[i % p]; };  // i may run into the next iteration
   for (std::uint32_t j = 1; j <= kLookAhead && j < p && pos_ + j <= p; ++j) {
@@ -147,7 +151,6 @@ bool Controller::resolve(const Event& e, std::uint64_t k, Step& st, std::vector<
   }
   if (pattern_[pos_] == k) return charge(Cost::Extra, 1, st) && at_place(e, k, st);
   if (!charge(Cost::Extra, 1, st)) return false;
-  note_mismatch(e);
   hold(e, k);
   return false;
 }
@@ -183,7 +186,7 @@ void Controller::take_place(const Held& h, Step& st, std::vector<Command>& out) 
       return;
     }
   }
-  if (h.op == static_cast<std::uint8_t>(Op::Alloc)) cur_locals_.push_back(h.id);
+  if (is(h.e, Op::Alloc)) cur_locals_.push_back(h.e.id);
   ++pos_;
   follow(out);
 }
@@ -196,7 +199,6 @@ bool Controller::at_place(const Event& e, std::uint64_t k, Step& st) {
   if (pattern_[pos_] == k) return true;
   // Not this place either (the next of a resized tensor's events, or a rebase made another
   // iteration the learned one): held until the next event tells.
-  note_mismatch(e);
   hold(e, k);
   return false;
 }
@@ -285,6 +287,8 @@ void Controller::lock_at(std::size_t b, std::size_t p) {
   set_pattern(b, p);
   pos_ = static_cast<std::uint32_t>(n - (b + p));
   iter_events_ = pos_;
+  longer_search_gap_ = 0;
+  next_longer_search_ = 0;
   places_differed_ = 0;
   extras_ = 0;
   renumbered_ = false;
@@ -319,12 +323,25 @@ void Controller::set_pattern(std::size_t b, std::size_t p) {
 // longer one that now repeats in the history (gradient accumulation: micro-batches, then an
 // optimizer step taken for extra events; or a logging step every few iterations): the longer
 // one is learned instead (false: learning again).
+// The search is O(history) and allocates, on the event path: after one that finds nothing, the
+// next waits twice as many iterations, up to a quarter of the history's turnover (a job whose
+// every iteration has extras pays it a few times per history; a longer iteration is still
+// found within about twice the iterations it needs to repeat).
 bool Controller::end_iteration(Step& st) {
-  const bool differed = places_differed_ + extras_ > 0;
+  // Only extras or skips can be a longer iteration's events (substitutions are sizes).
+  const bool renumbered = renumbered_;
   boundary(st);
-  if (!differed) return true;
+  if (!renumbered || stats_.iterations < next_longer_search_) return true;
+  ++stats_.longer_searches;
   const learn::Period longer = learn::find_period(by_form_ ? forms_ : sigs_, opt_.min_period);
-  if (!longer.found || longer.period <= pattern_.size()) return true;
+  if (!longer.found || longer.period <= pattern_.size()) {
+    // At most about a quarter of the history's turnover apart: a longer iteration that begins
+    // late (a logging step added after many noisy iterations) is still found while it is there.
+    const std::uint64_t cap = std::max<std::uint64_t>(1, opt_.max_history / (4 * std::max<std::size_t>(pattern_.size(), 1)));
+    longer_search_gap_ = std::min(std::max<std::uint64_t>(2 * longer_search_gap_, 1), cap);
+    next_longer_search_ = stats_.iterations + longer_search_gap_;
+    return true;
+  }
   ++stats_.longer_found;
   st.longer = true;
   relearn(st);
@@ -357,7 +374,7 @@ void Controller::boundary(Step& st) {
     if (differed) {
       constexpr std::uint32_t kPostponed = 3;
       const bool due = (!plan_ && !ready_ && !failed_) || invalidated_ || larger;
-      want = repeats_previous(b, len) || (due && ++postponed_ > kPostponed);
+      want = len >= opt_.min_period && (repeats_previous(b, len) || (due && ++postponed_ > kPostponed));
       if (want) {
         set_pattern(b, len);
         cur_locals_ = allocations_in(b, b + len);  // its places now, extras included
@@ -365,7 +382,12 @@ void Controller::boundary(Step& st) {
         rebased = true;
         // A plan for the old iteration names other places once extras or skips renumbered them
         // (substitutions keep them): not followed, nor adopted when it arrives now.
-        if (renumbered_) plan_.reset();
+        if (renumbered_) {
+          plan_.reset();
+          feedback_.clear();  // its places are the old numbering's
+        }
+        longer_search_gap_ = 0;  // a new learned iteration: a longer one is looked for again at once
+        next_longer_search_ = 0;
         if (ready_ && !by_form_ && ready_->sigs != pattern_) ready_.reset();
       }
     }

@@ -418,8 +418,13 @@ TEST(Controller, GradientAccumulationsMicroBatchGivesWayToTheWholeIteration) {
   iteration();
   ASSERT_TRUE(c.locked());
   EXPECT_EQ(c.period(), kEventsPerIteration + 1);  // the micro-batch
-  for (int i = 0; i < 3; ++i) iteration();
+  iteration();
+  EXPECT_GT(c.stats().tolerated, 0u);  // the optimizer steps were followed on as extra events
+  EXPECT_EQ(c.stats().longer_found, 0u);
+  EXPECT_EQ(s.relearns, 0);
+  for (int i = 0; i < 2; ++i) iteration();
   EXPECT_EQ(c.stats().longer_found, 1u);
+  EXPECT_EQ(s.relearns, 1);  // that one
   ASSERT_TRUE(c.locked());
   EXPECT_EQ(c.period(), 3 * (kEventsPerIteration + 1) + 2);
   const std::uint64_t relearns = c.stats().relearns;
@@ -501,6 +506,27 @@ TEST(Controller, AResizedTensorIsSubstitutedWithTheKernelsThatTouchIt) {
   EXPECT_EQ(s.relearns, 0);
   EXPECT_EQ(c.stats().tolerated, 6u);
   EXPECT_TRUE(c.following());
+}
+
+// Every iteration differs (an extra event of its own each time, so no longer iteration ever
+// repeats): followed on throughout, and the O(history) search for a longer iteration backs off
+// (a search at 64 boundaries would cost the event path 64 passes over the history).
+TEST(Controller, AnIterationThatAlwaysDiffersSearchesForALongerOneRarely) {
+  Controller c;
+  Stream s(c);
+  auto r = s.learn(1);
+  ASSERT_TRUE(r);
+  c.offer(r->serial, toy_plan(r->job));
+  for (int i = 0; i < 64; ++i) {
+    s.iteration(1, 4 << 20, 3);
+    s.kernel(0x9000 + static_cast<std::uint64_t>(i), {Stream::kWeights});
+    s.resume();
+  }
+  EXPECT_EQ(s.relearns, 0);
+  EXPECT_TRUE(c.following());
+  EXPECT_EQ(c.stats().longer_found, 0u);
+  EXPECT_GE(c.stats().longer_searches, 1u);
+  EXPECT_LE(c.stats().longer_searches, 7u);
 }
 
 // A decision whose place was skipped names nothing (not the next allocation); past the extra
