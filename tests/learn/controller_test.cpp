@@ -4,6 +4,7 @@
 // passive victim order.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -33,7 +34,8 @@ class Stream {
   }
   // syncs: 0 none, 1 a sync after the upload (a blocking copy), 2 also the loss read.
   // Feeds at most `limit` events of the iteration (the rest with later calls of resume()).
-  void iteration(int syncs, std::uint64_t act_bytes = 4 << 20, int limit = 1 << 30) {
+  // `without`: places of the iteration (0: the input's allocation, ...) that do not come.
+  void iteration(int syncs, std::uint64_t act_bytes = 4 << 20, int limit = 1 << 30, std::vector<std::size_t> without = {}) {
     const std::uint64_t in = next_++, a = next_++, b = next_++;
     todo_.clear();
     todo_.push_back([=, this] { alloc(in, 1 << 16); });
@@ -50,6 +52,8 @@ class Stream {
     todo_.push_back([=, this] { free(a); });
     todo_.push_back([=, this] { free(in); });
     todo_.push_back([=, this] { kernel(0xd0, {kWeights}); });
+    std::sort(without.rbegin(), without.rend());
+    for (std::size_t k : without) todo_.erase(todo_.begin() + static_cast<std::ptrdiff_t>(k));
     done_ = 0;
     resume(limit);
   }
@@ -192,6 +196,16 @@ std::shared_ptr<plan::SegmentPlan> toy_plan(const plan::SegmentJob& job) {
   in.access = 9;
   p->decisions = {ev, in};
   return p;
+}
+
+// Set-up, iterations until the controller has learned one, the toy plan offered for its
+// request, and three iterations that follow it.
+void learn_and_follow(Controller& c, Stream& s) {
+  auto r = s.learn(1);
+  ASSERT_TRUE(r);
+  c.offer(r->serial, toy_plan(r->job));
+  for (int i = 0; i < 3; ++i) s.iteration(1);
+  ASSERT_TRUE(c.following());
 }
 
 TEST(Controller, AdoptsAnOfferedPlanOnlyAtTheNextBoundaryAndResolvesThisIterationsTensors) {
@@ -366,11 +380,7 @@ TEST(Controller, SizesThatChangeOnceAreLearnedAgainBySignature) {
 TEST(Controller, ALoggingStepsExtraEventsAreFollowedOnWithThePlan) {
   Controller c;
   Stream s(c);
-  auto r = s.learn(1);
-  ASSERT_TRUE(r);
-  c.offer(r->serial, toy_plan(r->job));
-  for (int i = 0; i < 3; ++i) s.iteration(1);
-  ASSERT_TRUE(c.following());
+  ASSERT_NO_FATAL_FAILURE(learn_and_follow(c, s));
   EXPECT_FALSE(c.take_request().has_value());
   for (int i = 0; i < 6; ++i) {
     SCOPED_TRACE(i);
@@ -439,31 +449,17 @@ TEST(Controller, GradientAccumulationsMicroBatchGivesWayToTheWholeIteration) {
 TEST(Controller, SkippedEventsKeepTheOtherPlacesNumbered) {
   Controller c;
   Stream s(c);
-  auto r = s.learn(1);
-  ASSERT_TRUE(r);
-  c.offer(r->serial, toy_plan(r->job));
-  for (int i = 0; i < 3; ++i) s.iteration(1);
-  ASSERT_TRUE(c.following());
+  ASSERT_NO_FATAL_FAILURE(learn_and_follow(c, s));
   // Without the sync after the upload.
   std::uint64_t in = s.next_;
   s.out.clear();
   s.iteration(0);
   ASSERT_EQ(s.out.size(), 2u);
   EXPECT_EQ(s.out[0].id, in + 1);
-  // Without the input's allocation (the last input's buffer uploaded into again).
-  const std::uint64_t a = s.next_++, b = s.next_++;
+  // Without the input's allocation (the last input's buffer uploaded into again) and its free.
+  const std::uint64_t a = s.next_ + 1;
   s.out.clear();
-  s.copy_h2d(in);
-  s.sync();
-  s.alloc(a, 4 << 20);
-  s.kernel(0xb0, {Stream::kWeights, in, a});
-  s.alloc(b, 4 << 20);
-  s.kernel(0xb1, {a, b});
-  s.kernel(0xc1, {b, a});
-  s.free(b);
-  s.kernel(0xc0, {a, in, Stream::kWeights});
-  s.free(a);
-  s.kernel(0xd0, {Stream::kWeights});  // the input's free is skipped too
+  s.iteration(1, 4 << 20, 1 << 30, {0, 11});
   ASSERT_EQ(s.out.size(), 2u);
   EXPECT_EQ(s.out[0].id, a);
   EXPECT_EQ(s.out[1].id, a);
@@ -488,11 +484,7 @@ TEST(Controller, AResizedTensorIsSubstitutedWithTheKernelsThatTouchIt) {
   Controller c(o);
   Stream s(c);
   s.sized_kernels = true;
-  auto r = s.learn(1);
-  ASSERT_TRUE(r);
-  c.offer(r->serial, toy_plan(r->job));
-  for (int i = 0; i < 3; ++i) s.iteration(1);
-  ASSERT_TRUE(c.following());
+  ASSERT_NO_FATAL_FAILURE(learn_and_follow(c, s));
   for (std::uint64_t mib : {8, 4}) {
     SCOPED_TRACE(mib);
     const std::uint64_t in = s.next_;
@@ -514,9 +506,7 @@ TEST(Controller, AResizedTensorIsSubstitutedWithTheKernelsThatTouchIt) {
 TEST(Controller, AnIterationThatAlwaysDiffersSearchesForALongerOneRarely) {
   Controller c;
   Stream s(c);
-  auto r = s.learn(1);
-  ASSERT_TRUE(r);
-  c.offer(r->serial, toy_plan(r->job));
+  ASSERT_NO_FATAL_FAILURE(learn_and_follow(c, s));
   for (int i = 0; i < 64; ++i) {
     s.iteration(1, 4 << 20, 3);
     s.kernel(0x9000 + static_cast<std::uint64_t>(i), {Stream::kWeights});
@@ -534,26 +524,10 @@ TEST(Controller, AnIterationThatAlwaysDiffersSearchesForALongerOneRarely) {
 TEST(Controller, ASkippedPlaceNamesNothingAndTooManyExtrasLearnAgain) {
   Controller c;
   Stream s(c);
-  auto r = s.learn(1);
-  ASSERT_TRUE(r);
-  c.offer(r->serial, toy_plan(r->job));
-  for (int i = 0; i < 3; ++i) s.iteration(1);
-  ASSERT_TRUE(c.following());
+  ASSERT_NO_FATAL_FAILURE(learn_and_follow(c, s));
   // Without the first activation's allocation (place 3; the plan's tensor, local 1).
-  const std::uint64_t in = s.next_++, a = s.next_++, b = s.next_++;
   s.out.clear();
-  s.alloc(in, 1 << 16);
-  s.copy_h2d(in);
-  s.sync();
-  s.kernel(0xb0, {Stream::kWeights, in, a});
-  s.alloc(b, 4 << 20);
-  s.kernel(0xb1, {a, b});
-  s.kernel(0xc1, {b, a});
-  s.free(b);
-  s.kernel(0xc0, {a, in, Stream::kWeights});
-  s.free(a);
-  s.free(in);
-  s.kernel(0xd0, {Stream::kWeights});
+  s.iteration(1, 4 << 20, 1 << 30, {3});
   EXPECT_TRUE(s.out.empty());  // local 1 was skipped: neither b nor anything else is named
   EXPECT_EQ(s.relearns, 0);
   // 18 extra events (16 are tolerated; an event that differs is counted when the next one
@@ -572,11 +546,7 @@ TEST(Controller, ASkippedPlaceNamesNothingAndTooManyExtrasLearnAgain) {
 TEST(Controller, ASmallChangeThatLastsBecomesTheLearnedIteration) {
   Controller c;
   Stream s(c);
-  auto r = s.learn(1);
-  ASSERT_TRUE(r);
-  c.offer(r->serial, toy_plan(r->job));
-  for (int i = 0; i < 3; ++i) s.iteration(1);
-  ASSERT_TRUE(c.following());
+  ASSERT_NO_FATAL_FAILURE(learn_and_follow(c, s));
   s.iteration(1, 8 << 20);
   s.iteration(1, 8 << 20, 1);  // the boundary after the first changed one: no request
   EXPECT_FALSE(c.take_request().has_value());
@@ -610,11 +580,7 @@ TEST(Controller, ASmallChangeThatLastsBecomesTheLearnedIteration) {
 TEST(Controller, ALastEventThatStopsComingIsSkippedThenLearnedAway) {
   Controller c;
   Stream s(c);
-  auto r = s.learn(1);
-  ASSERT_TRUE(r);
-  c.offer(r->serial, toy_plan(r->job));
-  for (int i = 0; i < 3; ++i) s.iteration(1);
-  ASSERT_TRUE(c.following());
+  ASSERT_NO_FATAL_FAILURE(learn_and_follow(c, s));
   const std::uint32_t period = c.period();
   for (int i = 0; i < 2; ++i) {
     s.out.clear();
