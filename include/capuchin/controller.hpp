@@ -201,15 +201,19 @@ class Controller {
   };
   void hold(const Event& e, std::uint64_t k);
   bool resolve(const Event& e, std::uint64_t k, Step& st, std::vector<Command>& out);
-  enum class Cost : std::uint8_t { Places, Extra };
-  // renumbers: a rebase on this iteration would move the places after it (skips; extras
-  // always do: they become places).
-  bool charge(Cost kind, std::uint32_t n, Step& st, bool renumbers = false);
+  enum class Cost : std::uint8_t { Substituted, Skipped, Extra };
+  bool charge(Cost kind, std::uint32_t n, Step& st);
+  void forget_differences();  // of the running iteration
+  // The running iteration's places moved against the learned one's (skips; extras, which a
+  // rebase makes places): its plan's places name other tensors after a rebase.
+  bool renumbered_places() const { return skipped_ + extras_ > 0; }
   void take_place(const Held& h, Step& st, std::vector<Command>& out);
   bool at_place(const Event& e, std::uint64_t k, Step& st);
   Event expected_here() const;
   std::uint32_t tolerance(Cost kind) const;
   void set_pattern(std::size_t b, std::size_t p);  // the learned iteration := history [b, b + p)
+  void rebase(std::size_t b, std::size_t len);
+  bool talks_to_host(std::size_t from, std::size_t to) const;  // a copy or a sync in history [from, to)
   bool end_iteration(Step& st);  // boundary(), or learning again (a longer iteration found)
   void boundary(Step& st);
   void follow(std::vector<Command>& out);
@@ -243,8 +247,7 @@ class Controller {
   bool talks_to_host_ = false;                // it holds a copy or a sync: differences are tolerated
   std::uint32_t pos_ = 0;
   std::uint32_t iter_events_ = 0;    // events of the running iteration in the history (its places and extras)
-  std::uint32_t places_differed_ = 0, extras_ = 0;  // of the running iteration, tolerated
-  bool renumbered_ = false;  // the running iteration had extras or skips (its places moved)
+  std::uint32_t substituted_ = 0, skipped_ = 0, extras_ = 0;  // of the running iteration, tolerated
   std::uint32_t postponed_ = 0;  // boundaries of iterations that differed where a due request waited
   std::uint64_t longer_search_gap_ = 0, next_longer_search_ = 0;  // end_iteration's backoff (iterations)
   std::uint32_t carried_ = 0;  // at a boundary: events last in the history that are the next iteration's

@@ -66,8 +66,8 @@ Step Controller::on_event(const Event& e, std::span<const std::uint64_t> ids, st
   // Locked, every event is checked against the pattern above, so the history since the lock
   // is periodic with it but for the differences tolerated: a try would find the same period
   // (or a divisor that the live-bytes rule rejected before and rejects again), so tries are
-  // made while learning, and for a longer period at the end of an iteration that differed
-  // (end_iteration). (They used to confirm the lock every half history: O(history) each, a
+  // made while learning, and for a longer period at the end of an iteration with extra events
+  // or skipped places (end_iteration). (They used to confirm the lock every half history: O(history) each, a
   // tenth of the event path.)
   if (!locked_) ++learning_events_;
   if (!locked_ && (hist_.size() >= next_try_ || is(e, Op::Sync))) try_lock(st);
@@ -102,8 +102,8 @@ bool Controller::match(const Event& e, Step& st, std::vector<Command>& out) {
 std::uint32_t Controller::tolerance(Cost kind) const {
   if (!talks_to_host_) return 0;
   const std::uint32_t p = static_cast<std::uint32_t>(pattern_.size());
-  if (kind == Cost::Places) return std::max(opt_.min_tolerated, p / std::max<std::uint32_t>(opt_.tolerated_share, 1));
-  return std::max(opt_.min_extra, p / std::max<std::uint32_t>(opt_.extra_share, 1));
+  if (kind == Cost::Extra) return std::max(opt_.min_extra, p / std::max<std::uint32_t>(opt_.extra_share, 1));
+  return std::max(opt_.min_tolerated, p / std::max<std::uint32_t>(opt_.tolerated_share, 1));
 }
 
 // The event one iteration earlier at this place (the previous iteration's, when it had no
@@ -132,8 +132,8 @@ bool Controller::resolve(const Event& e, std::uint64_t k, Step& st, std::vector<
     if (expect(pos_ + j) != h.key || expect(pos_ + j + 1) != k) continue;
     // More places than tolerated: rather extra events that happen to look like later ones (a
     // logging step's read-back and sync, like the loss read's a few places on).
-    if (places_differed_ + j > tolerance(Cost::Places)) break;
-    if (!charge(Cost::Places, j, st, true)) return false;
+    if (substituted_ + skipped_ + j > tolerance(Cost::Skipped)) break;
+    if (!charge(Cost::Skipped, j, st)) return false;
     // The places between did not come: their allocations are absent (later places keep their
     // numbers), their decisions are issued now (prefetches for later accesses still serve).
     for (std::uint32_t i = 0; i < j; ++i) {
@@ -145,7 +145,7 @@ bool Controller::resolve(const Event& e, std::uint64_t k, Step& st, std::vector<
     return at_place(e, k, st);
   }
   if (!by_form_ && pattern_forms_[pos_] == h.form && (expect(pos_ + 1) == k || pattern_forms_[(pos_ + 1) % p] == form_of(e))) {
-    if (!charge(Cost::Places, 1, st)) return false;
+    if (!charge(Cost::Substituted, 1, st)) return false;
     take_place(h, st, out);
     return at_place(e, k, st);
   }
@@ -155,16 +155,15 @@ bool Controller::resolve(const Event& e, std::uint64_t k, Step& st, std::vector<
   return false;
 }
 
-// Counts n differences of the running iteration (places substituted or skipped, or extra
-// events): false (learning again) past the tolerance of their kind.
-bool Controller::charge(Cost kind, std::uint32_t n, Step& st, bool renumbers) {
-  std::uint32_t& used = kind == Cost::Places ? places_differed_ : extras_;
+// Counts n differences of the running iteration: false (learning again) past the tolerance of
+// their kind (places substituted or skipped share one).
+bool Controller::charge(Cost kind, std::uint32_t n, Step& st) {
+  const std::uint32_t used = kind == Cost::Extra ? extras_ : substituted_ + skipped_;
   if (used + n > tolerance(kind)) {
     relearn(st);
     return false;
   }
-  used += n;
-  renumbered_ = renumbered_ || renumbers || kind == Cost::Extra;
+  (kind == Cost::Extra ? extras_ : kind == Cost::Skipped ? skipped_ : substituted_) += n;
   stats_.tolerated += n;
   st.tolerated = true;
   return true;
@@ -241,9 +240,7 @@ void Controller::try_lock(Step& st) {
   if (!per.found) {
     per = learn::find_period(forms_, opt_.min_period);
     if (!per.found || learning_events_ < 3 * static_cast<std::uint64_t>(per.period) || 2 * std::size_t{per.repeat} < n) return;
-    bool talks_to_host = false;
-    for (std::size_t i = n - per.period; i < n && !talks_to_host; ++i) talks_to_host = is(hist_[i].e, Op::Copy) || is(hist_[i].e, Op::Sync);
-    if (!talks_to_host) return;
+    if (!talks_to_host(n - per.period, n)) return;
     by_form = true;
   }
   by_form_ = by_form;  // key() compares by it from here (relearn() clears it)
@@ -289,9 +286,7 @@ void Controller::lock_at(std::size_t b, std::size_t p) {
   iter_events_ = pos_;
   longer_search_gap_ = 0;
   next_longer_search_ = 0;
-  places_differed_ = 0;
-  extras_ = 0;
-  renumbered_ = false;
+  forget_differences();
   prev_locals_ = allocations_in(b, b + p);
   cur_locals_ = allocations_in(b + p, n);
   failed_ = false;
@@ -310,13 +305,18 @@ void Controller::set_pattern(std::size_t b, std::size_t p) {
   pattern_.clear();
   pattern_forms_.clear();
   pattern_ops_.clear();
-  talks_to_host_ = false;
   for (std::size_t i = b; i < b + p; ++i) {
     pattern_.push_back(key(i));
     pattern_forms_.push_back(forms_[i]);
     pattern_ops_.push_back(hist_[i].e.op);
-    talks_to_host_ = talks_to_host_ || is(hist_[i].e, Op::Copy) || is(hist_[i].e, Op::Sync);
   }
+  talks_to_host_ = talks_to_host(b, b + p);
+}
+
+bool Controller::talks_to_host(std::size_t from, std::size_t to) const {
+  for (std::size_t i = from; i < to; ++i)
+    if (is(hist_[i].e, Op::Copy) || is(hist_[i].e, Op::Sync)) return true;
+  return false;
 }
 
 // The iteration ends. One that differed may show that the learned iteration is a loop inside a
@@ -329,7 +329,7 @@ void Controller::set_pattern(std::size_t b, std::size_t p) {
 // found within about twice the iterations it needs to repeat).
 bool Controller::end_iteration(Step& st) {
   // Only extras or skips can be a longer iteration's events (substitutions are sizes).
-  const bool renumbered = renumbered_;
+  const bool renumbered = renumbered_places();
   boundary(st);
   if (!renumbered || stats_.iterations < next_longer_search_) return true;
   ++stats_.longer_searches;
@@ -354,7 +354,7 @@ void Controller::boundary(Step& st) {
   if (plan_) ++stats_.iterations_followed;
   const std::size_t len = iter_events_;  // the iteration that just ended: [b, b + len)
   const std::size_t b = hist_.size() - carried_ - len;
-  const bool differed = places_differed_ + extras_ > 0;
+  const bool differed = substituted_ + skipped_ + extras_ > 0;
   if (pending_ == 0) {
     // Learned by form, iterations differ in size: the plan is made for the largest seen, so a
     // larger iteration than the last request's asks again (a few times: each is a new record).
@@ -363,34 +363,17 @@ void Controller::boundary(Step& st) {
     const std::uint64_t peak = by_form_ ? peak_in(b, b + len) : 0;
     const bool larger = by_form_ && peak > requested_peak_ + requested_peak_ / 20;
     const bool late = late_since_plan_ && !by_form_;
-    bool want = (!plan_ && !ready_ && !failed_) || late || invalidated_ || larger;
+    const bool due = (!plan_ && !ready_ && !failed_) || invalidated_ || larger;
     // An iteration that differed in a few places asks when it repeats the one before exactly
     // (the job changed a little for good); a plan due for another reason than lateness (none
     // yet, a new budget, a larger iteration) waits for an iteration that did not differ, up to
     // kPostponed boundaries (a logging step must not become the learned iteration). It then
-    // becomes the learned iteration, so that the answer (made from it, with its signatures) is
-    // adopted. Lateness alone waits for an iteration that did not differ.
-    bool rebased = false;
-    if (differed) {
-      constexpr std::uint32_t kPostponed = 3;
-      const bool due = (!plan_ && !ready_ && !failed_) || invalidated_ || larger;
-      want = len >= opt_.min_period && (repeats_previous(b, len) || (due && ++postponed_ > kPostponed));
-      if (want) {
-        set_pattern(b, len);
-        cur_locals_ = allocations_in(b, b + len);  // its places now, extras included
-        ++stats_.rebased;
-        rebased = true;
-        // A plan for the old iteration names other places once extras or skips renumbered them
-        // (substitutions keep them): not followed, nor adopted when it arrives now.
-        if (renumbered_) {
-          plan_.reset();
-          feedback_.clear();  // its places are the old numbering's
-        }
-        longer_search_gap_ = 0;  // a new learned iteration: a longer one is looked for again at once
-        next_longer_search_ = 0;
-        if (ready_ && !by_form_ && ready_->sigs != pattern_) ready_.reset();
-      }
-    }
+    // becomes the learned iteration (rebase), so that the answer (made from it, with its
+    // signatures) is adopted. Lateness alone waits for an iteration that did not differ.
+    constexpr std::uint32_t kPostponed = 3;
+    const bool rebased = differed && len >= opt_.min_period && (repeats_previous(b, len) || (due && ++postponed_ > kPostponed));
+    if (rebased) rebase(b, len);
+    const bool want = differed ? rebased : due || late;
     if (want) {
       postponed_ = 0;
       // Only a request made for late swap-ins alone may be refused in favour of the plan
@@ -415,9 +398,26 @@ void Controller::boundary(Step& st) {
   cur_locals_.clear();
   pos_ = 0;
   iter_events_ = 0;
-  places_differed_ = 0;
-  extras_ = 0;
-  renumbered_ = false;
+  forget_differences();
+}
+
+void Controller::forget_differences() { substituted_ = skipped_ = extras_ = 0; }
+
+// History [b, b + len), an iteration that differed from the learned one, becomes it.
+void Controller::rebase(std::size_t b, std::size_t len) {
+  const bool renumbered = renumbered_places();
+  set_pattern(b, len);
+  cur_locals_ = allocations_in(b, b + len);  // its places now, extras included
+  ++stats_.rebased;
+  // A plan for the old iteration names other places once extras or skips renumbered them
+  // (substitutions keep them): not followed, nor adopted when it arrives now.
+  if (renumbered) {
+    plan_.reset();
+    feedback_.clear();  // its places are the old numbering's
+  }
+  if (ready_ && !by_form_ && ready_->sigs != pattern_) ready_.reset();
+  longer_search_gap_ = 0;  // a new learned iteration: a longer one is looked for again at once
+  next_longer_search_ = 0;
 }
 
 void Controller::follow(std::vector<Command>& out) {
@@ -453,9 +453,7 @@ void Controller::relearn(Step& st) {
   held_ = Held{};
   pos_ = 0;
   iter_events_ = 0;
-  places_differed_ = 0;
-  extras_ = 0;
-  renumbered_ = false;
+  forget_differences();
   postponed_ = 0;
   plan_.reset();
   ready_.reset();

@@ -13,8 +13,8 @@
 #     planned iterations; the decision log has a `plan` record and evictions the plan made,
 #     i.e. with a planner's reason, not only `pressure` ones), and, once two iterations followed
 #     it, not every launch was timed. No hook ever waits for a plan.
-#   - MAX_RELEARNS=N: the executor learned the iteration again at most N times (summary's
-#     relearns), and when set, its summary counts tolerated_events (EXPECT_TOLERATED=1: some);
+#   - MAX_RELEARNS=N: the executor learned the iteration again at most N times (the summary's
+#     relearns); EXPECT_TOLERATED=1: it followed some differences on (tolerated_events > 0);
 #   - EXPECT_DECISIONS="action:reason ...": the decision log has each (e.g. recompute:chain,
 #     a dropped tensor recomputed as the input of another recomputation); FORBID_DECISIONS the
 #     same, none of them (e.g. evict:msps, a drop the plan made that the executor refused and
