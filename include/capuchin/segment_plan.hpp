@@ -115,6 +115,11 @@ struct SegmentJob {
   std::string gpu = "h100";    // GPU profile when not simcuda (capuchin sim --list-gpus)
   std::string dump_dir;        // if set: the segment trace and the plan are written there
   std::vector<LateArrival> late;  // feedback from iterations like this one
+  // The host link each way as the job measured its own moves (bytes per second, the copy's
+  // latency left out; 0: not measured): the plan's swaps are timed with these instead of the
+  // profile's rate (sim::Efficiency::swap_out_link, swap_in_link). Not used where the caller
+  // passes its own model (the simulator).
+  double swap_out_bytes_per_s = 0, swap_in_bytes_per_s = 0;
   // Anytime: called, on the planning thread, with the replay-chosen plan before its in-triggers
   // are refined (plan::refine_prefetches: up to thousands of replays), so that a caller can
   // follow it while the refinement runs; plan_segment then returns the refined plan

@@ -47,9 +47,24 @@ struct Efficiency {
   double compute = 0.6;          // of peak FLOP/s for a kernel
   double memory = 0.8;           // of peak HBM bandwidth
   double link = 0.87;            // of theoretical link bandwidth (55 of 63 GB/s on PCIe 5.0 x16)
+  // A policy's own moves (swaps), each way, where they run at another rate than the job's copies
+  // (0: as `link`). A running job measures them (the executor times its moves and plans with
+  // what it saw): Unified Memory migrates to the host at about a quarter of a pinned copy's rate
+  // on an H200 (README, Results), and a link shared by several GPUs gives each less.
+  double swap_out_link = 0;      // to the host
+  double swap_in_link = 0;       // to the device
   double launch_latency_s = 4e-6;  // added to every roofline kernel (not to dur_ns)
   double uvm_fault_latency_s = 25e-6;  // per on-demand fault of a paging policy (lru-uvm)
 };
+
+// Seconds one swap copy of `bytes` takes each way: the profile's latency plus the bytes at the
+// link's rate times the swap efficiency of that direction (Efficiency::swap_out_link, _in_link).
+inline double swap_out_s(const GpuProfile& gpu, const Efficiency& eff, std::uint64_t bytes) {
+  return gpu.link_latency_s + static_cast<double>(bytes) / (gpu.link_bytes_per_s * (eff.swap_out_link > 0 ? eff.swap_out_link : eff.link));
+}
+inline double swap_in_s(const GpuProfile& gpu, const Efficiency& eff, std::uint64_t bytes) {
+  return gpu.link_latency_s + static_cast<double>(bytes) / (gpu.link_bytes_per_s * (eff.swap_in_link > 0 ? eff.swap_in_link : eff.link));
+}
 
 std::span<const GpuProfile> gpu_profiles();
 Expected<GpuProfile> find_gpu_profile(std::string_view name);  // case-insensitive

@@ -190,7 +190,13 @@ CUresult start(Executor& e) {
   po.allow_recompute = e.opt.recompute && (e.opt.backend == Backend::Pinned || e.managed->droppable());
   if (const char* v = env("CAPUCHIN_GPU")) po.gpu = v;
   if (const char* v = env("CAPUCHIN_PLAN_DUMP")) po.dump_dir = v;
+  if (const char* v = env("CAPUCHIN_LINK"); v != nullptr && v[0] != '\0') {
+    if (std::strcmp(v, "profile") == 0) po.measured_link = false;
+    else if (std::strcmp(v, "measured") != 0)
+      log(LogLevel::Warn, "CAPUCHIN_LINK=%s is neither measured nor profile: the measured link is used", v);
+  }
   e.planning.configure(&e.api, po);
+  e.moves.meter = &e.planning.link();
   e.planning.start();
   log_driver_features(e);
   log(LogLevel::Info, "executor on: budget %s (%" PRIu64 " bytes), backend %s, device %d%s", e.opt.budget_text.c_str(),
@@ -348,6 +354,7 @@ void Executor::log_difference(std::uint32_t pos, std::uint32_t period, const pol
 policy::Step Executor::feed(const policy::Event& ev, std::span<const std::uint64_t> ids) {
   reclaim_finished_evictions();  // copies out that ended free their device memory now
   planning.poll_timings();       // kernel times measured so far, for the next plan request
+  planning.link().poll();        // and the moves' copies
   Scratch& sc = scratch();
   std::vector<policy::Command> cmds;
   cmds.swap(sc.cmds);

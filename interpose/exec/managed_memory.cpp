@@ -74,7 +74,7 @@ class ManagedMemory final : public BlockMemory {
   void complete_evict(Block&) override {}
   void cancel_evict(Block&) override {}
 
-  bool prefetch(Block& b, bool, const CUstream* user) override {
+  bool prefetch(Block& b, bool keep_data, const CUstream* user) override {
     const CUstream on = b.where == Where::Fresh && user != nullptr ? *user : c_.in;
     c_.ledger->move(b, Where::Incoming);  // counted first: the room it needs is what is waited for
     // Its own move out (or discard) first; room on the device is made by moves out issued
@@ -85,8 +85,11 @@ class ManagedMemory final : public BlockMemory {
       log(LogLevel::Error, "executor: ordering a prefetch after evictions failed");
     CUmemLocation dev{CU_MEM_LOCATION_TYPE_DEVICE, c_.device};
     // A failed prefetch leaves the pages where they are, still addressable: the kernel faults
-    // them in (slow, never wrong).
-    if (CUresult r = c_.api->mem_prefetch(b.base, b.bytes, dev, 0, on); r != CUDA_SUCCESS)
+    // them in (slow, never wrong). Only a move of data is timed (a fresh block's is a fill).
+    const int timed = keep_data && c_.meter != nullptr ? c_.meter->begin(on, b.bytes, false) : -1;
+    const CUresult r = c_.api->mem_prefetch(b.base, b.bytes, dev, 0, on);
+    if (timed >= 0) c_.meter->end(timed, on, r == CUDA_SUCCESS);
+    if (r != CUDA_SUCCESS)
       log(LogLevel::Warn, "executor: prefetching tensor %" PRIu64 " to the device failed (CUresult %d)", b.id, static_cast<int>(r));
     c_.events->unref(b.ready);
     b.ready = c_.events->record(on);
@@ -149,7 +152,10 @@ class ManagedMemory final : public BlockMemory {
       CUmemLocation host{CU_MEM_LOCATION_TYPE_HOST, 0};
       // A failed move out leaves the pages on the device: the driver evicts them itself if it
       // must (slower, never wrong); the budget then counts them as gone, which the log says.
-      if (CUresult r = c_.api->mem_prefetch(b.base, b.bytes, host, 0, c_.out); r != CUDA_SUCCESS)
+      const int timed = !dead && c_.meter != nullptr ? c_.meter->begin(c_.out, b.bytes, true) : -1;
+      const CUresult r = c_.api->mem_prefetch(b.base, b.bytes, host, 0, c_.out);
+      if (timed >= 0) c_.meter->end(timed, c_.out, r == CUDA_SUCCESS);
+      if (r != CUDA_SUCCESS)
         log(LogLevel::Warn, "executor: prefetching tensor %" PRIu64 " to the host failed (CUresult %d)", b.id, static_cast<int>(r));
     }
     c_.events->unref(b.ready);

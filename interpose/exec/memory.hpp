@@ -21,6 +21,7 @@
 #include "api.hpp"
 #include "block.hpp"
 #include "host_pool.hpp"
+#include "link_meter.hpp"
 
 namespace capuchin::interpose::exec {
 
@@ -35,6 +36,7 @@ struct MoveContext {
   // queued behind the out stream's copies (the room they make comes at once, as in the plan).
   CUstream drop = nullptr;
   int device = 0;          // the context's device
+  LinkMeter* meter = nullptr;  // times the moves that carry data (link_meter.hpp); none: untimed
   // Managed moves out (and discards) in flight, in issue order: the ledger counts their bytes
   // as gone at once, the device only when `out` gets there. A move in (stream-ordered) and a
   // Vmm chunk (taken on the host's clock) wait for just enough of them to fit the budget.

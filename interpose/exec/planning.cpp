@@ -7,6 +7,7 @@
 #include <cinttypes>
 
 #include "capuchin/segment_plan.hpp"
+#include "capuchin/sim.hpp"
 #include "capuchin/trace.hpp"
 #include "config.hpp"
 #include "daemon_sink.hpp"
@@ -59,6 +60,26 @@ policy::Step Planning::feed(const policy::Event& e, std::span<const std::uint64_
   return st;
 }
 
+void Planning::configure(const Api* api, PlanningOptions o) {
+  api_ = api;
+  opt_ = std::move(o);
+  link_.configure(api);
+  // The fixed cost per copy the planner's profile adds itself: left out of the measured rates.
+  if (auto g = sim::find_gpu_profile(opt_.simcuda ? "simcuda" : opt_.gpu)) link_latency_s_ = g->link_latency_s;
+}
+
+// Logged when first measured and when either way moved by a fifth since it was last logged.
+void Planning::note_link(double out, double in) {
+  auto moved = [](double now, double then) { return now > 0 && (then <= 0 || now > 1.2 * then || now < then / 1.2); };
+  if (!moved(out, logged_out_) && !moved(in, logged_in_)) return;
+  if (out > 0) logged_out_ = out;
+  if (in > 0) logged_in_ = in;
+  log(LogLevel::Info, "executor: the link as this job's moves measured it: %.2f GB/s to the host, %.2f GB/s to the device "
+      "(%" PRIu64 " and %" PRIu64 " moves timed; 0: not yet); %s", out * 1e-9, in * 1e-9,
+      link_.measured(true), link_.measured(false),
+      opt_.measured_link ? "plans time their swaps with it" : "not used (CAPUCHIN_LINK=profile)");
+}
+
 // The request, completed with what only the executor knows, goes to the planner thread.
 void Planning::hand_over(policy::PlanRequest r, std::uint64_t budget) {
   plan::SegmentJob& j = r.job;
@@ -69,6 +90,10 @@ void Planning::hand_over(policy::PlanRequest r, std::uint64_t budget) {
   j.keep_plan = opt_.keep_plan;
   j.gpu = opt_.gpu;
   j.dump_dir = opt_.dump_dir;
+  link_.poll();
+  note_link(link_.bytes_per_s(true, link_latency_s_), link_.bytes_per_s(false, link_latency_s_));
+  j.swap_out_bytes_per_s = link_rate(true);
+  j.swap_in_bytes_per_s = link_rate(false);
   for (policy::Event& e : j.events) {
     if (e.op != static_cast<std::uint8_t>(trace::Op::Kernel)) continue;
     if (auto it = dur_ns_.find(e.sig); it != dur_ns_.end()) e.dur_ns = it->second;

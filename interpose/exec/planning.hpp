@@ -28,6 +28,7 @@
 
 #include "api.hpp"
 #include "capuchin/controller.hpp"
+#include "link_meter.hpp"
 
 namespace capuchin::interpose::exec {
 
@@ -38,6 +39,7 @@ struct PlanningOptions {
   bool keep_plan = false;       // CAPUCHIN_PLAN=always: never the pressure rules alone instead of a plan
   std::string gpu = "h100";     // CAPUCHIN_GPU: the profile plans model (not on simcuda)
   std::string dump_dir;         // CAPUCHIN_PLAN_DUMP: iterations and plans written there
+  bool measured_link = true;    // CAPUCHIN_LINK (profile: swaps timed at the profile's rate, not the measured one)
 };
 
 class Planning {
@@ -47,7 +49,14 @@ class Planning {
   Planning& operator=(const Planning&) = delete;
   ~Planning();
 
-  void configure(const Api* api, PlanningOptions o) { api_ = api, opt_ = std::move(o); }
+  void configure(const Api* api, PlanningOptions o);
+  // The link's speed as this job's moves measured it (the move code times its copies with it);
+  // plan requests carry its rates. latency_s: the fixed cost per copy of the planner's profile.
+  LinkMeter& link() { return link_; }
+  double link_latency_s() const { return link_latency_s_; }
+  // The rate each way swaps are timed with: the measured one (the copies' fixed cost left out),
+  // 0 until measured or where CAPUCHIN_LINK=profile.
+  double link_rate(bool to_host) const { return opt_.measured_link ? link_.bytes_per_s(to_host, link_latency_s_) : 0; }
   // Plans a tiny iteration once (see executor.hpp, warm_up_planning).
   static void warm_up();
   void start();  // the planner thread (when planning is enabled)
@@ -117,6 +126,7 @@ class Planning {
   };
   void run();
   void hand_over(policy::PlanRequest r, std::uint64_t budget);
+  void note_link(double out, double in);
 
   const Api* api_ = nullptr;
   PlanningOptions opt_;
@@ -129,6 +139,9 @@ class Planning {
   std::atomic<policy::PlanRequest*> inbox_{nullptr};
   std::atomic<Answer*> outbox_{nullptr};
   std::atomic<bool> stop_{false};
+  LinkMeter link_;
+  double link_latency_s_ = 10e-6;
+  double logged_out_ = 0, logged_in_ = 0;  // the rates last logged (note_link)
   // kernel durations
   std::vector<Pair> pairs_;
   std::vector<int> free_pairs_;

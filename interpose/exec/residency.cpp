@@ -23,10 +23,16 @@ namespace capuchin::interpose::exec {
 
 namespace {
 // What a swap round trip costs, for the passive victim order and against a recomputation's
-// measured time (pressure_drop_cost). simcuda's are the planner's simcuda profile's
-// (segment_plan.cpp); on a GPU a generic PCIe 5 link, not the planner's profile.
-double link_bytes_per_s(bool simcuda) { return simcuda ? 25e9 : 55e9; }
-double link_latency_s(bool simcuda) { return simcuda ? 1.5e-6 : 10e-6; }
+// measured time (pressure_drop_cost): each way at the rate this job's moves measured
+// (LinkMeter), else simcuda's (the planner's simcuda profile's, segment_plan.cpp) or, on a GPU,
+// a generic PCIe 5 link's.
+struct LinkRates {
+  double out, in, latency;
+};
+LinkRates link_rates(const Planning& planning, bool simcuda) {
+  const double generic = simcuda ? 25e9 : 55e9, out = planning.link_rate(true), in = planning.link_rate(false);
+  return {out > 0 ? out : generic, in > 0 ? in : generic, planning.link_latency_s()};
+}
 }  // namespace
 
 // Vmm when rounding to the granularity wastes at most 1/16 of the span (and the tensor is not
@@ -110,7 +116,7 @@ bool Executor::start_victims(std::uint64_t short_bytes, bool may_wait) {
   std::vector<policy::VictimCandidate>& cand = scratch().victims;
   cand.clear();
   const std::uint64_t now = tick();
-  const double link = link_bytes_per_s(simcuda), lat = link_latency_s(simcuda);
+  const LinkRates link = link_rates(planning, simcuda);
   const bool drops = may_wait && !drops_barred() && pressure_drops_allowed() && streams_idle_now();
   // Only blocks on the device can move out: the charged ones, not every live one. The order
   // below does not depend on the candidates' order (VictimOrder's is total).
@@ -119,7 +125,7 @@ bool Executor::start_victims(std::uint64_t short_bytes, bool may_wait) {
     if (!b.live || b.pins != 0 || b.stuck_tick == now) continue;
     if (!mem(b).movable(b)) continue;
     const std::uint64_t idle = now - std::min(now, b.last_tick) + 1;
-    const double swap = policy::swap_round_trip_s(b.span, link, lat);
+    const double swap = 2 * link.latency + static_cast<double>(b.span) / link.out + static_cast<double>(b.span) / link.in;
     const double drop = drops ? pressure_drop_cost(b, swap) : -1;
     cand.push_back({b.id, b.span, idle, drop >= 0 ? drop : swap, drop >= 0});
   }

@@ -78,10 +78,9 @@ double replay_plan(const sim::PreparedTrace& p, const learn::Pattern& pattern, c
   double back = 0;
   std::vector<std::uint32_t> started_off = r.started_off_device;
   std::sort(started_off.begin(), started_off.end());
-  const double link = p.gpu.link_bytes_per_s * p.eff.link;
   for (std::uint32_t tn : r.off_device_at_end) {
     if (std::binary_search(started_off.begin(), started_off.end(), tn)) continue;
-    back += p.gpu.link_latency_s + static_cast<double>(p.trace->tensors[tn].bytes) / link;
+    back += sim::swap_in_s(p.gpu, p.eff, p.trace->tensors[tn].bytes);
   }
   return r.time_s + back;
 }

@@ -105,9 +105,9 @@ class Planner {
   Plan run();
 
  private:
-  double copy_time(std::uint64_t bytes) const {
-    return p_.gpu.link_latency_s + static_cast<double>(bytes) / (p_.gpu.link_bytes_per_s * p_.eff.link);
-  }
+  // A swap's two copies (sim::swap_out_s, swap_in_s: each way at its own rate).
+  double out_time(std::uint64_t bytes) const { return sim::swap_out_s(p_.gpu, p_.eff, bytes); }
+  double in_time(std::uint64_t bytes) const { return sim::swap_in_s(p_.gpu, p_.eff, bytes); }
   std::uint32_t ev(std::uint32_t pos) const { return pat_.events[pos].trace_event; }
   // First position whose event starts at or after `time` (n_ if none).
   std::uint32_t pos_from(double time) const {
@@ -141,7 +141,7 @@ class Planner {
   }
   bool conflicts(std::uint32_t tensor, const Off& o) const;
   // What a swap's use of the link is charged (PlanOptions::link_price): both its copies.
-  double link_cost(std::uint64_t bytes) const { return opt_.link_price * 2 * copy_time(bytes); }
+  double link_cost(std::uint64_t bytes) const { return opt_.link_price * (out_time(bytes) + in_time(bytes)); }
   // Phase 1 under a priced link: is recomputing c cheaper than swapping it even when hidden?
   bool priced_recompute_wins(const Candidate& c) {
     double rc = 0;
@@ -202,12 +202,12 @@ bool Planner::conflicts(std::uint32_t tensor, const Off& o) const {
 }
 
 bool Planner::place_swap(const Candidate& c, SwapPlace& sp) const {
-  const double dur = copy_time(c.bytes);
+  const double out = out_time(c.bytes), dur = in_time(c.bytes);
   const bool wrap = c.b < c.a;
   double lead = 0;
   if (auto it = opt_.extra_lead_s.find({c.ref, c.b}); it != opt_.extra_lead_s.end()) lead = it->second;
-  sp.out_start = d2h_.earliest(end_[c.a], dur);
-  const double released = sp.out_start + dur;
+  sp.out_start = d2h_.earliest(end_[c.a], out);
+  const double released = sp.out_start + out;
   if (wrap && released > iter_s_) return false;
   const std::uint32_t out_pos = pos_from(released);
   // The swap-in must land by the access (minus learned lead); as late as possible after
@@ -230,9 +230,8 @@ bool Planner::place_swap(const Candidate& c, SwapPlace& sp) const {
 }
 
 void Planner::accept_swap(const Candidate& c, const SwapPlace& sp, Reason why) {
-  const double dur = copy_time(c.bytes);
-  d2h_.reserve(sp.out_start, dur);
-  h2d_.reserve(sp.in_start, dur);
+  d2h_.reserve(sp.out_start, out_time(c.bytes));
+  h2d_.reserve(sp.in_start, in_time(c.bytes));
   lower(sp.off, c.bytes);
   off_[c.tensor].push_back({sp.off, false, 0, 0, plan_.decisions.size() + 1});
   Decision out{c.a + 1, Act::Evict, c.ref, c.bytes, c.a, why, c.free_time, sp.late, 0};
@@ -296,7 +295,7 @@ double Planner::inputs_cost(std::uint32_t tensor, std::uint32_t upto, std::uint3
         off = true;
         if (!o.drop) {  // swapped out then: brought back for the recomputation (a stall)
           nested.push_back({r, k});
-          cost += copy_time(t_.tensors[r].bytes);
+          cost += in_time(t_.tensors[r].bytes);
           break;
         }
         if (std::find(nested.begin(), nested.end(), std::pair{r, k}) != nested.end()) break;
@@ -431,14 +430,15 @@ Plan Planner::run() {
     if (!local && (!opt_.swap_persistent || free_pos[tn] != kNone || t_.tensors[tn].free_event != kNone)) continue;
     const TensorRef ref = ref_of_[tn];
     const std::uint64_t bytes = t_.tensors[tn].bytes;
-    const double moving = static_cast<double>(bytes) / (p_.gpu.link_bytes_per_s * p_.eff.link);
-    const bool swap_ok = moving >= opt_.min_swap_efficiency * copy_time(bytes);
+    // Each copy moves bytes for at least min_swap_efficiency of its time (the rest is latency).
+    const double out = out_time(bytes), in = in_time(bytes), lat = p_.gpu.link_latency_s;
+    const bool swap_ok = out - lat >= opt_.min_swap_efficiency * out && in - lat >= opt_.min_swap_efficiency * in;
     auto add = [&](std::uint32_t a, std::uint32_t b) {
       const bool wrap = b < a;
       const double gap = wrap ? iter_s_ - end_[a] + start_[b] : start_[b] - end_[a];
       const Off span = Off{a + 1, b};
       if ((!wrap && b <= a + 1) || !over(span)) return;
-      cands_.push_back({ref, tn, bytes, a, b, gap - 2 * copy_time(bytes), swap_ok});
+      cands_.push_back({ref, tn, bytes, a, b, gap - out - in, swap_ok});
     };
     for (std::size_t i = 0; i + 1 < v.size(); ++i) add(v[i], v[i + 1]);
     if (!local && v.back() + 1 < n_) add(v.back(), v.front());  // across the iteration boundary

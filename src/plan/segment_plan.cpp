@@ -74,7 +74,9 @@ template <class Consider>
 void search_stalls(const sim::PreparedTrace& prep, const learn::Pattern& pattern, PlanOptions opt, const Plan& first,
                    Consider&& consider) {
   const auto n = static_cast<std::uint32_t>(pattern.events.size());
-  const double link = prep.gpu.link_bytes_per_s * prep.eff.link;
+  // Bytes per second each way: a wait before u lets copies out run, one after it copies in.
+  const double out_link = prep.gpu.link_bytes_per_s * (prep.eff.swap_out_link > 0 ? prep.eff.swap_out_link : prep.eff.link);
+  const double in_link = prep.gpu.link_bytes_per_s * (prep.eff.swap_in_link > 0 ? prep.eff.swap_in_link : prep.eff.link);
   auto better = [](const Plan& a, const Plan& b) {
     if (a.fits != b.fits) return a.fits;
     if (!a.fits && a.planned_peak_bytes != b.planned_peak_bytes) return a.planned_peak_bytes < b.planned_peak_bytes;
@@ -91,7 +93,7 @@ void search_stalls(const sim::PreparedTrace& prep, const learn::Pattern& pattern
       for (const double share : {0.5, 1.0}) {
         if (at >= n) continue;
         opt.stall_s = stall;
-        opt.stall_s[at] += std::max(share * excess / link, kMinStallS);
+        opt.stall_s[at] += std::max(share * excess / (at == u ? out_link : in_link), kMinStallS);
         Plan q = make_plan(prep, pattern, opt);
         const bool take = !pick || better(q, *pick);
         consider(q, opt);
@@ -530,6 +532,10 @@ Expected<SegmentPlan, std::string> plan_segment(const SegmentJob& job, const Pla
     auto g = sim::find_gpu_profile(job.gpu);
     if (!g) return Unexpected{g.error().message};
     gpu = *g;
+  }
+  if (model == nullptr && gpu.link_bytes_per_s > 0) {  // the rates the job measured, as efficiencies of the profile's link
+    if (job.swap_out_bytes_per_s > 0) eff.swap_out_link = job.swap_out_bytes_per_s / gpu.link_bytes_per_s;
+    if (job.swap_in_bytes_per_s > 0) eff.swap_in_link = job.swap_in_bytes_per_s / gpu.link_bytes_per_s;
   }
   auto prep = sim::prepare(t, gpu, eff);
   if (!prep) return Unexpected{prep.error().message};

@@ -39,8 +39,7 @@ void pressure_victims(const sim::SimState& s, bool allow_recompute, std::span<co
   cands.clear();
   for (std::uint32_t tn : s.resident) {
     if (s.pinned(tn)) continue;
-    const double swap = policy::swap_round_trip_s(s.bytes(tn), s.prep->gpu.link_bytes_per_s * s.prep->eff.link,
-                                                  s.prep->gpu.link_latency_s);
+    const double swap = sim::swap_out_s(s.prep->gpu, s.prep->eff, s.bytes(tn)) + sim::swap_in_s(s.prep->gpu, s.prep->eff, s.bytes(tn));
     // A tensor that stays allocated with no access left in the trace is not dropped: the trace
     // ends before its next use (in a one-iteration replay: the next iteration's), which no
     // recomputation could serve.

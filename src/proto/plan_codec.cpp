@@ -79,7 +79,7 @@ bool read_array(Reader& r, std::uint32_t n, std::vector<T>& out) {
 bool encode_plan_request(std::vector<std::uint8_t>& out, const plan::SegmentJob& job) {
   const std::size_t size = sizeof(WireJobHead) + 4 + job.gpu.size() + job.events.size() * sizeof(WireSegEvent) +
                            job.ids.size() * 8 + job.carried.size() * 16 + job.prev_locals.size() * 8 + 4 +
-                           job.late.size() * sizeof(WireLate);
+                           job.late.size() * sizeof(WireLate) + 16;
   std::size_t names = 0;
   for (const auto& n : job.names) names += 4 + std::min<std::size_t>(n.size(), kMaxNameBytes);
   if (size + names > kMaxFrameBytes || job.gpu.size() > kMaxGpuName || job.late.size() > kMaxLate) return false;
@@ -129,6 +129,8 @@ bool encode_plan_request(std::vector<std::uint8_t>& out, const plan::SegmentJob&
     x.late_s = a.late_s;
     w.put(x);
   }
+  w.put(job.swap_out_bytes_per_s);
+  w.put(job.swap_in_bytes_per_s);
   end_frame(out, at);
   return true;
 }
@@ -173,6 +175,12 @@ ProtoExpected<plan::SegmentJob> decode_plan_request(std::span<const std::uint8_t
       return fail(ProtoErrc::BadPayload, "plan request: a bad late arrival");
     job.late.push_back(plan::LateArrival{x.local != 0, x.prev != 0, x.k, x.id, x.access, x.late_s});
   }
+  job.swap_out_bytes_per_s = r.get<double>();
+  job.swap_in_bytes_per_s = r.get<double>();
+  if (!r.ok) return fail(ProtoErrc::Truncated, "plan request: the measured link truncated");
+  for (double rate : {job.swap_out_bytes_per_s, job.swap_in_bytes_per_s})  // 0: not measured; else 1 MB/s to 10 TB/s
+    if (!std::isfinite(rate) || (rate != 0 && (rate < 1e6 || rate > 1e13)))
+      return fail(ProtoErrc::BadPayload, "plan request: a measured link rate out of range");
   if (r.left() != 0) return fail(ProtoErrc::BadPayload, "plan request: bytes after the last section");
   job.events.reserve(events.size());
   for (std::uint32_t i = 0; i < events.size(); ++i) {

@@ -56,7 +56,9 @@ struct Recompute {
 class Moments {
  public:
   Moments(const PreparedTrace& p, std::uint64_t budget) : p_(p), t_(*p.trace), budget_(budget), reads_(reads_of(t_)) {
-    bw_ = p.gpu.link_bytes_per_s * p.eff.link;
+    // Bytes per second each way: a swap's copies (sim::swap_out_s, swap_in_s, latency left out).
+    bw_out_ = p.gpu.link_bytes_per_s * (p.eff.swap_out_link > 0 ? p.eff.swap_out_link : p.eff.link);
+    bw_in_ = p.gpu.link_bytes_per_s * (p.eff.swap_in_link > 0 ? p.eff.swap_in_link : p.eff.link);
     start_.resize(t_.events.size() + 1, 0.0);
     for (std::size_t e = 0; e < t_.events.size(); ++e)
       start_[e + 1] = start_[e] + (t_.events[e].op == Op::Kernel ? p.duration_s[e] : 0.0);
@@ -171,11 +173,11 @@ class Moments {
 
   // K for a direction: the link time free before the stretch starts, with the widest windows
   // taken first.
-  double capacity(std::vector<Swap>& v) const {
+  double capacity(std::vector<Swap>& v, double bw) const {
     std::sort(v.begin(), v.end(), [](const Swap& a, const Swap& b) { return a.window > b.window; });
     double k = kNever, before = 0;
     for (const Swap& s : v) {
-      k = std::min(k, before / bw_ + s.window);
+      k = std::min(k, before / bw + s.window);
       before += s.bytes;
     }
     return k;
@@ -183,12 +185,13 @@ class Moments {
 
   // min over S (bytes swapped) of max(stretch(S), recomputation of over - S).
   double least_added(double over) {
-    const double k = std::min(capacity(swaps_), capacity(ins_));
+    const double k_out = capacity(swaps_, bw_out_), k_in = capacity(ins_, bw_in_);
     std::sort(recomputes_.begin(), recomputes_.end(),
               [](const Recompute& a, const Recompute& b) { return a.cost_per_byte < b.cost_per_byte; });
     double recomputable = 0;
     for (const Recompute& r : recomputes_) recomputable += r.bytes;
-    auto stretch = [&](double s) { return std::max(0.0, s / bw_ - k); };
+    // Both ways must carry S: the direction with less room sets the stretch.
+    auto stretch = [&](double s) { return std::max({0.0, s / bw_out_ - k_out, s / bw_in_ - k_in}); };
     auto recompute = [&](double bytes) {  // cheapest first, fractionally
       double cost = 0;
       for (const Recompute& r : recomputes_) {
@@ -216,7 +219,7 @@ class Moments {
   const trace::Trace& t_;
   std::uint64_t budget_;
   Reads reads_;
-  double bw_ = 0, cycle_ = 0;
+  double bw_out_ = 0, bw_in_ = 0, cycle_ = 0;
   std::vector<double> start_;  // compute time before each event (kernels back to back)
   std::vector<Swap> swaps_, ins_;
   std::vector<Recompute> recomputes_;

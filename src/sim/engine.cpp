@@ -65,9 +65,8 @@ class Engine {
   SimResult run();
 
  private:
-  double copy_time(std::uint64_t bytes) const {
-    return p_.gpu.link_latency_s + static_cast<double>(bytes) / (p_.gpu.link_bytes_per_s * p_.eff.link);
-  }
+  double out_time(std::uint64_t bytes) const { return sim::swap_out_s(p_.gpu, p_.eff, bytes); }
+  double in_time(std::uint64_t bytes) const { return sim::swap_in_s(p_.gpu, p_.eff, bytes); }
   void trace_interval(Lane lane, Kind kind, double a, double b, std::uint32_t tensor) {
     if (opt_.timeline && b > a) opt_.timeline->push_back({a, b, s_.event, tensor, lane, kind});
   }
@@ -202,7 +201,7 @@ void Engine::evict(std::uint32_t t) {
   // after the tensor's last use, when the D2H engine is free. (It used to start at its last use
   // even when issued later, under pressure: memory came back before it was asked for.)
   const double start = std::max({d2h_free_, s_.last_use_end_s[t], now_});
-  const double end = start + copy_time(s_.bytes(t));
+  const double end = start + out_time(s_.bytes(t));
   d2h_free_ = end;
   trace_interval(Lane::D2H, Kind::SwapOut, start, end, t);
   remove_resident(t);
@@ -249,7 +248,7 @@ void Engine::apply(const std::vector<Action>& acts, bool from_pressure) {
             break;
           }
           const double start = std::max(h2d_free_, at);
-          const double end = start + copy_time(s_.bytes(t));
+          const double end = start + in_time(s_.bytes(t));
           h2d_free_ = end;
           trace_interval(Lane::H2D, Kind::SwapIn, start, end, t);
           note(MemoryChange::Kind::SwapIn, at, t, s_.event);
@@ -281,7 +280,7 @@ bool Engine::materialize(std::uint32_t t) {
       if (!acquire(s_.bytes(t), at, t, true)) return false;
       const double start = std::max(h2d_free_, at);
       const double end =
-          start + copy_time(s_.bytes(t)) + (pol_.demand_paging() ? p_.eff.uvm_fault_latency_s : 0.0);
+          start + in_time(s_.bytes(t)) + (pol_.demand_paging() ? p_.eff.uvm_fault_latency_s : 0.0);
       h2d_free_ = end;
       trace_interval(Lane::H2D, Kind::SwapIn, start, end, t);
       note(MemoryChange::Kind::SwapIn, at, t, s_.event, true);

@@ -325,6 +325,7 @@ class Memory {
 
   std::mutex mu_;
   uint64_t capacity_ = 0;
+  double to_host_share_ = 1.0;  // SIMCUDA_MANAGED_TO_HOST_SHARE: managed migrations to the host, of the pinned rate
   // Page-locked host memory cuMemHostAlloc may hold at once (SIMCUDA_PINNED_BYTES; unlimited by
   // default), and what it holds: past the limit it returns CUDA_ERROR_OUT_OF_MEMORY, as a real
   // driver does once the host cannot lock more pages. Guarded by mu_.

@@ -1,0 +1,69 @@
+// link_meter.cpp: see link_meter.hpp.
+#include "link_meter.hpp"
+
+#include <algorithm>
+
+namespace capuchin::interpose::exec {
+
+int LinkMeter::begin(CUstream s, std::uint64_t bytes, bool to_host) {
+  if (api_ == nullptr || api_->event_elapsed == nullptr || bytes < kMinBytes) return -1;
+  if (free_.empty()) {
+    if (pairs_.size() >= static_cast<std::size_t>(kMaxPairs)) return -1;
+    Pair p;
+    if (api_->event_create(&p.start, CU_EVENT_DEFAULT) != CUDA_SUCCESS) return -1;
+    if (api_->event_create(&p.end, CU_EVENT_DEFAULT) != CUDA_SUCCESS) {
+      if (api_->event_destroy != nullptr) (void)api_->event_destroy(p.start);  // best effort: a leaked event costs nothing the job sees
+      return -1;
+    }
+    pairs_.push_back(p);
+    free_.push_back(static_cast<int>(pairs_.size() - 1));
+  }
+  const int k = free_.back();
+  Pair& p = pairs_[static_cast<std::size_t>(k)];
+  if (api_->event_record(p.start, s) != CUDA_SUCCESS) return -1;  // not timed
+  free_.pop_back();
+  p.bytes = bytes;
+  p.to_host = to_host;
+  return k;
+}
+
+void LinkMeter::end(int pair, CUstream s, bool made) {
+  if (pair < 0) return;
+  if (!made || api_->event_record(pairs_[static_cast<std::size_t>(pair)].end, s) != CUDA_SUCCESS) {
+    free_.push_back(pair);  // no move, or not timed: free again
+    return;
+  }
+  pending_.push_back(pair);
+}
+
+void LinkMeter::poll_slow() {
+  while (!pending_.empty()) {
+    const int k = pending_.front();
+    Pair& p = pairs_[static_cast<std::size_t>(k)];
+    // Moves on one stream complete in order; the two streams' interleave, so one still running
+    // holds back the other's for a poll or two (cost only).
+    const CUresult q = api_->event_query(p.end);
+    if (q == CUDA_ERROR_NOT_READY) return;
+    pending_.pop_front();
+    float ms = 0;
+    if (q == CUDA_SUCCESS && api_->event_elapsed(&ms, p.start, p.end) == CUDA_SUCCESS && ms > 0) {
+      Way& w = way_[p.to_host ? 1 : 0];
+      w.bytes = w.bytes * kDecay + static_cast<double>(p.bytes);
+      w.seconds = w.seconds * kDecay + static_cast<double>(ms) * 1e-3;
+      w.count = w.count * kDecay + 1;
+      ++w.total;
+    }
+    free_.push_back(k);
+  }
+}
+
+double LinkMeter::bytes_per_s(bool to_host, double latency_s) const {
+  const Way& w = way_[to_host ? 1 : 0];
+  if (w.total < kMinSamples) return 0;
+  // The copies' fixed cost comes off, but never more than half their time (a copy measured
+  // faster than the model's latency allows would otherwise give an unbounded rate).
+  const double moving = std::max(w.seconds - w.count * latency_s, w.seconds / 2);
+  return moving > 0 ? w.bytes / moving : 0;
+}
+
+}  // namespace capuchin::interpose::exec
