@@ -665,13 +665,16 @@ void shutdown() {
       " fallbacks=%" PRIu64 " iterations=%" PRIu64 " period=%u plans=%" PRIu64 " planned_iterations=%" PRIu64
       " relearns=%" PRIu64 " timed_launches=%" PRIu64 "/%" PRIu64 " host_pool_peak=%" PRIu64 " on_demand_per_iteration=[%s]"
       " probations=%" PRIu64 " probation_bytes=%" PRIu64 " probation_copied=%" PRIu64 " checksum=%s"
-      " replayable_shapes=%" PRIu64 " form_locks=%" PRIu64 " resized_events=%" PRIu64 " tolerated_events=%" PRIu64 " rebased=%" PRIu64 " longer_found=%" PRIu64,
+      " replayable_shapes=%" PRIu64 " form_locks=%" PRIu64 " resized_events=%" PRIu64 " tolerated_events=%" PRIu64 " rebased=%" PRIu64 " longer_found=%" PRIu64
+      " link_out_gbps=%.2f link_in_gbps=%.2f",
       e.opt.backend == Backend::Pinned ? "pinned" : "uvm", e.pending_peak_multiple > 0 ? 0 : e.ledger.budget, e.ledger.peak(), e.need.min_needed, t.of(Action::Evict), t.of(Action::Prefetch),
       t.of(Action::SwapinOnDemand), t.of(Action::Stall), t.of(Action::Drop), t.of(Action::Recompute), t.of(Action::Fallback),
       cs.iterations, e.planning.controller().period(), cs.plans_adopted, cs.iterations_followed, cs.relearns,
       e.planning.launches_timed(), e.planning.launches_seen(), e.pool.peak_bytes(), per.c_str(), e.write_sets.probations(),
       e.write_sets.bytes_hashed(), e.write_sets.bytes_copied(), e.checksums.used() ? "device" : "host",
-      e.write_sets.replayable_shapes(), cs.form_locks, cs.resized, cs.tolerated, cs.rebased, cs.longer_found);
+      e.write_sets.replayable_shapes(), cs.form_locks, cs.resized, cs.tolerated, cs.rebased, cs.longer_found,
+      e.planning.link().bytes_per_s(true, e.planning.link_latency_s()) * 1e-9,
+      e.planning.link().bytes_per_s(false, e.planning.link_latency_s()) * 1e-9);
   e.decisions.finish();
 }
 

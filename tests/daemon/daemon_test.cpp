@@ -240,6 +240,8 @@ TEST(Protocol, PlanRequestAndReplyRoundTripAndRejectBadInput) {
   bwd.nwrites = 0;
   job.late.push_back(plan::LateArrival{true, true, 1, 0, 3, 0.0025});
   job.late.push_back(plan::LateArrival{false, false, 0, 2, 4, 0.001});
+  job.swap_out_bytes_per_s = 6.25e9;  // the link the job measured (managed memory to the host is slow)
+  job.swap_in_bytes_per_s = 24.5e9;
   std::vector<std::uint8_t> out;
   ASSERT_TRUE(proto::encode_plan_request(out, job));
   const auto payload = std::span<const std::uint8_t>(out).subspan(sizeof(proto::FrameHeader));
@@ -258,6 +260,8 @@ TEST(Protocol, PlanRequestAndReplyRoundTripAndRejectBadInput) {
   EXPECT_FALSE(back->late[1].local);
   EXPECT_EQ(back->late[1].id, 2u);
   EXPECT_TRUE(back->simcuda);
+  EXPECT_DOUBLE_EQ(back->swap_out_bytes_per_s, 6.25e9);
+  EXPECT_DOUBLE_EQ(back->swap_in_bytes_per_s, 24.5e9);
   EXPECT_EQ(back->events[1].nwrites, 1u);
   EXPECT_EQ(back->events[1].dur_ns, 50000u);
   for (std::size_t i = 0; i < job.events.size(); ++i) {
@@ -298,6 +302,16 @@ TEST(Protocol, PlanRequestAndReplyRoundTripAndRejectBadInput) {
   auto r2 = proto::decode_plan_request(std::span<const std::uint8_t>(out).subspan(sizeof(proto::FrameHeader)));
   ASSERT_FALSE(r2.has_value());
   EXPECT_NE(r2.error().message.find("ids past"), std::string::npos) << r2.error().message;
+  // A measured rate that no link has (negative, not a number, 100 TB/s) is refused by name.
+  for (double rate : {-1.0, std::nan(""), 1e14}) {
+    auto bad_rate = job;
+    bad_rate.swap_out_bytes_per_s = rate;
+    out.clear();
+    ASSERT_TRUE(proto::encode_plan_request(out, bad_rate));
+    auto r3 = proto::decode_plan_request(std::span<const std::uint8_t>(out).subspan(sizeof(proto::FrameHeader)));
+    ASSERT_FALSE(r3.has_value()) << rate;
+    EXPECT_NE(r3.error().message.find("measured link rate"), std::string::npos) << r3.error().message;
+  }
   for (std::size_t cut = 0; cut < payload.size(); cut += 17)
     EXPECT_FALSE(proto::decode_plan_request(payload.subspan(0, cut)).has_value()) << cut;
   // A refusal carries its reason.

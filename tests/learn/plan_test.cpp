@@ -122,6 +122,29 @@ TEST(Plan, HidesASwapBehindALongMiddle) {
   EXPECT_LE(plan.planned_peak_bytes, 1'600'000u);
 }
 
+TEST(Plan, TimesSwapsAtTheLinkEachWayAsMeasured) {
+  // HidesASwapBehindALongMiddle's iteration, with copies to the host at a measured share of the
+  // link. A must be off before B is allocated, 2 ms (pre) after fwd ends. At 0.8 of the link
+  // its copy out takes 1.25 ms: the swap is planned, its free time 8 - 1.25 - 1 = 5.75 ms, and
+  // the plan fits. At a quarter it takes 4 ms: A is still on the device when B is allocated
+  // (position 3), which the plan now knows (at the profile's rate it would believe it fits).
+  Fixture f = prepare_toy(2, 1.0, 2.0, 4.0, 2.0);
+  const learn::Pattern pat = learn::make_pattern(f.t, trace::Iteration{2, 13, 24});
+  PlanOptions opt;
+  opt.budget_bytes = 1'600'000;
+  opt.baseline_bytes = 2000;
+  opt.margin = 0;
+  f.p.eff.swap_out_link = 0.8;
+  const Plan measured = make_plan(f.p, pat, opt);
+  EXPECT_TRUE(measured.fits);
+  ASSERT_EQ(measured.swaps, 1u);
+  EXPECT_NEAR(measured.decisions[0].free_time_s, 0.00575, 1e-9);
+  f.p.eff.swap_out_link = 0.25;
+  const Plan slow = make_plan(f.p, pat, opt);
+  EXPECT_FALSE(slow.fits);
+  EXPECT_EQ(slow.unfit_position, 3u);
+}
+
 TEST(Plan, RecomputesWhenSwappingCannotHide) {
   Fixture f = prepare_toy(2, 0.5, 0.25, 0.5, 0.25);  // a 2 ms round trip cannot hide in 1 ms
   const learn::Pattern pat = learn::make_pattern(f.t, trace::Iteration{2, 13, 24});

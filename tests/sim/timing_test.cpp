@@ -102,6 +102,41 @@ TEST(SimTiming, SwapOutOverlapsComputeAndSwapInStalls) {
   EXPECT_TRUE(saw_overlap);
 }
 
+TEST(SimTiming, SwapsRunAtTheirOwnRateEachWay) {
+  // kSwapTrace with k2 5000 ns long and the policy's moves to the host at a quarter of the link
+  // (Unified Memory on an H200), to the device at half: k1 0-100; A's copy out 100-4100 (1000
+  // bytes at 0.25 byte per ns) while k2 runs 100-5100; k3 needs A: H2D 5100-7100 (0.5 byte per
+  // ns), a 2000 ns stall; k3 7100-7200.
+  auto f = load(kHeader + R"({"op":"alloc","id":0,"bytes":1000}
+{"op":"kernel","name":"k1","reads":[],"writes":[0],"dur_ns":100}
+{"op":"alloc","id":1,"bytes":1000}
+{"op":"kernel","name":"k2","reads":[],"writes":[1],"dur_ns":5000}
+{"op":"kernel","name":"k3","reads":[0],"writes":[],"dur_ns":100}
+)");
+  f->p.eff.swap_out_link = 0.25;
+  f->p.eff.swap_in_link = 0.5;
+  Script pol({{3, {0, ActionKind::Evict}}});
+  std::vector<TimelineEntry> tl;
+  auto r = run(*f, pol, 2000, &tl);
+  ASSERT_TRUE(r.feasible) << r.where.reason;
+  int copies = 0;
+  for (const auto& e : tl) {
+    if (e.lane == TimelineEntry::Lane::D2H) {
+      EXPECT_NEAR(e.start_s, 100 * ns, 1e-15);
+      EXPECT_NEAR(e.end_s, 4100 * ns, 1e-15);
+      ++copies;
+    }
+    if (e.lane == TimelineEntry::Lane::H2D) {
+      EXPECT_NEAR(e.start_s, 5100 * ns, 1e-15);
+      EXPECT_NEAR(e.end_s, 7100 * ns, 1e-15);
+      ++copies;
+    }
+  }
+  EXPECT_EQ(copies, 2);
+  EXPECT_NEAR(r.stall_s, 2000 * ns, 1e-15);
+  EXPECT_NEAR(r.time_s, 7200 * ns, 1e-15);
+}
+
 TEST(SimTiming, PrefetchHiddenBehindCompute) {
   // As above plus k2b (reads B, 2000 ns) before k3. Prefetch A before k2b: H2D 2100-3100
   // while k2b runs 2100-4100; k3 4100-4200 without a stall.
