@@ -89,6 +89,9 @@ struct LateArrival {
   double late_s = 0;
 };
 
+// The link rates a plan request may carry (bytes per second): 1 MB/s to 10 TB/s, or 0.
+inline constexpr double kMinLinkRate = 1e6, kMaxLinkRate = 1e13;
+
 struct SegmentJob {
   std::uint64_t segment = 0;
   std::vector<SegmentEvent> events;

@@ -29,11 +29,6 @@ struct VictimCandidate {
 // thread's stack, holding its inputs pinned.
 inline constexpr int kMaxRecomputeChain = 8;
 
-// The seconds a swap out and back in of `bytes` costs on a link.
-inline double swap_round_trip_s(std::uint64_t bytes, double link_bytes_per_s, double latency_s) {
-  return 2 * (latency_s + static_cast<double>(bytes) / link_bytes_per_s);
-}
-
 // Orders candidates best victim first.
 void order_victims(std::vector<VictimCandidate>& c);
 

@@ -195,7 +195,7 @@ CUresult start(Executor& e) {
     else if (std::strcmp(v, "measured") != 0)
       log(LogLevel::Warn, "CAPUCHIN_LINK=%s is neither measured nor profile: the measured link is used", v);
   }
-  e.planning.configure(&e.api, po);
+  e.planning.configure(&e.api, e.events.context(), po);
   e.moves.meter = &e.planning.link();
   e.planning.start();
   log_driver_features(e);
@@ -656,6 +656,7 @@ void shutdown() {
   }
   const Tally& t = e.decisions.tally();
   const policy::ControllerStats& cs = e.planning.controller().stats();
+  e.planning.link().poll();  // moves since the last event, for the summary's rates
   if (e.pending_peak_multiple > 0)
     log(LogLevel::Warn, "capuchin: CAPUCHIN_BUDGET=%s never applied: no iteration of the job was learned (the summary "
                         "says budget=0)", e.opt.budget_text.c_str());

@@ -3,12 +3,16 @@
 
 #include <algorithm>
 
+#include "event_pool.hpp"
+
 namespace capuchin::interpose::exec {
 
 int LinkMeter::begin(CUstream s, std::uint64_t bytes, bool to_host) {
   if (api_ == nullptr || api_->event_elapsed == nullptr || bytes < kMinBytes) return -1;
   if (free_.empty()) {
     if (pairs_.size() >= static_cast<std::size_t>(kMaxPairs)) return -1;
+    const InContext own(*api_, ctx_);  // the executor's context: the moves' streams are its
+    if (own.failed()) return -1;
     Pair p;
     if (api_->event_create(&p.start, CU_EVENT_DEFAULT) != CUDA_SUCCESS) return -1;
     if (api_->event_create(&p.end, CU_EVENT_DEFAULT) != CUDA_SUCCESS) {
@@ -19,9 +23,11 @@ int LinkMeter::begin(CUstream s, std::uint64_t bytes, bool to_host) {
     free_.push_back(static_cast<int>(pairs_.size() - 1));
   }
   const int k = free_.back();
-  Pair& p = pairs_[static_cast<std::size_t>(k)];
-  if (api_->event_record(p.start, s) != CUDA_SUCCESS) return -1;  // not timed
   free_.pop_back();
+  Pair& p = pairs_[static_cast<std::size_t>(k)];
+  // A record that failed once would fail on every later move: the pair is not offered again
+  // (at most kMaxPairs lost in a run; timing then stops, which costs only the rates).
+  if (api_->event_record(p.start, s) != CUDA_SUCCESS) return -1;
   p.bytes = bytes;
   p.to_host = to_host;
   return k;
@@ -45,15 +51,16 @@ void LinkMeter::poll_slow() {
     const CUresult q = api_->event_query(p.end);
     if (q == CUDA_ERROR_NOT_READY) return;
     pending_.pop_front();
-    float ms = 0;
-    if (q == CUDA_SUCCESS && api_->event_elapsed(&ms, p.start, p.end) == CUDA_SUCCESS && ms > 0) {
-      Way& w = way_[p.to_host ? 1 : 0];
-      w.bytes = w.bytes * kDecay + static_cast<double>(p.bytes);
-      w.seconds = w.seconds * kDecay + static_cast<double>(ms) * 1e-3;
-      w.count = w.count * kDecay + 1;
-      ++w.total;
-    }
     free_.push_back(k);
+    float ms = 0;
+    if (q != CUDA_SUCCESS || api_->event_elapsed(&ms, p.start, p.end) != CUDA_SUCCESS || !(ms > 0)) continue;
+    const double seconds = static_cast<double>(ms) * 1e-3, bytes = static_cast<double>(p.bytes);
+    if (max_bytes_per_s_ > 0 && bytes > max_bytes_per_s_ * seconds) continue;  // no link moves that fast: nothing moved
+    Way& w = way_[p.to_host ? 1 : 0];
+    w.bytes = w.bytes * kDecay + bytes;
+    w.seconds = w.seconds * kDecay + seconds;
+    w.count = w.count * kDecay + 1;
+    ++w.total;
   }
 }
 

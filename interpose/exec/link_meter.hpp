@@ -6,11 +6,16 @@
 //
 // Contract: every call runs under the executor's lock and never waits. begin() records a timing
 // event on the move's stream right before the move is enqueued, after the waits that order it
-// (an event recorded after cuStreamWaitEvent completes only once those waits are met, so it
-// marks when the copy could start); end() records a second one right after it. poll() reads
-// the pairs that completed, oldest first, without waiting. Moves under kMinBytes are not timed:
-// their fixed cost would hide the rate. A rate is bytes over the copies' time less their fixed
-// cost (the latency the planner adds to each copy itself), recent moves weighing most.
+// (an event recorded after cuStreamWaitEvent completes only once those waits are met and the
+// stream's earlier work is done, so it marks when the stream could start the copy); end()
+// records a second one right after it. What else uses the link meanwhile (the job's own copies
+// on its streams, capuchin's moves the other way) slows the copy and so the rate measured:
+// that is the link a move gets. poll() reads the pairs that completed, oldest first, without
+// waiting. Moves under kMinBytes are not timed: their fixed cost would hide the rate. A sample
+// faster than `max_bytes_per_s` (twice the profile's link: a Unified Memory prefetch of pages
+// already where they go costs almost nothing) is dropped. A rate is bytes over the copies'
+// time less their fixed cost (the latency the planner adds to each copy itself), recent moves
+// weighing most. The events are made in the executor's context, whatever is current.
 #pragma once
 
 #include <cuda.h>
@@ -27,9 +32,11 @@ class LinkMeter {
  public:
   static constexpr std::uint64_t kMinBytes = 1u << 20;  // 1 MiB: 20 us at 55 GB/s, twice a copy's fixed cost
   static constexpr int kMaxPairs = 64;                  // moves timed at once; more go untimed
-  static constexpr double kMinSamples = 3;              // moves each way before a rate is given
+  static constexpr std::uint64_t kMinSamples = 3;      // moves each way before a rate is given
 
-  void configure(const Api* api) { api_ = api; }
+  void configure(const Api* api, CUcontext ctx, double max_bytes_per_s) {
+    api_ = api, ctx_ = ctx, max_bytes_per_s_ = max_bytes_per_s;
+  }
   // A timing pair for a move of `bytes` on `s` (to the host or to the device); -1: not timed.
   int begin(CUstream s, std::uint64_t bytes, bool to_host);
   // After the move was enqueued on `s` (made), or not (the pair is free again).
@@ -56,6 +63,8 @@ class LinkMeter {
   static constexpr double kDecay = 0.95;  // about the last 20 moves
 
   const Api* api_ = nullptr;
+  CUcontext ctx_ = nullptr;
+  double max_bytes_per_s_ = 0;  // 0: no limit
   std::vector<Pair> pairs_;
   std::vector<int> free_;
   std::deque<int> pending_;

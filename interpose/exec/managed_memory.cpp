@@ -86,7 +86,7 @@ class ManagedMemory final : public BlockMemory {
     CUmemLocation dev{CU_MEM_LOCATION_TYPE_DEVICE, c_.device};
     // A failed prefetch leaves the pages where they are, still addressable: the kernel faults
     // them in (slow, never wrong). Only a move of data is timed (a fresh block's is a fill).
-    const int timed = keep_data && c_.meter != nullptr ? c_.meter->begin(on, b.bytes, false) : -1;
+    const int timed = keep_data && on == c_.in && c_.meter != nullptr ? c_.meter->begin(on, b.bytes, false) : -1;
     const CUresult r = c_.api->mem_prefetch(b.base, b.bytes, dev, 0, on);
     if (timed >= 0) c_.meter->end(timed, on, r == CUDA_SUCCESS);
     if (r != CUDA_SUCCESS)

@@ -60,12 +60,17 @@ policy::Step Planning::feed(const policy::Event& e, std::span<const std::uint64_
   return st;
 }
 
-void Planning::configure(const Api* api, PlanningOptions o) {
+void Planning::configure(const Api* api, CUcontext ctx, PlanningOptions o) {
   api_ = api;
   opt_ = std::move(o);
-  link_.configure(api);
-  // The fixed cost per copy the planner's profile adds itself: left out of the measured rates.
-  if (auto g = sim::find_gpu_profile(opt_.simcuda ? "simcuda" : opt_.gpu)) link_latency_s_ = g->link_latency_s;
+  // The fixed cost per copy the planner's profile adds itself, left out of the measured rates;
+  // no sample faster than twice the profile's link is believed.
+  double max_rate = 0;
+  if (auto g = sim::find_gpu_profile(opt_.simcuda ? "simcuda" : opt_.gpu)) {
+    link_latency_s_ = g->link_latency_s;
+    max_rate = 2 * g->link_bytes_per_s;
+  }
+  link_.configure(api, ctx, max_rate);
 }
 
 // Logged when first measured and when either way moved by a fifth since it was last logged.
@@ -92,8 +97,10 @@ void Planning::hand_over(policy::PlanRequest r, std::uint64_t budget) {
   j.dump_dir = opt_.dump_dir;
   link_.poll();
   note_link(link_.bytes_per_s(true, link_latency_s_), link_.bytes_per_s(false, link_latency_s_));
-  j.swap_out_bytes_per_s = link_rate(true);
-  j.swap_in_bytes_per_s = link_rate(false);
+  // Within what a plan request may carry (proto::decode_plan_request refuses others), else none.
+  auto sendable = [](double rate) { return rate >= plan::kMinLinkRate && rate <= plan::kMaxLinkRate ? rate : 0.0; };
+  j.swap_out_bytes_per_s = sendable(link_rate(true));
+  j.swap_in_bytes_per_s = sendable(link_rate(false));
   for (policy::Event& e : j.events) {
     if (e.op != static_cast<std::uint8_t>(trace::Op::Kernel)) continue;
     if (auto it = dur_ns_.find(e.sig); it != dur_ns_.end()) e.dur_ns = it->second;

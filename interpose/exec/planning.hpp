@@ -49,7 +49,7 @@ class Planning {
   Planning& operator=(const Planning&) = delete;
   ~Planning();
 
-  void configure(const Api* api, PlanningOptions o);
+  void configure(const Api* api, CUcontext ctx, PlanningOptions o);  // ctx: the executor's
   // The link's speed as this job's moves measured it (the move code times its copies with it);
   // plan requests carry its rates. latency_s: the fixed cost per copy of the planner's profile.
   LinkMeter& link() { return link_; }

@@ -14,6 +14,7 @@
 
 #include "capture.hpp"
 #include "chains.hpp"
+#include "capuchin/sim.hpp"
 #include "capuchin/victims.hpp"
 #include "executor_impl.hpp"
 #include "ordering.hpp"
@@ -24,14 +25,16 @@ namespace capuchin::interpose::exec {
 namespace {
 // What a swap round trip costs, for the passive victim order and against a recomputation's
 // measured time (pressure_drop_cost): each way at the rate this job's moves measured
-// (LinkMeter), else simcuda's (the planner's simcuda profile's, segment_plan.cpp) or, on a GPU,
-// a generic PCIe 5 link's.
+// (LinkMeter) where it differs by more than a tenth (sim::measured_link_share's band), else
+// simcuda's (the planner's simcuda profile's, segment_plan.cpp) or, on a GPU, a generic PCIe 5
+// link's.
 struct LinkRates {
   double out, in, latency;
 };
 LinkRates link_rates(const Planning& planning, bool simcuda) {
-  const double generic = simcuda ? 25e9 : 55e9, out = planning.link_rate(true), in = planning.link_rate(false);
-  return {out > 0 ? out : generic, in > 0 ? in : generic, planning.link_latency_s()};
+  const double generic = simcuda ? 25e9 : 55e9, latency = simcuda ? 1.5e-6 : 10e-6;
+  auto rate = [&](double measured) { return sim::outside_link_band(measured, generic) ? measured : generic; };
+  return {rate(planning.link_rate(true)), rate(planning.link_rate(false)), latency};
 }
 }  // namespace
 
@@ -125,7 +128,7 @@ bool Executor::start_victims(std::uint64_t short_bytes, bool may_wait) {
     if (!b.live || b.pins != 0 || b.stuck_tick == now) continue;
     if (!mem(b).movable(b)) continue;
     const std::uint64_t idle = now - std::min(now, b.last_tick) + 1;
-    const double swap = 2 * link.latency + static_cast<double>(b.span) / link.out + static_cast<double>(b.span) / link.in;
+    const double swap = (link.latency + static_cast<double>(b.span) / link.out) + (link.latency + static_cast<double>(b.span) / link.in);
     const double drop = drops ? pressure_drop_cost(b, swap) : -1;
     cand.push_back({b.id, b.span, idle, drop >= 0 ? drop : swap, drop >= 0});
   }

@@ -161,7 +161,7 @@ class CapuchinPolicy final : public sim::Policy {
     if (!controller_->awaits(tn)) return;
     double late = 0;
     if (s.residence[tn] == Residence::Resident) late = s.last_use_end_s[tn] - s.now_s;
-    else late = s.prep->gpu.link_latency_s + sim::swap_in_s(s.prep->gpu, s.prep->eff, s.bytes(tn));
+    else late = 2 * s.prep->gpu.link_latency_s + static_cast<double>(s.bytes(tn)) / sim::swap_in_rate(s.prep->gpu, s.prep->eff);
     if (late > 1e-9) controller_->note_late(tn, late);
   }
 

@@ -431,14 +431,15 @@ Plan Planner::run() {
     const TensorRef ref = ref_of_[tn];
     const std::uint64_t bytes = t_.tensors[tn].bytes;
     // Each copy moves bytes for at least min_swap_efficiency of its time (the rest is latency).
-    const double out = out_time(bytes), in = in_time(bytes), lat = p_.gpu.link_latency_s;
-    const bool swap_ok = out - lat >= opt_.min_swap_efficiency * out && in - lat >= opt_.min_swap_efficiency * in;
+    const double out = out_time(bytes), in = in_time(bytes), moved = static_cast<double>(bytes);
+    const bool swap_ok = moved / sim::swap_out_rate(p_.gpu, p_.eff) >= opt_.min_swap_efficiency * out &&
+                         moved / sim::swap_in_rate(p_.gpu, p_.eff) >= opt_.min_swap_efficiency * in;
     auto add = [&](std::uint32_t a, std::uint32_t b) {
       const bool wrap = b < a;
       const double gap = wrap ? iter_s_ - end_[a] + start_[b] : start_[b] - end_[a];
       const Off span = Off{a + 1, b};
       if ((!wrap && b <= a + 1) || !over(span)) return;
-      cands_.push_back({ref, tn, bytes, a, b, gap - out - in, swap_ok});
+      cands_.push_back({ref, tn, bytes, a, b, gap - (out + in), swap_ok});
     };
     for (std::size_t i = 0; i + 1 < v.size(); ++i) add(v[i], v[i + 1]);
     if (!local && v.back() + 1 < n_) add(v.back(), v.front());  // across the iteration boundary

@@ -75,8 +75,7 @@ void search_stalls(const sim::PreparedTrace& prep, const learn::Pattern& pattern
                    Consider&& consider) {
   const auto n = static_cast<std::uint32_t>(pattern.events.size());
   // Bytes per second each way: a wait before u lets copies out run, one after it copies in.
-  const double out_link = prep.gpu.link_bytes_per_s * (prep.eff.swap_out_link > 0 ? prep.eff.swap_out_link : prep.eff.link);
-  const double in_link = prep.gpu.link_bytes_per_s * (prep.eff.swap_in_link > 0 ? prep.eff.swap_in_link : prep.eff.link);
+  const double out_link = sim::swap_out_rate(prep.gpu, prep.eff), in_link = sim::swap_in_rate(prep.gpu, prep.eff);
   auto better = [](const Plan& a, const Plan& b) {
     if (a.fits != b.fits) return a.fits;
     if (!a.fits && a.planned_peak_bytes != b.planned_peak_bytes) return a.planned_peak_bytes < b.planned_peak_bytes;
@@ -533,9 +532,9 @@ Expected<SegmentPlan, std::string> plan_segment(const SegmentJob& job, const Pla
     if (!g) return Unexpected{g.error().message};
     gpu = *g;
   }
-  if (model == nullptr && gpu.link_bytes_per_s > 0) {  // the rates the job measured, as efficiencies of the profile's link
-    if (job.swap_out_bytes_per_s > 0) eff.swap_out_link = job.swap_out_bytes_per_s / gpu.link_bytes_per_s;
-    if (job.swap_in_bytes_per_s > 0) eff.swap_in_link = job.swap_in_bytes_per_s / gpu.link_bytes_per_s;
+  if (model == nullptr) {  // the rates the job measured, where they differ from the profile's
+    eff.swap_out_link = sim::measured_link_share(job.swap_out_bytes_per_s, gpu, eff.link);
+    eff.swap_in_link = sim::measured_link_share(job.swap_in_bytes_per_s, gpu, eff.link);
   }
   auto prep = sim::prepare(t, gpu, eff);
   if (!prep) return Unexpected{prep.error().message};

@@ -178,8 +178,8 @@ ProtoExpected<plan::SegmentJob> decode_plan_request(std::span<const std::uint8_t
   job.swap_out_bytes_per_s = r.get<double>();
   job.swap_in_bytes_per_s = r.get<double>();
   if (!r.ok) return fail(ProtoErrc::Truncated, "plan request: the measured link truncated");
-  for (double rate : {job.swap_out_bytes_per_s, job.swap_in_bytes_per_s})  // 0: not measured; else 1 MB/s to 10 TB/s
-    if (!std::isfinite(rate) || (rate != 0 && (rate < 1e6 || rate > 1e13)))
+  for (double rate : {job.swap_out_bytes_per_s, job.swap_in_bytes_per_s})  // 0: not measured
+    if (!std::isfinite(rate) || (rate != 0 && (rate < plan::kMinLinkRate || rate > plan::kMaxLinkRate)))
       return fail(ProtoErrc::BadPayload, "plan request: a measured link rate out of range");
   if (r.left() != 0) return fail(ProtoErrc::BadPayload, "plan request: bytes after the last section");
   job.events.reserve(events.size());

@@ -57,8 +57,8 @@ class Moments {
  public:
   Moments(const PreparedTrace& p, std::uint64_t budget) : p_(p), t_(*p.trace), budget_(budget), reads_(reads_of(t_)) {
     // Bytes per second each way: a swap's copies (sim::swap_out_s, swap_in_s, latency left out).
-    bw_out_ = p.gpu.link_bytes_per_s * (p.eff.swap_out_link > 0 ? p.eff.swap_out_link : p.eff.link);
-    bw_in_ = p.gpu.link_bytes_per_s * (p.eff.swap_in_link > 0 ? p.eff.swap_in_link : p.eff.link);
+    bw_out_ = swap_out_rate(p.gpu, p.eff);
+    bw_in_ = swap_in_rate(p.gpu, p.eff);
     start_.resize(t_.events.size() + 1, 0.0);
     for (std::size_t e = 0; e < t_.events.size(); ++e)
       start_[e + 1] = start_[e] + (t_.events[e].op == Op::Kernel ? p.duration_s[e] : 0.0);
