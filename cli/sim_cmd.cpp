@@ -16,6 +16,7 @@
 #include <fmt/format.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -167,8 +168,38 @@ struct Loaded {
   sim::PreparedTrace prep;
 };
 
+// --swap-link OUT[,IN]: the rate in GB/s of a policy's moves to the host and to the device (IN
+// defaults to OUT), as swap efficiencies of `gpu`'s link (sim::Efficiency::swap_out_link,
+// swap_in_link); empty: the profile's link for both. What the executor measures on a real job
+// (its summary's link_out_gbps / link_in_gbps) can be put here.
+Expected<sim::Efficiency> swap_link_efficiency(const std::string& text, const sim::GpuProfile& gpu) {
+  sim::Efficiency eff;
+  if (text.empty()) return eff;
+  const auto parts = split_list(text);
+  double rate[2] = {0, 0};
+  for (std::size_t i = 0; i < parts.size() && i < 2; ++i) {
+    char* end = nullptr;
+    rate[i] = std::strtod(parts[i].c_str(), &end);
+    if (end == parts[i].c_str() || *end != '\0' || !(rate[i] > 0) || rate[i] > 1e4)
+      return make_error(fmt::format("--swap-link: '{}' is not a rate in GB/s (a number above 0, at most 10000)", parts[i]));
+  }
+  if (parts.empty() || parts.size() > 2) return make_error("--swap-link: give OUT or OUT,IN in GB/s (e.g. 16,49.8)");
+  if (parts.size() == 1) rate[1] = rate[0];
+  eff.swap_out_link = rate[0] * 1e9 / gpu.link_bytes_per_s;
+  eff.swap_in_link = rate[1] * 1e9 / gpu.link_bytes_per_s;
+  return eff;
+}
+
+// What --swap-link set, for the output's label ("" when the profile's link).
+std::string swap_link_label(const sim::Efficiency& eff, const sim::GpuProfile& gpu) {
+  if (eff.swap_out_link <= 0) return "";
+  return fmt::format("swaps at {:.2f} GB/s to the host and {:.2f} GB/s to the device (--swap-link)",
+                     sim::swap_out_rate(gpu, eff) / 1e9, sim::swap_in_rate(gpu, eff) / 1e9);
+}
+
 // The trace at `path`, repeated to `iters` iterations when iters > 0, prepared for `gpu`.
-Expected<std::unique_ptr<Loaded>> load(const std::string& path, const sim::GpuProfile& gpu, unsigned iters) {
+Expected<std::unique_ptr<Loaded>> load(const std::string& path, const sim::GpuProfile& gpu, unsigned iters,
+                                       const sim::Efficiency& eff) {
   auto t = load_trace_with_iterations(path);
   if (!t) return make_error(t.error().message());
   auto l = std::make_unique<Loaded>();
@@ -179,7 +210,7 @@ Expected<std::unique_ptr<Loaded>> load(const std::string& path, const sim::GpuPr
   } else {
     l->trace = std::move(*t);
   }
-  auto p = sim::prepare(l->trace, gpu);
+  auto p = sim::prepare(l->trace, gpu, eff);
   if (!p) return make_error(path + ": " + p.error().message);
   l->prep = std::move(*p);
   return l;
@@ -201,7 +232,7 @@ void list_gpus() {
 constexpr int kExitInfeasible = 3;
 
 struct SimOpts {
-  std::string trace, gpu = "h200", budget = "1x", policy = "none", timeline;
+  std::string trace, gpu = "h200", budget = "1x", policy = "none", timeline, swap_link;
   unsigned iters = 0;  // 0: the trace as it is
   bool json = false, list = false;
 };
@@ -219,7 +250,9 @@ int run_single(const SimOpts& o) {
   if (!gpu) return fmt::print(stderr, "capuchin sim: {}\n", gpu.error().message), 1;
   auto policy = sim::make_policy(o.policy);
   if (!policy) return fmt::print(stderr, "capuchin sim: {}\n", policy.error().message), 1;
-  auto l = load(o.trace, *gpu, o.iters);
+  auto eff = swap_link_efficiency(o.swap_link, *gpu);
+  if (!eff) return fmt::print(stderr, "capuchin sim: {}\n", eff.error().message), 1;
+  auto l = load(o.trace, *gpu, o.iters, *eff);
   if (!l) return fmt::print(stderr, "{}\n", l.error().message), 1;
   auto budget = sim::resolve_budget(o.budget, (*l)->prep.liveness.peak_bytes, *gpu);
   if (!budget) return fmt::print(stderr, "capuchin sim: {}\n", budget.error().message), 1;
@@ -234,9 +267,12 @@ int run_single(const SimOpts& o) {
   if (o.json) {
     auto j = result_json(o.trace, o.iters, c);
     add_bound_json(j, bound);
+    if (eff->swap_out_link > 0)
+      j["swap_link_gbps"] = {sim::swap_out_rate(*gpu, *eff) / 1e9, sim::swap_in_rate(*gpu, *eff) / 1e9};
     fmt::print("{}\n", j.dump());
   } else {
     print_human(o.trace, o.iters, c, o.budget);
+    if (eff->swap_out_link > 0) fmt::print("  {}\n", swap_link_label(*eff, *gpu));
     print_bound(bound, c);
   }
   if (!o.timeline.empty()) {
@@ -250,7 +286,9 @@ int run_single(const SimOpts& o) {
 int run_bound(const SimOpts& o) {
   auto gpu = sim::find_gpu_profile(o.gpu);
   if (!gpu) return fmt::print(stderr, "capuchin sim bound: {}\n", gpu.error().message), 1;
-  auto l = load(o.trace, *gpu, o.iters);
+  auto eff = swap_link_efficiency(o.swap_link, *gpu);
+  if (!eff) return fmt::print(stderr, "capuchin sim bound: {}\n", eff.error().message), 1;
+  auto l = load(o.trace, *gpu, o.iters, *eff);
   if (!l) return fmt::print(stderr, "{}\n", l.error().message), 1;
   auto budget = sim::resolve_budget(o.budget, (*l)->prep.liveness.peak_bytes, *gpu);
   if (!budget) return fmt::print(stderr, "capuchin sim bound: {}\n", budget.error().message), 1;
@@ -270,11 +308,14 @@ int run_bound(const SimOpts& o) {
     j["natural_peak_bytes"] = (*l)->prep.liveness.peak_bytes;
     j["ideal_time_s"] = c.ideal_time_s;
     add_bound_json(j, b);
+    if (eff->swap_out_link > 0)
+      j["swap_link_gbps"] = {sim::swap_out_rate(*gpu, *eff) / 1e9, sim::swap_in_rate(*gpu, *eff) / 1e9};
     fmt::print("{}\n", j.dump());
   } else {
     fmt::print("{}: simulated on GPU profile {}, budget {} ({}; natural peak {}), ideal iteration {:.3f} ms\n", o.trace,
                gpu->name, format_bytes(*budget), o.budget, format_bytes((*l)->prep.liveness.peak_bytes),
                c.ideal_time_s * 1e3);
+    if (eff->swap_out_link > 0) fmt::print("  {}\n", swap_link_label(*eff, *gpu));
     print_bound(b, c);
     if (b.b.feasible)
       fmt::print("  ({:.3f} ms of kernels back to back, at least {:.3f} ms more at this budget)\n", b.b.compute_s * 1e3,
@@ -285,7 +326,7 @@ int run_bound(const SimOpts& o) {
 
 struct SweepOpts {
   std::vector<std::string> traces;
-  std::string gpu = "h200", budgets = "1x,0.8x,0.6x,0.5x,0.4x,0.3x,0.2x", policies, out = "sim-sweep";
+  std::string gpu = "h200", budgets = "1x,0.8x,0.6x,0.5x,0.4x,0.3x,0.2x", policies, out = "sim-sweep", swap_link;
   unsigned iters = 0;
 };
 
@@ -297,10 +338,14 @@ int run_sweep(const SweepOpts& o) {
     if (auto made = sim::make_policy(p); !made) return fmt::print(stderr, "capuchin sim sweep: {}\n", made.error().message), 1;
   const auto budgets = split_list(o.budgets);
   if (budgets.empty()) return fmt::print(stderr, "capuchin sim sweep: --budgets is empty\n"), 1;
+  auto eff = swap_link_efficiency(o.swap_link, *gpu);
+  if (!eff) return fmt::print(stderr, "capuchin sim sweep: {}\n", eff.error().message), 1;
+  // The tables and plots name the profile, and the swap link where --swap-link set one.
+  const std::string label = eff->swap_out_link > 0 ? gpu->name + ", " + swap_link_label(*eff, *gpu) : gpu->name;
   std::vector<sim::SweepRow> rows;
   std::vector<std::string> stems;
   for (const auto& path : o.traces) {
-    auto l = load(path, *gpu, o.iters);
+    auto l = load(path, *gpu, o.iters, *eff);
     if (!l) return fmt::print(stderr, "{}\n", l.error().message), 1;
     const auto& prep = (*l)->prep;
     const double ideal = sim::ideal_time_s(prep);
@@ -323,11 +368,11 @@ int run_sweep(const SweepOpts& o) {
   std::error_code ec;
   fs::create_directories(o.out, ec);
   if (ec) return fmt::print(stderr, "capuchin sim sweep: cannot create {}: {}\n", o.out, ec.message()), 1;
-  const std::string md = sim::sweep_markdown(rows, policies, gpu->name);
+  const std::string md = sim::sweep_markdown(rows, policies, label);
   Status s = write_file(fs::path(o.out) / "sweep.md", md);
   if (s) s = write_file(fs::path(o.out) / "sweep.csv", sim::sweep_csv(rows));
   for (const auto& stem : stems)
-    if (s) s = write_file(fs::path(o.out) / (stem + ".svg"), sim::sweep_svg(rows, stem, policies, gpu->name));
+    if (s) s = write_file(fs::path(o.out) / (stem + ".svg"), sim::sweep_svg(rows, stem, policies, label));
   if (!s) return fmt::print(stderr, "capuchin sim sweep: {}\n", s.error().message), 1;
   fmt::print("{}\nwritten: {}/sweep.md, sweep.csv and one SVG plot per trace\n", md, o.out);
   return 0;
@@ -354,6 +399,11 @@ void add_sim_command(CLI::App& app, int& exit_code) {
   simc->add_flag("--json", so->json, "print one JSON object");
   simc->add_option("--timeline", so->timeline, "write the simulated timeline (CSV) to this file");
   simc->add_flag("--list-gpus", so->list, "list the GPU profiles, their sources and the efficiency factors");
+  const char* swap_link_help =
+      "OUT[,IN]: the rate in GB/s of the policy's moves to the host and to the device (IN defaults to OUT; default: "
+      "the profile's link); e.g. 16,49.8, Unified Memory on an H200 (measured), or an executor summary's "
+      "link_out_gbps,link_in_gbps";
+  simc->add_option("--swap-link", so->swap_link, swap_link_help);
 
   auto wo = std::make_shared<SweepOpts>();
   auto* sweep = simc->add_subcommand("sweep", "Every policy at every budget, side by side: markdown, CSV and SVG plots");
@@ -362,6 +412,7 @@ void add_sim_command(CLI::App& app, int& exit_code) {
   sweep->add_option("--budgets", wo->budgets, std::string("comma-separated budgets, each ") + kBudgetHelp)->capture_default_str();
   sweep->add_option("--policies", wo->policies, "comma-separated policies (default: all)");
   sweep->add_option("--out", wo->out, "output directory")->capture_default_str();
+  sweep->add_option("--swap-link", wo->swap_link, swap_link_help);
   sweep->add_option("--iters", wo->iters, "simulate the set-up then each trace's last iteration N times")
       ->check(CLI::Range(1u, 100000u));
   sweep->callback([wo, &exit_code] { exit_code = run_sweep(*wo); });
@@ -374,6 +425,7 @@ void add_sim_command(CLI::App& app, int& exit_code) {
   bound->add_option("--budget", bo->budget, std::string("device-memory budget: ") + kBudgetHelp)->capture_default_str();
   bound->add_option("--iters", bo->iters, "the set-up then the trace's last iteration N times")->check(CLI::Range(1u, 100000u));
   bound->add_flag("--json", bo->json, "print one JSON object");
+  bound->add_option("--swap-link", bo->swap_link, swap_link_help);
   bound->callback([bo, &exit_code] { exit_code = run_bound(*bo); });
   simc->callback([so, sweep, bound, &exit_code] {
     if (!sweep->parsed() && !bound->parsed()) exit_code = run_single(*so);
