@@ -1,6 +1,7 @@
 // capture.cpp: process-wide capture state (init, lazy start, exit, fork) and the record_*
 // functions the hooks call (see capture.hpp).
 #include "capture.hpp"
+#include "distinct_words.hpp"
 
 #include <pthread.h>
 #include <unistd.h>
@@ -298,13 +299,10 @@ const ScanRun* scan_runs(const FuncLayout& layout) { return st().cache.runs(layo
 
 unsigned scan_launch(const FuncLayout* layout, void** params, void** extra, std::uint64_t* words,
                      std::uint8_t* flags) {
-  unsigned n = 0;
-  for_each_candidate(layout, params, extra, [&](std::uint64_t w) {
-    for (unsigned j = 0; j < n; ++j)
-      if (words[j] == w) return;
-    if (n < kMaxLaunchWords) words[n++] = w;
-    else *flags |= kTruncated;
-  });
+  DistinctWords<kMaxLaunchWords> distinct(words);
+  for_each_candidate(layout, params, extra, [&](std::uint64_t w) { distinct.add(w); });
+  const unsigned n = distinct.count();
+  if (distinct.truncated()) *flags |= kTruncated;
   return n;
 }
 

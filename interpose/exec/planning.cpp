@@ -82,7 +82,8 @@ void Planning::note_link(double out, double in) {
   log(LogLevel::Info, "executor: the link as this job's moves measured it: %.2f GB/s to the host, %.2f GB/s to the device "
       "(%" PRIu64 " and %" PRIu64 " moves timed; 0: not yet); %s", out * 1e-9, in * 1e-9,
       link_.measured(true), link_.measured(false),
-      opt_.measured_link ? "plans time their swaps with it" : "not used (CAPUCHIN_LINK=profile)");
+      opt_.measured_link ? "plans time their swaps with it where it is off the profile's by more than a tenth"
+                         : "not used (CAPUCHIN_LINK=profile)");
 }
 
 // The request, completed with what only the executor knows, goes to the planner thread.
