@@ -5,6 +5,13 @@
 
 namespace capuchin::interpose::exec {
 
+bool make_timing_pair(const Api& api, CUevent& a, CUevent& b) {
+  if (api.event_create(&a, CU_EVENT_DEFAULT) != CUDA_SUCCESS) return false;
+  if (api.event_create(&b, CU_EVENT_DEFAULT) == CUDA_SUCCESS) return true;
+  if (api.event_destroy != nullptr) (void)api.event_destroy(a);  // best effort
+  return false;
+}
+
 InContext::InContext(const Api& api, CUcontext ctx) : api_(api) {
   CUcontext current = nullptr;
   if (ctx == nullptr || api.ctx_get_current == nullptr || api.ctx_push == nullptr || api.ctx_pop == nullptr ||

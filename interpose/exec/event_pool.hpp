@@ -53,6 +53,11 @@ class InContext {
   bool pushed_ = false, failed_ = false;
 };
 
+// Two timing events (CU_EVENT_DEFAULT: cuEventElapsedTime reads them) made in the current
+// context, both or neither: false when either could not be made (the first is destroyed again,
+// best effort: a leaked event costs nothing the job sees).
+bool make_timing_pair(const Api& api, CUevent& a, CUevent& b);
+
 struct Ev {
   std::int32_t i = -1;
   explicit operator bool() const { return i >= 0; }

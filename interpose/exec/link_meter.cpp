@@ -14,11 +14,7 @@ int LinkMeter::begin(CUstream s, std::uint64_t bytes, bool to_host) {
     const InContext own(*api_, ctx_);  // the executor's context: the moves' streams are its
     if (own.failed()) return -1;
     Pair p;
-    if (api_->event_create(&p.start, CU_EVENT_DEFAULT) != CUDA_SUCCESS) return -1;
-    if (api_->event_create(&p.end, CU_EVENT_DEFAULT) != CUDA_SUCCESS) {
-      if (api_->event_destroy != nullptr) (void)api_->event_destroy(p.start);  // best effort: a leaked event costs nothing the job sees
-      return -1;
-    }
+    if (!make_timing_pair(*api_, p.start, p.end)) return -1;
     pairs_.push_back(p);
     free_.push_back(static_cast<int>(pairs_.size() - 1));
   }

@@ -11,6 +11,7 @@
 #include "capuchin/trace.hpp"
 #include "config.hpp"
 #include "daemon_sink.hpp"
+#include "event_pool.hpp"
 
 namespace capuchin::interpose::exec {
 
@@ -199,11 +200,7 @@ int Planning::begin_timing(CUstream s, std::uint64_t sig) {
   if (free_pairs_.empty()) {
     if (pairs_.size() >= kTimingPairs) return -1;
     Pair p;
-    if (api_->event_create(&p.start, CU_EVENT_DEFAULT) != CUDA_SUCCESS) return -1;
-    if (api_->event_create(&p.end, CU_EVENT_DEFAULT) != CUDA_SUCCESS) {
-      if (api_->event_destroy != nullptr) (void)api_->event_destroy(p.start);  // best effort: a leaked event costs nothing the job sees
-      return -1;
-    }
+    if (!make_timing_pair(*api_, p.start, p.end)) return -1;
     pairs_.push_back(p);
     free_pairs_.push_back(static_cast<int>(pairs_.size() - 1));
   }
@@ -229,11 +226,7 @@ void Planning::arm_probe(std::uint64_t id, const plan::LateArrival& place, CUstr
   if (free_probes_.empty()) {
     if (probes_.size() >= 1024) return;
     Probe p;
-    if (api_->event_create(&p.moved, CU_EVENT_DEFAULT) != CUDA_SUCCESS) return;
-    if (api_->event_create(&p.ready, CU_EVENT_DEFAULT) != CUDA_SUCCESS) {
-      if (api_->event_destroy != nullptr) (void)api_->event_destroy(p.moved);  // best effort
-      return;
-    }
+    if (!make_timing_pair(*api_, p.moved, p.ready)) return;
     probes_.push_back(p);
     free_probes_.push_back(static_cast<int>(probes_.size() - 1));
   }
