@@ -157,7 +157,9 @@ def main():
               f"losses {'identical' if row.get('losses_identical') else 'DIFFER from iteration ' + str(row.get('first_diff_iter'))}, "
               f"slowdown {row.get('slowdown_steady', float('nan')):.2f}x steady / {row.get('slowdown_wall', float('nan')):.2f}x wall, "
               f"resident peak {mib(row.get('resident_peak'))} sampled / {mib((row['executor'] or {}).get('peak_resident'))} executor, swapped out {mib(d.get('bytes_out'))} in {mib(d.get('bytes_in'))}, "
-              f"decisions {d.get('counts', 'none (no decision log)')}"
+              f"decisions {d.get('counts', 'none (no decision log)')}, "
+              f"link measured {(row['executor'] or {}).get('link_out_gbps', '?')} GB/s to the host / "
+              f"{(row['executor'] or {}).get('link_in_gbps', '?')} to the device"
               + (f"; executor: {'; '.join(bad)}" if bad else "; executor: ran, within budget, evicted, planned, no fallback"
                  if verdicts else ""), flush=True)
         results.append(row)

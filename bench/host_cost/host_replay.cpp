@@ -7,7 +7,9 @@
 //     Replays capuchin::trace::repeat_last_iteration(FILE, N) as driver calls in trace order:
 //     alloc/free = cuMemAllocAsync/cuMemFreeAsync (PyTorch with backend:cudaMallocAsync), a
 //     kernel = cuLaunchKernel of a per-name function (up to 4 read and 2 written tensors as
-//     separate pointer parameters, more as 288-byte by-value structs of up to 16), copies =
+//     separate pointer parameters, more as 288-byte by-value structs of up to 16; an
+//     `aten::_foreach_*` op as multi_tensor_apply launches it, one by-value struct of up to
+//     1,008 addresses and their element counts, 10,776 bytes), copies =
 //     cuMemcpyHtoDAsync (batch) / cuMemcpyDtoH (the loss read: blocking) / cuMemcpyAsync
 //     (d2d), sync = cuCtxSynchronize. Prints, over the iterations after the first W:
 //       kind <alloc|free|launch|copy|sync> <calls per iteration> <host ns per iteration>
@@ -28,6 +30,7 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <memory>
 #include <array>
 #include <chrono>
 #include <cstddef>
@@ -73,6 +76,17 @@ struct List {  // one by-value parameter of 288 bytes
   std::uint64_t bytes[16];
 };
 static_assert(sizeof(List) == 288);
+// A foreach op's tensor lists as PyTorch's multi_tensor_apply passes them with CUDA 13's 32 KB
+// kernel arguments (MultiTensorApply.cuh's TensorListMetadata: up to 336 tensors in each of three
+// lists, then their element counts): one by-value parameter of layout 3.
+struct MultiTensor {
+  std::uint64_t seed;
+  double target;
+  std::uint32_t count, pad;
+  CUdeviceptr addresses[1008];
+  std::int64_t numel[336];
+};
+static_assert(sizeof(MultiTensor) == 10776);
 
 // cuLaunchKernel's kernelParams for a Small: one pointer per parameter of layout 1.
 std::array<void*, 15> params_of(Small& s) {
@@ -192,6 +206,27 @@ class TraceReplay {
     // Tensor lists of up to 16: reads first, then writes, as TensorIterator packs them.
     std::vector<std::uint32_t> all(reads);
     all.insert(all.end(), writes.begin(), writes.end());
+    if (ev.name != tr::kNone && t_.names[ev.name].starts_with("aten::_foreach_")) {
+      // An optimizer's foreach op: every tensor once (an in-place op's first list is read and
+      // written), up to 1,008 addresses per launch, as multi_tensor_apply launches it.
+      std::vector<std::uint32_t> lists;
+      for (std::uint32_t t : all)
+        if (std::find(lists.begin(), lists.end(), t) == lists.end()) lists.push_back(t);
+      for (std::size_t at = 0; at < lists.size(); at += 1008) {
+        auto m = std::make_unique<MultiTensor>();  // 10 KiB: not on the stack; allocated outside the timed call
+        m->seed = ++seed_;
+        m->target = static_cast<double>(ev.dur_ns);
+        const std::size_t n = std::min<std::size_t>(1008, lists.size() - at);
+        for (std::size_t i = 0; i < n; ++i) {
+          m->addresses[i] = ptr_[lists[at + i]];
+          m->numel[i % 336] = static_cast<std::int64_t>(t_.tensors[lists[at + i]].bytes / 4);
+        }
+        m->count = static_cast<std::uint32_t>(n);
+        void* params[1] = {m.get()};
+        timer.time(kLaunch, [&] { check(cuLaunchKernel(function(name, 3), 1, 1, 1, 128, 1, 1, 0, nullptr, params, nullptr), "launch"); });
+      }
+      return;
+    }
     for (std::size_t at = 0; at < all.size(); at += 16) {
       List l{};
       l.seed = ++seed_;

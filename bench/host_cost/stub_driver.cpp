@@ -15,7 +15,9 @@
 // Kernel parameter layouts come from the CUfunction handle (bench_host_cost makes them):
 // handle = (index + 1) << 4 | layout, layout 1 = 15 parameters (u64, double, u32, 6 pointers,
 // 6 u64 sizes: the shape of a small elementwise kernel's), layout 2 = one 288-byte by-value
-// struct (TensorIterator- and foreach-style: 16 pointers and 16 sizes after a header).
+// struct (TensorIterator-style: 16 pointers and 16 sizes after a header), layout 3 = one
+// 10,776-byte by-value struct (a foreach op's multi_tensor_apply lists: 1,008 addresses, 336
+// element counts).
 #include <cuda.h>
 
 #include <atomic>
@@ -211,6 +213,11 @@ CUresult cuFuncGetParamInfo(CUfunction f, size_t i, size_t* off, size_t* size) {
       if (i >= 1) return CUDA_ERROR_INVALID_VALUE;
       *off = 0;
       *size = 288;
+      return CUDA_SUCCESS;
+    case 3:  // a foreach op's tensor lists (host_replay's MultiTensor)
+      if (i >= 1) return CUDA_ERROR_INVALID_VALUE;
+      *off = 0;
+      *size = 10776;
       return CUDA_SUCCESS;
     default:
       return CUDA_ERROR_INVALID_HANDLE;

@@ -86,9 +86,8 @@ class ManagedMemory final : public BlockMemory {
     CUmemLocation dev{CU_MEM_LOCATION_TYPE_DEVICE, c_.device};
     // A failed prefetch leaves the pages where they are, still addressable: the kernel faults
     // them in (slow, never wrong). Only a move of data is timed (a fresh block's is a fill).
-    const int timed = keep_data && on == c_.in && c_.meter != nullptr ? c_.meter->begin(on, b.bytes, false) : -1;
-    const CUresult r = c_.api->mem_prefetch(b.base, b.bytes, dev, 0, on);
-    if (timed >= 0) c_.meter->end(timed, on, r == CUDA_SUCCESS);
+    const CUresult r = timed_move(c_, on, b.bytes, false, keep_data && on == c_.in,
+                                  [&] { return c_.api->mem_prefetch(b.base, b.bytes, dev, 0, on); });
     if (r != CUDA_SUCCESS)
       log(LogLevel::Warn, "executor: prefetching tensor %" PRIu64 " to the device failed (CUresult %d)", b.id, static_cast<int>(r));
     c_.events->unref(b.ready);
@@ -152,9 +151,8 @@ class ManagedMemory final : public BlockMemory {
       CUmemLocation host{CU_MEM_LOCATION_TYPE_HOST, 0};
       // A failed move out leaves the pages on the device: the driver evicts them itself if it
       // must (slower, never wrong); the budget then counts them as gone, which the log says.
-      const int timed = !dead && c_.meter != nullptr ? c_.meter->begin(c_.out, b.bytes, true) : -1;
-      const CUresult r = c_.api->mem_prefetch(b.base, b.bytes, host, 0, c_.out);
-      if (timed >= 0) c_.meter->end(timed, c_.out, r == CUDA_SUCCESS);
+      const CUresult r = timed_move(c_, c_.out, b.bytes, true, !dead,
+                                    [&] { return c_.api->mem_prefetch(b.base, b.bytes, host, 0, c_.out); });
       if (r != CUDA_SUCCESS)
         log(LogLevel::Warn, "executor: prefetching tensor %" PRIu64 " to the host failed (CUresult %d)", b.id, static_cast<int>(r));
     }

@@ -44,6 +44,17 @@ struct MoveContext {
   std::uint64_t managed_out_bytes = 0;
 };
 
+// Enqueues one move with `move()` (a driver call putting a copy on `s`), timed by the context's
+// link meter when `timed` and there is one (LinkMeter: only moves that carry data); returns
+// the driver's result unchanged.
+template <class Move>
+CUresult timed_move(MoveContext& c, CUstream s, std::uint64_t bytes, bool to_host, bool timed, Move&& move) {
+  const int pair = timed && c.meter != nullptr ? c.meter->begin(s, bytes, to_host) : -1;
+  const CUresult r = move();
+  if (pair >= 0) c.meter->end(pair, s, r == CUDA_SUCCESS);
+  return r;
+}
+
 class BlockMemory {
  public:
   virtual ~BlockMemory() = default;

@@ -89,10 +89,8 @@ class VmmMemory final : public BlockMemory {
       return false;
     }
     order_after_uses(*c_.events, b, c_.out);
-    const int timed = c_.meter != nullptr ? c_.meter->begin(c_.out, b.bytes, true) : -1;
-    const CUresult copied = c_.api->memcpy_async(staging, b.base, b.bytes, c_.out);
-    if (timed >= 0) c_.meter->end(timed, c_.out, copied == CUDA_SUCCESS);
-    if (CUresult r = copied; r != CUDA_SUCCESS) {
+    if (CUresult r = timed_move(c_, c_.out, b.bytes, true, true, [&] { return c_.api->memcpy_async(staging, b.base, b.bytes, c_.out); });
+        r != CUDA_SUCCESS) {
       log(LogLevel::Error, "executor: the copy out of tensor %" PRIu64 " failed (CUresult %d); it stays resident", b.id,
           static_cast<int>(r));
       unmap_pieces(staging, b.host, b.id) ? give(b.host) : leak(b.host);
@@ -165,10 +163,8 @@ class VmmMemory final : public BlockMemory {
         return false;
       }
       order_after_uses(*c_.events, b, c_.in);  // work still writing the host copy (an upload into it, a replay)
-      const int timed = c_.meter != nullptr ? c_.meter->begin(c_.in, b.bytes, false) : -1;
-      const CUresult copied = c_.api->memcpy_async(staging, b.base, b.bytes, c_.in);
-      if (timed >= 0) c_.meter->end(timed, c_.in, copied == CUDA_SUCCESS);
-      if (CUresult r = copied; r != CUDA_SUCCESS) {
+      if (CUresult r = timed_move(c_, c_.in, b.bytes, false, true, [&] { return c_.api->memcpy_async(staging, b.base, b.bytes, c_.in); });
+          r != CUDA_SUCCESS) {
         log(LogLevel::Error, "executor: the copy in of tensor %" PRIu64 " failed (CUresult %d)", b.id, static_cast<int>(r));
         unmap_logged(staging, b.span, b.id);
         release_handle(d);
