@@ -8,9 +8,10 @@
 // libraries launch through it), with capture on (CAPUCHIN_SINK=null: events go through the
 // rings and the drain thread, then are discarded; set CAPUCHIN_RECORD to write a file).
 // Three kernels: 4 pointer arguments; one 256-byte by-value struct (32 words scanned); and a
-// multi-tensor launch as PyTorch's optimizer steps make with CUDA 13's 32 KB kernel arguments
-// (MultiTensorApply.cuh: three lists of 336 tensor addresses, then their element counts), 1,344
-// words scanned, 1,008 distinct pointers. 1000 live allocations are registered first (the span
+// multi-tensor launch as PyTorch's optimizer steps make with 32 KB kernel arguments
+// (MultiTensorApply.cuh's TensorListMetadata<3>: three lists of 336 tensor addresses, their
+// element counts, each of 2,240 blocks' tensor and chunk; 24,200 bytes), 3,025 words scanned,
+// 1,008 distinct pointers. 1000 live allocations are registered first (the span
 // test then passes the pointer words).
 //
 // Output: per kernel, the median direct and intercepted ns per launch and the median added
@@ -45,9 +46,12 @@ struct Big {  // 256 bytes: 4 device pointers among scalars
 };
 static_assert(sizeof(Big) == 256);
 
-struct MultiTensor {  // three tensor lists of 336 addresses and their element counts
+struct MultiTensor {  // MultiTensorApply.cuh's TensorListMetadata<3> with 32 KB arguments
   void* addresses[3][336];
   std::int64_t numel[336];
+  std::uint16_t block_to_tensor[2240];
+  std::int32_t block_to_chunk[2240];
+  std::int32_t start_tensor_this_launch;
 };
 
 CUresult stub_mem_alloc(CUdeviceptr* p, size_t bytes) {
@@ -144,6 +148,7 @@ int main(int argc, char** argv) {
       multi.addresses[l][t] = reinterpret_cast<void*>(bufs[static_cast<std::size_t>(k % 1000)] + 256 * static_cast<CUdeviceptr>(k / 1000));
     }
   for (int t = 0; t < 336; ++t) multi.numel[t] = 4096 + t;
+  for (int b = 0; b < 2240; ++b) multi.block_to_tensor[b] = static_cast<std::uint16_t>(b % 336), multi.block_to_chunk[b] = b / 336;
   void* multi_params[] = {&multi};
   struct Case {
     const char* name;
@@ -179,6 +184,6 @@ int main(int argc, char** argv) {
   char summary[1024];
   finish(summary, sizeof summary);
   std::printf("capture: %s\n", summary);
-  std::printf("added_ns_per_launch_median %.1f\n", worst);
+  if (worst > 0) std::printf("added_ns_per_launch_median %.1f\n", worst);  // the small kernels' (not with BENCH_ONLY=multi_tensor_1008)
   return 0;
 }

@@ -169,32 +169,45 @@ struct Loaded {
 };
 
 // --swap-link OUT[,IN]: the rate in GB/s of a policy's moves to the host and to the device (IN
-// defaults to OUT), as swap efficiencies of `gpu`'s link (sim::Efficiency::swap_out_link,
-// swap_in_link); empty: the profile's link for both. What the executor measures on a real job
-// (its summary's link_out_gbps / link_in_gbps) can be put here.
-Expected<sim::Efficiency> swap_link_efficiency(const std::string& text, const sim::GpuProfile& gpu) {
-  sim::Efficiency eff;
-  if (text.empty()) return eff;
-  const auto parts = split_list(text);
+// defaults to OUT), as swap efficiencies of the profile's link (sim::Efficiency::swap_out_link,
+// swap_in_link); not given: the profile's link for both. What the executor measures on a real
+// job (its summary's link_out_gbps / link_in_gbps) can be put here.
+struct SwapLink {
+  bool set = false;
+  double out_gbps = 0, in_gbps = 0;  // as typed
+  sim::Efficiency efficiency(const sim::GpuProfile& gpu) const {
+    sim::Efficiency eff;
+    if (set) eff.swap_out_link = out_gbps * 1e9 / gpu.link_bytes_per_s, eff.swap_in_link = in_gbps * 1e9 / gpu.link_bytes_per_s;
+    return eff;
+  }
+  // For the outputs that used it ("" when not set).
+  std::string label() const {
+    return set ? fmt::format("swaps at {:g} GB/s out, {:g} in (--swap-link)", out_gbps, in_gbps) : std::string();
+  }
+};
+
+Expected<SwapLink> parse_swap_link(const std::string& text, bool given) {
+  SwapLink l;
+  if (!given) return l;
+  std::vector<std::string> parts;  // empty fields kept: ",49.8" and "16," are mistakes, not defaults
+  for (std::size_t at = 0;;) {
+    const std::size_t comma = text.find(',', at);
+    parts.push_back(text.substr(at, comma == std::string::npos ? std::string::npos : comma - at));
+    if (comma == std::string::npos) break;
+    at = comma + 1;
+  }
+  if (parts.size() > 2) return make_error(fmt::format("--swap-link: '{}': give OUT or OUT,IN in GB/s (e.g. 16,49.8)", text));
   double rate[2] = {0, 0};
-  for (std::size_t i = 0; i < parts.size() && i < 2; ++i) {
+  for (std::size_t i = 0; i < parts.size(); ++i) {
     char* end = nullptr;
     rate[i] = std::strtod(parts[i].c_str(), &end);
-    if (end == parts[i].c_str() || *end != '\0' || !(rate[i] > 0) || rate[i] > 1e4)
+    if (parts[i].empty() || end == parts[i].c_str() || *end != '\0' || !(rate[i] > 0) || rate[i] > 1e4)
       return make_error(fmt::format("--swap-link: '{}' is not a rate in GB/s (a number above 0, at most 10000)", parts[i]));
   }
-  if (parts.empty() || parts.size() > 2) return make_error("--swap-link: give OUT or OUT,IN in GB/s (e.g. 16,49.8)");
-  if (parts.size() == 1) rate[1] = rate[0];
-  eff.swap_out_link = rate[0] * 1e9 / gpu.link_bytes_per_s;
-  eff.swap_in_link = rate[1] * 1e9 / gpu.link_bytes_per_s;
-  return eff;
-}
-
-// What --swap-link set, for the output's label ("" when the profile's link).
-std::string swap_link_label(const sim::Efficiency& eff, const sim::GpuProfile& gpu) {
-  if (eff.swap_out_link <= 0) return "";
-  return fmt::format("swaps at {:.2f} GB/s to the host and {:.2f} GB/s to the device (--swap-link)",
-                     sim::swap_out_rate(gpu, eff) / 1e9, sim::swap_in_rate(gpu, eff) / 1e9);
+  l.set = true;
+  l.out_gbps = rate[0];
+  l.in_gbps = parts.size() == 2 ? rate[1] : rate[0];
+  return l;
 }
 
 // The trace at `path`, repeated to `iters` iterations when iters > 0, prepared for `gpu`.
@@ -234,7 +247,7 @@ constexpr int kExitInfeasible = 3;
 struct SimOpts {
   std::string trace, gpu = "h200", budget = "1x", policy = "none", timeline, swap_link;
   unsigned iters = 0;  // 0: the trace as it is
-  bool json = false, list = false;
+  bool json = false, list = false, swap_link_given = false;
 };
 
 int run_single(const SimOpts& o) {
@@ -250,9 +263,9 @@ int run_single(const SimOpts& o) {
   if (!gpu) return fmt::print(stderr, "capuchin sim: {}\n", gpu.error().message), 1;
   auto policy = sim::make_policy(o.policy);
   if (!policy) return fmt::print(stderr, "capuchin sim: {}\n", policy.error().message), 1;
-  auto eff = swap_link_efficiency(o.swap_link, *gpu);
-  if (!eff) return fmt::print(stderr, "capuchin sim: {}\n", eff.error().message), 1;
-  auto l = load(o.trace, *gpu, o.iters, *eff);
+  auto link = parse_swap_link(o.swap_link, o.swap_link_given);
+  if (!link) return fmt::print(stderr, "capuchin sim: {}\n", link.error().message), 1;
+  auto l = load(o.trace, *gpu, o.iters, link->efficiency(*gpu));
   if (!l) return fmt::print(stderr, "{}\n", l.error().message), 1;
   auto budget = sim::resolve_budget(o.budget, (*l)->prep.liveness.peak_bytes, *gpu);
   if (!budget) return fmt::print(stderr, "capuchin sim: {}\n", budget.error().message), 1;
@@ -267,12 +280,11 @@ int run_single(const SimOpts& o) {
   if (o.json) {
     auto j = result_json(o.trace, o.iters, c);
     add_bound_json(j, bound);
-    if (eff->swap_out_link > 0)
-      j["swap_link_gbps"] = {sim::swap_out_rate(*gpu, *eff) / 1e9, sim::swap_in_rate(*gpu, *eff) / 1e9};
+    if (link->set) j["swap_link_gbps"] = {link->out_gbps, link->in_gbps};
     fmt::print("{}\n", j.dump());
   } else {
     print_human(o.trace, o.iters, c, o.budget);
-    if (eff->swap_out_link > 0) fmt::print("  {}\n", swap_link_label(*eff, *gpu));
+    if (link->set) fmt::print("  {}\n", link->label());
     print_bound(bound, c);
   }
   if (!o.timeline.empty()) {
@@ -286,9 +298,9 @@ int run_single(const SimOpts& o) {
 int run_bound(const SimOpts& o) {
   auto gpu = sim::find_gpu_profile(o.gpu);
   if (!gpu) return fmt::print(stderr, "capuchin sim bound: {}\n", gpu.error().message), 1;
-  auto eff = swap_link_efficiency(o.swap_link, *gpu);
-  if (!eff) return fmt::print(stderr, "capuchin sim bound: {}\n", eff.error().message), 1;
-  auto l = load(o.trace, *gpu, o.iters, *eff);
+  auto link = parse_swap_link(o.swap_link, o.swap_link_given);
+  if (!link) return fmt::print(stderr, "capuchin sim bound: {}\n", link.error().message), 1;
+  auto l = load(o.trace, *gpu, o.iters, link->efficiency(*gpu));
   if (!l) return fmt::print(stderr, "{}\n", l.error().message), 1;
   auto budget = sim::resolve_budget(o.budget, (*l)->prep.liveness.peak_bytes, *gpu);
   if (!budget) return fmt::print(stderr, "capuchin sim bound: {}\n", budget.error().message), 1;
@@ -308,14 +320,13 @@ int run_bound(const SimOpts& o) {
     j["natural_peak_bytes"] = (*l)->prep.liveness.peak_bytes;
     j["ideal_time_s"] = c.ideal_time_s;
     add_bound_json(j, b);
-    if (eff->swap_out_link > 0)
-      j["swap_link_gbps"] = {sim::swap_out_rate(*gpu, *eff) / 1e9, sim::swap_in_rate(*gpu, *eff) / 1e9};
+    if (link->set) j["swap_link_gbps"] = {link->out_gbps, link->in_gbps};
     fmt::print("{}\n", j.dump());
   } else {
     fmt::print("{}: simulated on GPU profile {}, budget {} ({}; natural peak {}), ideal iteration {:.3f} ms\n", o.trace,
                gpu->name, format_bytes(*budget), o.budget, format_bytes((*l)->prep.liveness.peak_bytes),
                c.ideal_time_s * 1e3);
-    if (eff->swap_out_link > 0) fmt::print("  {}\n", swap_link_label(*eff, *gpu));
+    if (link->set) fmt::print("  {}\n", link->label());
     print_bound(b, c);
     if (b.b.feasible)
       fmt::print("  ({:.3f} ms of kernels back to back, at least {:.3f} ms more at this budget)\n", b.b.compute_s * 1e3,
@@ -328,6 +339,7 @@ struct SweepOpts {
   std::vector<std::string> traces;
   std::string gpu = "h200", budgets = "1x,0.8x,0.6x,0.5x,0.4x,0.3x,0.2x", policies, out = "sim-sweep", swap_link;
   unsigned iters = 0;
+  bool swap_link_given = false;
 };
 
 int run_sweep(const SweepOpts& o) {
@@ -338,14 +350,16 @@ int run_sweep(const SweepOpts& o) {
     if (auto made = sim::make_policy(p); !made) return fmt::print(stderr, "capuchin sim sweep: {}\n", made.error().message), 1;
   const auto budgets = split_list(o.budgets);
   if (budgets.empty()) return fmt::print(stderr, "capuchin sim sweep: --budgets is empty\n"), 1;
-  auto eff = swap_link_efficiency(o.swap_link, *gpu);
-  if (!eff) return fmt::print(stderr, "capuchin sim sweep: {}\n", eff.error().message), 1;
-  // The tables and plots name the profile, and the swap link where --swap-link set one.
-  const std::string label = eff->swap_out_link > 0 ? gpu->name + ", " + swap_link_label(*eff, *gpu) : gpu->name;
+  auto link = parse_swap_link(o.swap_link, o.swap_link_given);
+  if (!link) return fmt::print(stderr, "capuchin sim sweep: {}\n", link.error().message), 1;
+  const sim::Efficiency eff = link->efficiency(*gpu);
+  // The markdown table and the plots name the profile, and the swap link where --swap-link set
+  // one (the CSV does not: its columns are the same either way).
+  const std::string label = link->set ? gpu->name + ", " + link->label() : gpu->name;
   std::vector<sim::SweepRow> rows;
   std::vector<std::string> stems;
   for (const auto& path : o.traces) {
-    auto l = load(path, *gpu, o.iters, *eff);
+    auto l = load(path, *gpu, o.iters, eff);
     if (!l) return fmt::print(stderr, "{}\n", l.error().message), 1;
     const auto& prep = (*l)->prep;
     const double ideal = sim::ideal_time_s(prep);
@@ -403,7 +417,7 @@ void add_sim_command(CLI::App& app, int& exit_code) {
       "OUT[,IN]: the rate in GB/s of the policy's moves to the host and to the device (IN defaults to OUT; default: "
       "the profile's link); e.g. 16,49.8, Unified Memory on an H200 (measured), or an executor summary's "
       "link_out_gbps,link_in_gbps";
-  simc->add_option("--swap-link", so->swap_link, swap_link_help);
+  auto* sim_link = simc->add_option("--swap-link", so->swap_link, swap_link_help);
 
   auto wo = std::make_shared<SweepOpts>();
   auto* sweep = simc->add_subcommand("sweep", "Every policy at every budget, side by side: markdown, CSV and SVG plots");
@@ -412,10 +426,13 @@ void add_sim_command(CLI::App& app, int& exit_code) {
   sweep->add_option("--budgets", wo->budgets, std::string("comma-separated budgets, each ") + kBudgetHelp)->capture_default_str();
   sweep->add_option("--policies", wo->policies, "comma-separated policies (default: all)");
   sweep->add_option("--out", wo->out, "output directory")->capture_default_str();
-  sweep->add_option("--swap-link", wo->swap_link, swap_link_help);
+  auto* sweep_link = sweep->add_option("--swap-link", wo->swap_link, swap_link_help);
   sweep->add_option("--iters", wo->iters, "simulate the set-up then each trace's last iteration N times")
       ->check(CLI::Range(1u, 100000u));
-  sweep->callback([wo, &exit_code] { exit_code = run_sweep(*wo); });
+  sweep->callback([wo, sweep_link, &exit_code] {
+    wo->swap_link_given = sweep_link->count() > 0;
+    exit_code = run_sweep(*wo);
+  });
 
   auto bo = std::make_shared<SimOpts>();
   auto* bound = simc->add_subcommand(
@@ -425,9 +442,13 @@ void add_sim_command(CLI::App& app, int& exit_code) {
   bound->add_option("--budget", bo->budget, std::string("device-memory budget: ") + kBudgetHelp)->capture_default_str();
   bound->add_option("--iters", bo->iters, "the set-up then the trace's last iteration N times")->check(CLI::Range(1u, 100000u));
   bound->add_flag("--json", bo->json, "print one JSON object");
-  bound->add_option("--swap-link", bo->swap_link, swap_link_help);
-  bound->callback([bo, &exit_code] { exit_code = run_bound(*bo); });
-  simc->callback([so, sweep, bound, &exit_code] {
+  auto* bound_link = bound->add_option("--swap-link", bo->swap_link, swap_link_help);
+  bound->callback([bo, bound_link, &exit_code] {
+    bo->swap_link_given = bound_link->count() > 0;
+    exit_code = run_bound(*bo);
+  });
+  simc->callback([so, sweep, bound, sim_link, &exit_code] {
+    so->swap_link_given = sim_link->count() > 0;
     if (!sweep->parsed() && !bound->parsed()) exit_code = run_single(*so);
   });
 }

@@ -8,8 +8,9 @@
 //     alloc/free = cuMemAllocAsync/cuMemFreeAsync (PyTorch with backend:cudaMallocAsync), a
 //     kernel = cuLaunchKernel of a per-name function (up to 4 read and 2 written tensors as
 //     separate pointer parameters, more as 288-byte by-value structs of up to 16; an
-//     `aten::_foreach_*` op as multi_tensor_apply launches it, one by-value struct of up to
-//     1,008 addresses and their element counts, 10,776 bytes), copies =
+//     `aten::_foreach_*` op as multi_tensor_apply launches it with 32 KB arguments: one
+//     28,032-byte by-value struct per launch of its lists' addresses, element counts and block
+//     tables), copies =
 //     cuMemcpyHtoDAsync (batch) / cuMemcpyDtoH (the loss read: blocking) / cuMemcpyAsync
 //     (d2d), sync = cuCtxSynchronize. Prints, over the iterations after the first W:
 //       kind <alloc|free|launch|copy|sync> <calls per iteration> <host ns per iteration>
@@ -76,17 +77,23 @@ struct List {  // one by-value parameter of 288 bytes
   std::uint64_t bytes[16];
 };
 static_assert(sizeof(List) == 288);
-// A foreach op's tensor lists as PyTorch's multi_tensor_apply passes them with CUDA 13's 32 KB
-// kernel arguments (MultiTensorApply.cuh's TensorListMetadata: up to 336 tensors in each of three
-// lists, then their element counts): one by-value parameter of layout 3.
+// A foreach op's tensor lists as PyTorch's multi_tensor_apply passes them with 32 KB kernel
+// arguments (MultiTensorApply.cuh's TensorListMetadata: `depth` lists of up to 770 / 448 / 336 /
+// 252 / 210 tensors for 1 to 5 lists, their element counts, then each of up to 2,240 blocks'
+// tensor and chunk; scripts/foreach_launches.py): one by-value parameter of layout 3, laid out
+// for the most addresses any depth takes (5 x 210) and the most tensors (770).
 struct MultiTensor {
   std::uint64_t seed;
   double target;
-  std::uint32_t count, pad;
-  CUdeviceptr addresses[1008];
-  std::int64_t numel[336];
+  std::uint32_t count, depth;
+  CUdeviceptr addresses[1050];
+  std::int64_t numel[770];
+  std::uint16_t block_to_tensor[2240];
+  std::int32_t block_to_chunk[2240];
+  std::int32_t start_tensor_this_launch;
 };
-static_assert(sizeof(MultiTensor) == 10776);
+static_assert(sizeof(MultiTensor) == 28032);
+constexpr std::uint32_t kForeachTensors[5] = {770, 448, 336, 252, 210};  // per list, by depth
 
 // cuLaunchKernel's kernelParams for a Small: one pointer per parameter of layout 1.
 std::array<void*, 15> params_of(Small& s) {
@@ -189,6 +196,38 @@ class TraceReplay {
       if (std::find(list.begin(), list.end(), a.tensor) == list.end()) list.push_back(a.tensor);
     }
     const std::uint32_t name = ev.name == tr::kNone ? 0 : ev.name;
+    if (ev.name != tr::kNone && t_.names[ev.name].starts_with("aten::_foreach_")) {
+      // An optimizer's foreach op: every tensor once (an in-place op's first list is read and
+      // written); its lists' count (depth) from how many tensors it writes, each launch taking
+      // as many tensors per list as multi_tensor_apply's limit for that depth.
+      std::vector<std::uint32_t> lists;
+      for (std::uint32_t t : reads)
+        if (std::find(lists.begin(), lists.end(), t) == lists.end()) lists.push_back(t);
+      for (std::uint32_t t : writes)
+        if (std::find(lists.begin(), lists.end(), t) == lists.end()) lists.push_back(t);
+      const std::size_t per_list = std::max<std::size_t>(1, writes.size());
+      const std::uint32_t depth = static_cast<std::uint32_t>(std::clamp<std::size_t>((lists.size() + per_list / 2) / per_list, 1, 5));
+      const std::size_t per_launch = std::size_t{depth} * kForeachTensors[depth - 1];
+      for (std::size_t at = 0; at < lists.size(); at += per_launch) {
+        auto m = std::make_unique<MultiTensor>();  // 27 KiB: not on the stack; made outside the timed call
+        m->seed = ++seed_;
+        m->target = static_cast<double>(ev.dur_ns);
+        m->depth = depth;
+        const std::size_t n = std::min(per_launch, lists.size() - at);
+        for (std::size_t i = 0; i < n; ++i) {
+          m->addresses[i] = ptr_[lists[at + i]];
+          m->numel[i / depth] = static_cast<std::int64_t>(t_.tensors[lists[at + i]].bytes / 4);
+        }
+        for (std::size_t b = 0; b < 2240; ++b) {  // each tensor's 65,536-element chunks, as many as fit
+          m->block_to_tensor[b] = static_cast<std::uint16_t>(b % std::max<std::size_t>(1, n / depth));
+          m->block_to_chunk[b] = static_cast<std::int32_t>(b / std::max<std::size_t>(1, n / depth));
+        }
+        m->count = static_cast<std::uint32_t>(n);
+        void* params[1] = {m.get()};
+        timer.time(kLaunch, [&] { check(cuLaunchKernel(function(name, 3), 1, 1, 1, 128, 1, 1, 0, nullptr, params, nullptr), "launch"); });
+      }
+      return;
+    }
     if (reads.size() <= 4 && writes.size() <= 2) {
       Small s{};
       s.seed = ++seed_;
@@ -206,27 +245,6 @@ class TraceReplay {
     // Tensor lists of up to 16: reads first, then writes, as TensorIterator packs them.
     std::vector<std::uint32_t> all(reads);
     all.insert(all.end(), writes.begin(), writes.end());
-    if (ev.name != tr::kNone && t_.names[ev.name].starts_with("aten::_foreach_")) {
-      // An optimizer's foreach op: every tensor once (an in-place op's first list is read and
-      // written), up to 1,008 addresses per launch, as multi_tensor_apply launches it.
-      std::vector<std::uint32_t> lists;
-      for (std::uint32_t t : all)
-        if (std::find(lists.begin(), lists.end(), t) == lists.end()) lists.push_back(t);
-      for (std::size_t at = 0; at < lists.size(); at += 1008) {
-        auto m = std::make_unique<MultiTensor>();  // 10 KiB: not on the stack; allocated outside the timed call
-        m->seed = ++seed_;
-        m->target = static_cast<double>(ev.dur_ns);
-        const std::size_t n = std::min<std::size_t>(1008, lists.size() - at);
-        for (std::size_t i = 0; i < n; ++i) {
-          m->addresses[i] = ptr_[lists[at + i]];
-          m->numel[i % 336] = static_cast<std::int64_t>(t_.tensors[lists[at + i]].bytes / 4);
-        }
-        m->count = static_cast<std::uint32_t>(n);
-        void* params[1] = {m.get()};
-        timer.time(kLaunch, [&] { check(cuLaunchKernel(function(name, 3), 1, 1, 1, 128, 1, 1, 0, nullptr, params, nullptr), "launch"); });
-      }
-      return;
-    }
     for (std::size_t at = 0; at < all.size(); at += 16) {
       List l{};
       l.seed = ++seed_;

@@ -16,8 +16,8 @@
 // handle = (index + 1) << 4 | layout, layout 1 = 15 parameters (u64, double, u32, 6 pointers,
 // 6 u64 sizes: the shape of a small elementwise kernel's), layout 2 = one 288-byte by-value
 // struct (TensorIterator-style: 16 pointers and 16 sizes after a header), layout 3 = one
-// 10,776-byte by-value struct (a foreach op's multi_tensor_apply lists: 1,008 addresses, 336
-// element counts).
+// 28,032-byte by-value struct (a foreach op's multi_tensor_apply lists: up to 1,050 addresses,
+// 770 element counts, 2,240 blocks' tensor and chunk).
 #include <cuda.h>
 
 #include <atomic>
@@ -217,7 +217,7 @@ CUresult cuFuncGetParamInfo(CUfunction f, size_t i, size_t* off, size_t* size) {
     case 3:  // a foreach op's tensor lists (host_replay's MultiTensor)
       if (i >= 1) return CUDA_ERROR_INVALID_VALUE;
       *off = 0;
-      *size = 10776;
+      *size = 28032;
       return CUDA_SUCCESS;
     default:
       return CUDA_ERROR_INVALID_HANDLE;

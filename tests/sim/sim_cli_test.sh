@@ -89,7 +89,7 @@ check "every sim result carries the bound" grep -q '"bound":{"feasible":true,"ra
 # measured: Unified Memory to the host on an H200 is 16 GB/s). Labelled, in the JSON, and a
 # slower link to the host raises the bound; a rate that is not one is refused by name.
 out=$("$bin" sim --trace "$trace" --budget 0.5x --policy capuchin-swap --swap-link 16,49.8)
-check "--swap-link is said beside the result" grep -q "swaps at 16.00 GB/s to the host and 49.80 GB/s to the device (--swap-link)" <<<"$out"
+check "--swap-link is said beside the result" grep -q "swaps at 16 GB/s out, 49.8 in (--swap-link)" <<<"$out"
 out=$("$bin" sim bound --trace "$trace" --budget 0.5x --swap-link 16,49.8 --json)
 check "--swap-link in the bound's JSON" grep -q '"swap_link_gbps":\[16.0,49.8\]' <<<"$out"
 slow=$(python3 -c 'import json,sys; print(json.load(sys.stdin)["bound"]["ratio"])' <<<"$out" 2>/dev/null || echo 0)
@@ -98,8 +98,12 @@ check "a slower link to the host raises the bound ($fast -> $slow)" awk -v a="$f
 err=$("$bin" sim --trace "$trace" --budget 0.5x --policy capuchin --swap-link fast 2>&1 >/dev/null); rc=$?
 check "a --swap-link that is not a rate exits 1" test $rc -eq 1
 check "a bad --swap-link is named" grep -q "\-\-swap-link: 'fast' is not a rate in GB/s" <<<"$err"
+for bad in ",49.8" "16," "" "1,2,3"; do
+  "$bin" sim --trace "$trace" --budget 0.5x --policy capuchin --swap-link "$bad" >/dev/null 2>&1; rc=$?
+  check "--swap-link '$bad' is refused" test $rc -eq 1
+done
 out=$("$bin" sim sweep --trace "$trace" --budgets 0.5x --policies vdnn --swap-link 16 --out "$tmp/sl")
-check "sim sweep labels its tables with --swap-link" grep -q "swaps at 16.00 GB/s to the host and 16.00 GB/s to the device" "$tmp/sl/sweep.md"
+check "sim sweep labels its tables with --swap-link" grep -q "swaps at 16 GB/s out, 16 in (--swap-link)" "$tmp/sl/sweep.md"
 
 echo "$fails failed"
 test $fails -eq 0
