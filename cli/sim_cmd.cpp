@@ -20,6 +20,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -186,9 +187,10 @@ struct SwapLink {
   }
 };
 
-Expected<SwapLink> parse_swap_link(const std::string& text, bool given) {
+Expected<SwapLink> parse_swap_link(const std::optional<std::string>& given) {
   SwapLink l;
   if (!given) return l;
+  const std::string& text = *given;
   std::vector<std::string> parts;  // empty fields kept: ",49.8" and "16," are mistakes, not defaults
   for (std::size_t at = 0;;) {
     const std::size_t comma = text.find(',', at);
@@ -245,9 +247,10 @@ void list_gpus() {
 constexpr int kExitInfeasible = 3;
 
 struct SimOpts {
-  std::string trace, gpu = "h200", budget = "1x", policy = "none", timeline, swap_link;
+  std::string trace, gpu = "h200", budget = "1x", policy = "none", timeline;
+  std::optional<std::string> swap_link;  // --swap-link as given (an empty value is refused, not the default)
   unsigned iters = 0;  // 0: the trace as it is
-  bool json = false, list = false, swap_link_given = false;
+  bool json = false, list = false;
 };
 
 int run_single(const SimOpts& o) {
@@ -263,7 +266,7 @@ int run_single(const SimOpts& o) {
   if (!gpu) return fmt::print(stderr, "capuchin sim: {}\n", gpu.error().message), 1;
   auto policy = sim::make_policy(o.policy);
   if (!policy) return fmt::print(stderr, "capuchin sim: {}\n", policy.error().message), 1;
-  auto link = parse_swap_link(o.swap_link, o.swap_link_given);
+  auto link = parse_swap_link(o.swap_link);
   if (!link) return fmt::print(stderr, "capuchin sim: {}\n", link.error().message), 1;
   auto l = load(o.trace, *gpu, o.iters, link->efficiency(*gpu));
   if (!l) return fmt::print(stderr, "{}\n", l.error().message), 1;
@@ -298,7 +301,7 @@ int run_single(const SimOpts& o) {
 int run_bound(const SimOpts& o) {
   auto gpu = sim::find_gpu_profile(o.gpu);
   if (!gpu) return fmt::print(stderr, "capuchin sim bound: {}\n", gpu.error().message), 1;
-  auto link = parse_swap_link(o.swap_link, o.swap_link_given);
+  auto link = parse_swap_link(o.swap_link);
   if (!link) return fmt::print(stderr, "capuchin sim bound: {}\n", link.error().message), 1;
   auto l = load(o.trace, *gpu, o.iters, link->efficiency(*gpu));
   if (!l) return fmt::print(stderr, "{}\n", l.error().message), 1;
@@ -337,9 +340,9 @@ int run_bound(const SimOpts& o) {
 
 struct SweepOpts {
   std::vector<std::string> traces;
-  std::string gpu = "h200", budgets = "1x,0.8x,0.6x,0.5x,0.4x,0.3x,0.2x", policies, out = "sim-sweep", swap_link;
+  std::string gpu = "h200", budgets = "1x,0.8x,0.6x,0.5x,0.4x,0.3x,0.2x", policies, out = "sim-sweep";
+  std::optional<std::string> swap_link;
   unsigned iters = 0;
-  bool swap_link_given = false;
 };
 
 int run_sweep(const SweepOpts& o) {
@@ -350,7 +353,7 @@ int run_sweep(const SweepOpts& o) {
     if (auto made = sim::make_policy(p); !made) return fmt::print(stderr, "capuchin sim sweep: {}\n", made.error().message), 1;
   const auto budgets = split_list(o.budgets);
   if (budgets.empty()) return fmt::print(stderr, "capuchin sim sweep: --budgets is empty\n"), 1;
-  auto link = parse_swap_link(o.swap_link, o.swap_link_given);
+  auto link = parse_swap_link(o.swap_link);
   if (!link) return fmt::print(stderr, "capuchin sim sweep: {}\n", link.error().message), 1;
   const sim::Efficiency eff = link->efficiency(*gpu);
   // The markdown table and the plots name the profile, and the swap link where --swap-link set
@@ -417,7 +420,7 @@ void add_sim_command(CLI::App& app, int& exit_code) {
       "OUT[,IN]: the rate in GB/s of the policy's moves to the host and to the device (IN defaults to OUT; default: "
       "the profile's link); e.g. 16,49.8, Unified Memory on an H200 (measured), or an executor summary's "
       "link_out_gbps,link_in_gbps";
-  auto* sim_link = simc->add_option("--swap-link", so->swap_link, swap_link_help);
+  simc->add_option("--swap-link", so->swap_link, swap_link_help);
 
   auto wo = std::make_shared<SweepOpts>();
   auto* sweep = simc->add_subcommand("sweep", "Every policy at every budget, side by side: markdown, CSV and SVG plots");
@@ -426,13 +429,10 @@ void add_sim_command(CLI::App& app, int& exit_code) {
   sweep->add_option("--budgets", wo->budgets, std::string("comma-separated budgets, each ") + kBudgetHelp)->capture_default_str();
   sweep->add_option("--policies", wo->policies, "comma-separated policies (default: all)");
   sweep->add_option("--out", wo->out, "output directory")->capture_default_str();
-  auto* sweep_link = sweep->add_option("--swap-link", wo->swap_link, swap_link_help);
+  sweep->add_option("--swap-link", wo->swap_link, swap_link_help);
   sweep->add_option("--iters", wo->iters, "simulate the set-up then each trace's last iteration N times")
       ->check(CLI::Range(1u, 100000u));
-  sweep->callback([wo, sweep_link, &exit_code] {
-    wo->swap_link_given = sweep_link->count() > 0;
-    exit_code = run_sweep(*wo);
-  });
+  sweep->callback([wo, &exit_code] { exit_code = run_sweep(*wo); });
 
   auto bo = std::make_shared<SimOpts>();
   auto* bound = simc->add_subcommand(
@@ -442,13 +442,9 @@ void add_sim_command(CLI::App& app, int& exit_code) {
   bound->add_option("--budget", bo->budget, std::string("device-memory budget: ") + kBudgetHelp)->capture_default_str();
   bound->add_option("--iters", bo->iters, "the set-up then the trace's last iteration N times")->check(CLI::Range(1u, 100000u));
   bound->add_flag("--json", bo->json, "print one JSON object");
-  auto* bound_link = bound->add_option("--swap-link", bo->swap_link, swap_link_help);
-  bound->callback([bo, bound_link, &exit_code] {
-    bo->swap_link_given = bound_link->count() > 0;
-    exit_code = run_bound(*bo);
-  });
-  simc->callback([so, sweep, bound, sim_link, &exit_code] {
-    so->swap_link_given = sim_link->count() > 0;
+  bound->add_option("--swap-link", bo->swap_link, swap_link_help);
+  bound->callback([bo, &exit_code] { exit_code = run_bound(*bo); });
+  simc->callback([so, sweep, bound, &exit_code] {
     if (!sweep->parsed() && !bound->parsed()) exit_code = run_single(*so);
   });
 }

@@ -57,9 +57,10 @@ struct Efficiency {
   double uvm_fault_latency_s = 25e-6;  // per on-demand fault of a paging policy (lru-uvm)
 };
 
-// Seconds one swap copy of `bytes` takes each way: the profile's latency plus the bytes at the
-// link's rate times the swap efficiency of that direction (Efficiency::swap_out_link, _in_link).
-inline double swap_out_rate(const GpuProfile& gpu, const Efficiency& eff) {  // bytes per second
+// A policy's swap copies each way: the rate in bytes per second (the link's times the swap
+// efficiency of that direction, Efficiency::swap_out_link / swap_in_link, else `link`), and the
+// seconds one copy of `bytes` takes (the profile's latency plus the bytes at that rate).
+inline double swap_out_rate(const GpuProfile& gpu, const Efficiency& eff) {
   return gpu.link_bytes_per_s * (eff.swap_out_link > 0 ? eff.swap_out_link : eff.link);
 }
 inline double swap_in_rate(const GpuProfile& gpu, const Efficiency& eff) {
@@ -72,14 +73,16 @@ inline double swap_in_s(const GpuProfile& gpu, const Efficiency& eff, std::uint6
   return gpu.link_latency_s + static_cast<double>(bytes) / swap_in_rate(gpu, eff);
 }
 
-// The swap efficiency (Efficiency::swap_out_link, swap_in_link) a measured rate in bytes per
-// second stands for on `gpu`'s link, or 0 (keep `assumed`, the efficiency the profile runs at)
-// when nothing was measured, the rate is within a tenth of the assumed one (a link that runs as
-// modelled keeps the model's figures, so measurement noise cannot move a plan), or it is over
-// twice the link's theoretical rate (not a measurement to plan by).
+// Whether a measured rate differs from the assumed one by more than a tenth either way: within
+// it, a link that runs as modelled keeps the model's figures, so measurement noise cannot move
+// a plan (0 measured: nothing to use).
 inline bool outside_link_band(double measured, double assumed) {
   return measured > 0 && assumed > 0 && (measured > 1.1 * assumed || measured < assumed / 1.1);
 }
+// The swap efficiency (Efficiency::swap_out_link, swap_in_link) a measured rate in bytes per
+// second stands for on `gpu`'s link, or 0 (keep `assumed`, the efficiency the profile runs at)
+// when nothing was measured, it is inside the band above, or it is over twice the link's
+// theoretical rate (not a measurement to plan by).
 inline double measured_link_share(double measured_bytes_per_s, const GpuProfile& gpu, double assumed) {
   if (!(gpu.link_bytes_per_s > 0)) return 0;
   const double share = measured_bytes_per_s / gpu.link_bytes_per_s;

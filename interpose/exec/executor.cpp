@@ -354,7 +354,6 @@ void Executor::log_difference(std::uint32_t pos, std::uint32_t period, const pol
 policy::Step Executor::feed(const policy::Event& ev, std::span<const std::uint64_t> ids) {
   reclaim_finished_evictions();  // copies out that ended free their device memory now
   planning.poll_timings();       // kernel times measured so far, for the next plan request
-  planning.link().poll();        // and the moves' copies
   Scratch& sc = scratch();
   std::vector<policy::Command> cmds;
   cmds.swap(sc.cmds);
@@ -656,7 +655,7 @@ void shutdown() {
   }
   const Tally& t = e.decisions.tally();
   const policy::ControllerStats& cs = e.planning.controller().stats();
-  e.planning.link().poll();  // moves since the last event, for the summary's rates
+  e.planning.link().poll();  // moves not read yet, for the summary's rates
   if (e.pending_peak_multiple > 0)
     log(LogLevel::Warn, "capuchin: CAPUCHIN_BUDGET=%s never applied: no iteration of the job was learned (the summary "
                         "says budget=0)", e.opt.budget_text.c_str());

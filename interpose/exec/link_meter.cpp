@@ -9,6 +9,7 @@ namespace capuchin::interpose::exec {
 
 int LinkMeter::begin(CUstream s, std::uint64_t bytes, bool to_host) {
   if (api_ == nullptr || api_->event_elapsed == nullptr || bytes < kMinBytes) return -1;
+  poll();  // the moves before it that completed: their pairs are free again (polled per move, not per event)
   if (free_.empty()) {
     if (pairs_.size() >= static_cast<std::size_t>(kMaxPairs)) return -1;
     const InContext own(*api_, ctx_);  // the executor's context: the moves' streams are its

@@ -11,7 +11,8 @@
 // records a second one right after it. What else uses the link meanwhile (the job's own copies
 // on its streams, capuchin's moves the other way) slows the copy and so the rate measured:
 // that is the link a move gets. poll() reads the pairs that completed, oldest first, without
-// waiting. Moves under kMinBytes are not timed: their fixed cost would hide the rate. A sample
+// waiting; begin() polls first, so the launch path never does (a timed move in flight would
+// otherwise cost every launch an event query). Moves under kMinBytes are not timed: their fixed cost would hide the rate. A sample
 // faster than `max_bytes_per_s` (twice the profile's link: a Unified Memory prefetch of pages
 // already where they go costs almost nothing) is dropped. A rate is bytes over the copies'
 // time less their fixed cost (the latency the planner adds to each copy itself), recent moves
@@ -42,7 +43,7 @@ class LinkMeter {
   // After the move was enqueued on `s` (made), or not (the pair is free again).
   void end(int pair, CUstream s, bool made);
   void poll() {
-    if (!pending_.empty()) poll_slow();  // most calls find no timed move in flight
+    if (!pending_.empty()) poll_slow();
   }
   // Bytes per second each way, `latency_s` per copy left out; 0 until kMinSamples were measured.
   double bytes_per_s(bool to_host, double latency_s) const;

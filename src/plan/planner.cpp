@@ -202,23 +202,23 @@ bool Planner::conflicts(std::uint32_t tensor, const Off& o) const {
 }
 
 bool Planner::place_swap(const Candidate& c, SwapPlace& sp) const {
-  const double out = out_time(c.bytes), dur = in_time(c.bytes);
+  const double out_dur = out_time(c.bytes), in_dur = in_time(c.bytes);
   const bool wrap = c.b < c.a;
   double lead = 0;
   if (auto it = opt_.extra_lead_s.find({c.ref, c.b}); it != opt_.extra_lead_s.end()) lead = it->second;
-  sp.out_start = d2h_.earliest(end_[c.a], out);
-  const double released = sp.out_start + out;
+  sp.out_start = d2h_.earliest(end_[c.a], out_dur);
+  const double released = sp.out_start + out_dur;
   if (wrap && released > iter_s_) return false;
   const std::uint32_t out_pos = pos_from(released);
   // The swap-in must land by the access (minus learned lead); as late as possible after
   // the swap-out (wrapping: anywhere before the access in the next iteration).
   const double deadline = std::max(0.0, start_[c.b] - lead);
   const double from = wrap ? 0.0 : released;
-  double in = h2d_.latest(from, deadline, dur);
+  double in = h2d_.latest(from, deadline, in_dur);
   sp.late = 0;
   if (in < 0) {
-    in = h2d_.earliest(from, dur);
-    sp.late = in + dur - deadline;
+    in = h2d_.earliest(from, in_dur);
+    sp.late = in + in_dur - deadline;
   }
   sp.in_start = in;
   sp.trigger = pos_until(in, c.b);
