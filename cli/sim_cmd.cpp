@@ -100,7 +100,7 @@ void print_bound(const BoundLine& l, const sim::Comparison& c) {
   fmt::print("\n");
 }
 
-nlohmann::ordered_json result_json(const std::string& trace, unsigned iters, const sim::Comparison& c) {
+nlohmann::ordered_json result_json(const std::string& trace, const trace::Trace& t, unsigned iters, const sim::Comparison& c) {
   const sim::SimResult& r = c.run;
   nlohmann::ordered_json j;
   j["trace"] = trace;
@@ -116,6 +116,20 @@ nlohmann::ordered_json result_json(const std::string& trace, unsigned iters, con
   j["time_s"] = r.time_s;
   j["ratio"] = c.ratio;
   j["stall_s"] = r.stall_s;
+  nlohmann::ordered_json by;
+  for (std::size_t k = 0; k < sim::kStallCauses; ++k) by[std::string(sim::to_string(static_cast<sim::StallCause>(k)))] = r.stall_by_cause_s[k];
+  j["stall_by_cause_s"] = by;
+  nlohmann::ordered_json sites = nlohmann::ordered_json::array();
+  for (const sim::StallSite& site : r.stall_sites) {
+    const trace::Event& e = t.events[site.event];
+    sites.push_back({{"event", site.event},
+                     {"line", static_cast<std::uint64_t>(site.event) + 2},
+                     {"op", trace::to_string(e.op)},
+                     {"name", e.op == trace::Op::Kernel && e.name < t.names.size() ? t.names[e.name] : std::string()},
+                     {"stall_s", site.stall_s},
+                     {"cause", sim::to_string(site.cause)}});
+  }
+  j["stall_sites"] = sites;  // the last iteration's largest waits
   j["recompute_s"] = r.recompute_s;
   j["swap_out_bytes"] = r.swap_out_bytes;
   j["swap_in_bytes"] = r.swap_in_bytes;
@@ -132,7 +146,20 @@ nlohmann::ordered_json result_json(const std::string& trace, unsigned iters, con
   return j;
 }
 
-void print_human(const std::string& trace, unsigned iters, const sim::Comparison& c, const std::string& budget_text) {
+// "stall 1.841 ms (on-demand swap-ins 1.2, ...)": the causes that took any time, largest first.
+std::string stall_causes(const sim::SimResult& r) {
+  std::vector<std::size_t> order;
+  for (std::size_t k = 0; k < sim::kStallCauses; ++k)
+    if (r.stall_by_cause_s[k] >= 0.5e-6) order.push_back(k);
+  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return r.stall_by_cause_s[a] > r.stall_by_cause_s[b]; });
+  std::string out;
+  for (std::size_t k : order)
+    out += fmt::format("{}{} {:.3f}", out.empty() ? " (" : ", ", sim::describe(static_cast<sim::StallCause>(k)), r.stall_by_cause_s[k] * 1e3);
+  return out.empty() ? out : out + ")";
+}
+
+void print_human(const std::string& trace, const trace::Trace& t, unsigned iters, const sim::Comparison& c,
+                 const std::string& budget_text) {
   const sim::SimResult& r = c.run;
   fmt::print("{}: policy {}, simulated on GPU profile {}\n", trace, r.policy, r.gpu);
   if (iters > 0) fmt::print("  set-up, then the last iteration {} times (--iters)\n", iters);
@@ -158,7 +185,11 @@ void print_human(const std::string& trace, unsigned iters, const sim::Comparison
   if (r.warmup_iterations > 0)
     fmt::print("  warm-up: iterations 2..{} took {:.3f} ms each (ratio {:.3f}), not counted above\n", r.warmup_iterations + 1,
                r.warmup_time_s * 1e3, c.ideal_time_s > 0 ? r.warmup_time_s / c.ideal_time_s : 0.0);
-  fmt::print("  stall {:.3f} ms, recompute {:.3f} ms per iteration\n", r.stall_s * 1e3, r.recompute_s * 1e3);
+  fmt::print("  stall {:.3f} ms{}, recompute {:.3f} ms per iteration\n", r.stall_s * 1e3, stall_causes(r), r.recompute_s * 1e3);
+  if (!r.stall_sites.empty()) {
+    fmt::print("  largest waits{}:\n", r.iteration_time_s.empty() ? "" : " in the last iteration");
+    for (const sim::StallSite& site : r.stall_sites) fmt::print("    {}\n", sim::describe_site(t, site));
+  }
   fmt::print("  swapped out {} / in {} per iteration; peak device bytes {} ({})\n",
              format_bytes(static_cast<std::uint64_t>(r.swap_out_bytes)),
              format_bytes(static_cast<std::uint64_t>(r.swap_in_bytes)), r.peak_bytes, format_bytes(r.peak_bytes));
@@ -281,12 +312,12 @@ int run_single(const SimOpts& o) {
   const auto c = sim::simulate_against_ideal((*l)->prep, **policy, opt, ideal);
   const BoundLine bound = bound_for((*l)->prep, c);
   if (o.json) {
-    auto j = result_json(o.trace, o.iters, c);
+    auto j = result_json(o.trace, (*l)->trace, o.iters, c);
     add_bound_json(j, bound);
     if (link->set) j["swap_link_gbps"] = {link->out_gbps, link->in_gbps};
     fmt::print("{}\n", j.dump());
   } else {
-    print_human(o.trace, o.iters, c, o.budget);
+    print_human(o.trace, (*l)->trace, o.iters, c, o.budget);
     if (link->set) fmt::print("  {}\n", link->label());
     print_bound(bound, c);
   }
@@ -377,8 +408,10 @@ int run_sweep(const SweepOpts& o) {
         sim::SimOptions opt;
         opt.budget_bytes = *bytes;
         opt.repeated = o.iters > 0;
-        rows.push_back({stem, b, *bytes, prep.liveness.peak_bytes, sim::simulate_against_ideal(prep, **policy, opt, ideal),
-                        true, bound.feasible ? bound.ratio(ideal) : 0.0});
+        sim::SweepRow row{stem, b, *bytes, prep.liveness.peak_bytes, sim::simulate_against_ideal(prep, **policy, opt, ideal),
+                          true, bound.feasible ? bound.ratio(ideal) : 0.0, bound.event, {}};
+        if (!row.c.run.stall_sites.empty()) row.largest_wait = sim::describe_site((*l)->trace, row.c.run.stall_sites.front());
+        rows.push_back(std::move(row));
       }
     }
   }
@@ -387,11 +420,15 @@ int run_sweep(const SweepOpts& o) {
   if (ec) return fmt::print(stderr, "capuchin sim sweep: cannot create {}: {}\n", o.out, ec.message()), 1;
   const std::string md = sim::sweep_markdown(rows, policies, label);
   Status s = write_file(fs::path(o.out) / "sweep.md", md);
+  // Where the time goes for the project's own policy, when the sweep ran it.
+  const bool explain = std::find(policies.begin(), policies.end(), "capuchin") != policies.end();
+  if (s && explain) s = write_file(fs::path(o.out) / "explain.md", sim::explain_markdown(rows, "capuchin", label));
   if (s) s = write_file(fs::path(o.out) / "sweep.csv", sim::sweep_csv(rows));
   for (const auto& stem : stems)
     if (s) s = write_file(fs::path(o.out) / (stem + ".svg"), sim::sweep_svg(rows, stem, policies, label));
   if (!s) return fmt::print(stderr, "capuchin sim sweep: {}\n", s.error().message), 1;
-  fmt::print("{}\nwritten: {}/sweep.md, sweep.csv and one SVG plot per trace\n", md, o.out);
+  fmt::print("{}\nwritten: {}/sweep.md, {}sweep.csv and one SVG plot per trace\n", md, o.out,
+             explain ? "explain.md (where capuchin's time goes), " : "");
   return 0;
 }
 

@@ -13,6 +13,7 @@
 
 #include <algorithm>
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -250,6 +251,24 @@ struct SimOptions {
   bool repeated = false;
 };
 
+// Why the compute stream waited (SimResult::stall_by_cause_s), for "where does the time go":
+//   Room: an allocation, swap-in or recomputation waited for swap-outs in flight to release memory;
+//   OnDemandSwapIn: a kernel read a tensor on the host that no prefetch had brought back (its copy
+//     queued behind the link's other copies; its wait for room counts as Room);
+//   LatePrefetch: a kernel read a tensor whose prefetch was issued but had not landed;
+//   CopyEngine: one of the trace's own copies waited for its copy engine (busy with swaps).
+enum class StallCause : std::uint8_t { Room, OnDemandSwapIn, LatePrefetch, CopyEngine };
+inline constexpr std::size_t kStallCauses = 4;
+std::string_view to_string(StallCause c);   // "room", "on_demand_swap_in", ...: JSON keys
+std::string_view describe(StallCause c);    // "waiting for room", ...: for people
+
+// One event of a run's last iteration where the compute stream waited, and the cause of most of it.
+struct StallSite {
+  std::uint32_t event = trace::kNone;
+  double stall_s = 0;
+  StallCause cause = StallCause::Room;
+};
+
 struct Infeasibility {
   std::uint32_t event = trace::kNone;
   std::uint64_t line = 0;                // file line of the event (index + 2)
@@ -270,6 +289,7 @@ struct SimResult {
   // iterations only).
   double time_s = 0;
   double stall_s = 0;
+  std::array<double, kStallCauses> stall_by_cause_s{};  // stall_s by StallCause (they add up to it)
   double recompute_s = 0;
   double swap_out_bytes = 0;
   double swap_in_bytes = 0;
@@ -282,6 +302,10 @@ struct SimResult {
   std::uint64_t rejected_actions = 0;
   std::uint64_t skipped_prefetches = 0;  // no room even after every copy in flight
   std::uint64_t faults = 0;              // on-demand swap-ins and recomputes
+  // The last iteration's largest waits (the whole run's when it has no iterations), largest
+  // first, at most kStallSites; one per event (its stall summed, under its largest cause).
+  static constexpr std::size_t kStallSites = 5;
+  std::vector<StallSite> stall_sites;
   // A sub-range run (SimOptions::first_event > 0): the tensors live at its end that are not
   // resident then (on the host, being copied out or dropped), which the iteration after it
   // would have to bring back.
@@ -362,10 +386,17 @@ struct SweepRow {
   // for every policy).
   bool bound_known = false;
   double bound_ratio = 0;
+  std::uint32_t bound_event = trace::kNone;  // the bound's binding moment
+  std::string largest_wait;                  // describe_site of the run's largest stall site ("" when none)
 };
 std::string sweep_markdown(const std::vector<SweepRow>& rows, const std::vector<std::string>& policies,
                            const std::string& gpu);
 std::string sweep_csv(const std::vector<SweepRow>& rows);
+// Where one policy's time goes in each cell of a sweep: its iteration against the ideal and the
+// bound, the time it adds split into recomputation and stalls by cause, and its largest wait.
+std::string explain_markdown(const std::vector<SweepRow>& rows, const std::string& policy, const std::string& gpu);
+// "line N (kernel name): 0.863 ms, on-demand swap-ins": a stall site of a run of trace t.
+std::string describe_site(const trace::Trace& t, const StallSite& site);
 // A standalone SVG: ratio against budget, one line per policy, for one trace.
 std::string sweep_svg(const std::vector<SweepRow>& rows, const std::string& trace,
                       const std::vector<std::string>& policies, const std::string& gpu);

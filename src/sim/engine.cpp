@@ -10,6 +10,7 @@
 // releases in stream order. Accessing a tensor that is not resident stalls compute until it
 // is swapped in (on demand) or recomputed (its writers re-run, inputs made resident first).
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <deque>
 #include <limits>
@@ -60,6 +61,8 @@ class Engine {
     seen_epoch_.assign(n, 0);
     gen_.assign(n, 0);
     host_ready_s_.assign(n, 0.0);
+    arrival_.assign(n, StallCause::OnDemandSwapIn);
+    room_until_.assign(n, 0.0);
   }
 
   SimResult run();
@@ -73,13 +76,34 @@ class Engine {
   void note(MemoryChange::Kind kind, double t, std::uint32_t tensor, std::uint32_t event, bool on_demand = false) {
     if (opt_.memory) opt_.memory->push_back({t, event, tensor, kind, on_demand});
   }
-  void stall_until(double t) {
+  // What the compute stream waits for: until `until`, for `cause`, the part before room_until
+  // (memory granted then) for room.
+  struct Wait {
+    double until;
+    StallCause cause;
+    double room_until = 0;
+  };
+  void stall_until(double t, StallCause cause) {
     if (t > now_) {
       trace_interval(Lane::Compute, Kind::Stall, now_, t, kNone);
       stall_ += t - now_;
+      stall_by_[static_cast<std::size_t>(cause)] += t - now_;
+      note_site(cause, t - now_);
       now_ = t;
     }
   }
+  void wait_for(const Wait& w) {
+    if (w.room_until > now_) stall_until(std::min(w.room_until, w.until), StallCause::Room);
+    stall_until(w.until, w.cause);
+  }
+  // The wait a kernel has for tensor t's data (its swap-in's copy, when one is in flight).
+  Wait wait_of(std::uint32_t t) const { return {s_.last_use_end_s[t], arrival_[t], room_until_[t]}; }
+  void note_site(StallCause cause, double d) {
+    if (site_.event != s_.event) flush_site();
+    site_.event = s_.event;
+    site_by_[static_cast<std::size_t>(cause)] += d;
+  }
+  void flush_site();
   void fail(std::uint32_t tensor, std::string reason) {
     if (failed_) return;
     failed_ = true;
@@ -156,6 +180,12 @@ class Engine {
   std::vector<std::uint32_t> current_;     // the current event's tensors
   std::vector<Action> before_actions_, pressure_actions_;
   double stall_ = 0, recompute_ = 0, swap_out_ = 0, swap_in_ = 0;
+  std::array<double, kStallCauses> stall_by_{};
+  std::vector<StallCause> arrival_;  // how each tensor's last swap-in came (for a kernel's wait on it)
+  std::vector<double> room_until_;   // when that swap-in was granted its memory
+  StallSite site_;                   // the event being stalled, its waits by cause in site_by_
+  std::array<double, kStallCauses> site_by_{};
+  std::vector<StallSite> sites_;     // this iteration's, one per stalled event
   bool failed_ = false;
   int depth_ = 0;
 };
@@ -194,6 +224,18 @@ bool Engine::acquire(std::uint64_t bytes, double& t, std::uint32_t tensor, bool 
   take(bytes);
   mem_clock_ = t;
   return true;
+}
+
+// The stalled event's waits become one site, under its largest cause.
+void Engine::flush_site() {
+  if (site_.event == kNone) return;
+  const auto most = std::max_element(site_by_.begin(), site_by_.end());
+  site_.cause = static_cast<StallCause>(most - site_by_.begin());
+  site_.stall_s = 0;
+  for (double d : site_by_) site_.stall_s += d;
+  sites_.push_back(site_);
+  site_ = {};
+  site_by_ = {};
 }
 
 void Engine::evict(std::uint32_t t) {
@@ -252,6 +294,8 @@ void Engine::apply(const std::vector<Action>& acts, bool from_pressure) {
           h2d_free_ = end;
           trace_interval(Lane::H2D, Kind::SwapIn, start, end, t);
           note(MemoryChange::Kind::SwapIn, at, t, s_.event);
+          arrival_[t] = StallCause::LatePrefetch;
+          room_until_[t] = at;
           add_resident(t);
           s_.last_use_end_s[t] = end;
           swap_in_ += static_cast<double>(s_.bytes(t));
@@ -284,6 +328,8 @@ bool Engine::materialize(std::uint32_t t) {
       h2d_free_ = end;
       trace_interval(Lane::H2D, Kind::SwapIn, start, end, t);
       note(MemoryChange::Kind::SwapIn, at, t, s_.event, true);
+      arrival_[t] = StallCause::OnDemandSwapIn;
+      room_until_[t] = at;
       add_resident(t);
       s_.last_use_end_s[t] = end;
       swap_in_ += static_cast<double>(s_.bytes(t));
@@ -313,14 +359,14 @@ bool Engine::recompute(std::uint32_t t) {
   double at = now_;
   if (!acquire(s_.bytes(t), at, t, true)) return false;
   note(MemoryChange::Kind::Recompute, at, t, s_.event);
-  stall_until(at);
+  stall_until(at, StallCause::Room);
   s_.residence[t] = Residence::Resident;  // its memory is held from here on
   const std::uint32_t last = s_.last_access(t);
   for (std::uint32_t k = p_.write_offset[t]; k < p_.write_offset[t + 1] && p_.write_event[k] <= last; ++k) {
     const std::uint32_t ev = p_.write_event[k];
     const trace::Event& e = t_.events[ev];
     std::uint64_t scratch = 0;
-    double ready = now_;
+    Wait ready{now_, StallCause::Room};
     for (std::uint32_t a = e.access_begin; a < e.access_end; ++a) {
       const std::uint32_t r = t_.accesses[a].tensor;
       if (r == t) continue;
@@ -330,13 +376,13 @@ bool Engine::recompute(std::uint32_t t) {
       }
       s_.pin_epoch[r] = s_.epoch;
       if (!materialize(r)) return false;
-      ready = std::max(ready, s_.last_use_end_s[r]);
+      if (s_.last_use_end_s[r] > ready.until) ready = wait_of(r);
     }
-    stall_until(ready);
+    wait_for(ready);
     if (scratch > 0) {
       double sat = now_;
       if (!acquire(scratch, sat, t, true)) return false;
-      stall_until(sat);
+      stall_until(sat, StallCause::Room);
     }
     const double d = p_.duration_s[ev];
     trace_interval(Lane::Compute, Kind::Recompute, now_, now_ + d, t);
@@ -380,7 +426,7 @@ void Engine::run_event(std::uint32_t i) {
       double at = now_;
       if (!acquire(s_.bytes(e.tensor), at, e.tensor, true)) return;
       note(MemoryChange::Kind::Alloc, at, e.tensor, i);
-      stall_until(at);
+      stall_until(at, StallCause::Room);
       add_resident(e.tensor);
       s_.last_use_end_s[e.tensor] = now_;
       break;
@@ -398,17 +444,17 @@ void Engine::run_event(std::uint32_t i) {
     }
     case Op::Kernel:
     case Op::Copy: {
-      double ready = now_;
+      Wait ready{now_, StallCause::Room};
       for (std::uint32_t t : current_) {
         if (!materialize(t)) return;
-        ready = std::max(ready, s_.last_use_end_s[t]);
+        if (s_.last_use_end_s[t] > ready.until) ready = wait_of(t);
       }
       const double d = p_.duration_s[i];
       double* engine = nullptr;
       if (e.op == Op::Copy && e.dir == trace::CopyDir::H2D) engine = &h2d_free_;
       if (e.op == Op::Copy && e.dir == trace::CopyDir::D2H) engine = &d2h_free_;
-      if (engine) ready = std::max(ready, *engine);
-      stall_until(ready);
+      if (engine && *engine > ready.until) ready = {*engine, StallCause::CopyEngine};
+      wait_for(ready);
       const double end = now_ + d;
       if (engine) {
         *engine = end;
@@ -465,6 +511,7 @@ SimResult Engine::run() {
   pol_.start(s_);
   struct Mark {
     double time, stall, recompute, out, in;
+    std::array<double, kStallCauses> by;
   };
   std::vector<Mark> marks;
   const auto n = std::min(static_cast<std::uint32_t>(t_.events.size()), opt_.end_event);
@@ -495,7 +542,11 @@ SimResult Engine::run() {
   std::size_t next_release = 0;
   for (std::uint32_t i = first; i < n && !failed_; ++i) {
     for (; next_release < held.size() && held[next_release].first <= i; ++next_release) give(held[next_release].second);
-    if (t_.events[i].op == Op::Iter) marks.push_back({now_, stall_, recompute_, swap_out_, swap_in_});
+    if (t_.events[i].op == Op::Iter) {
+      marks.push_back({now_, stall_, recompute_, swap_out_, swap_in_, stall_by_});
+      flush_site();
+      sites_.clear();  // the last iteration's are kept
+    }
     run_event(i);
   }
   if (failed_) return r_;
@@ -504,12 +555,18 @@ SimResult Engine::run() {
     if (res == Residence::Host || res == Residence::Evicting || res == Residence::Dropped) r_.off_device_at_end.push_back(tn);
   }
   if (opt_.memory) retire(std::numeric_limits<double>::infinity());  // copies in flight land
-  const Mark end{now_, stall_, recompute_, swap_out_, swap_in_};
+  const Mark end{now_, stall_, recompute_, swap_out_, swap_in_, stall_by_};
+  flush_site();
+  std::sort(sites_.begin(), sites_.end(), [](const StallSite& a, const StallSite& b) {
+    return a.stall_s != b.stall_s ? a.stall_s > b.stall_s : a.event < b.event;
+  });
+  if (sites_.size() > SimResult::kStallSites) sites_.resize(SimResult::kStallSites);
+  r_.stall_sites = sites_;
   r_.total_time_s = now_;
   marks.push_back(end);
   for (std::size_t k = 0; k + 1 < marks.size(); ++k) r_.iteration_time_s.push_back(marks[k + 1].time - marks[k].time);
   // Steady iterations: 2.. when there are two or more, else the only one, else the trace.
-  Mark from{0, 0, 0, 0, 0};
+  Mark from{0, 0, 0, 0, 0, {}};
   std::size_t iters = marks.size() - 1;
   if (iters >= 2) {
     const std::size_t settled = opt_.repeated ? settled_from(r_.iteration_time_s) : 1;
@@ -526,6 +583,7 @@ SimResult Engine::run() {
   r_.steady_iterations = static_cast<std::uint32_t>(iters);
   r_.time_s = (end.time - from.time) / k;
   r_.stall_s = (end.stall - from.stall) / k;
+  for (std::size_t c = 0; c < kStallCauses; ++c) r_.stall_by_cause_s[c] = (end.by[c] - from.by[c]) / k;
   r_.recompute_s = (end.recompute - from.recompute) / k;
   r_.swap_out_bytes = (end.out - from.out) / k;
   r_.swap_in_bytes = (end.in - from.in) / k;
@@ -550,6 +608,26 @@ Comparison simulate_against_ideal(const PreparedTrace& p, Policy& policy, const 
   c.ideal_time_s = ideal_s;
   c.ratio = c.run.feasible && ideal_s > 0 ? c.run.time_s / ideal_s : 0.0;
   return c;
+}
+
+std::string_view to_string(StallCause c) {
+  switch (c) {
+    case StallCause::Room: return "room";
+    case StallCause::OnDemandSwapIn: return "on_demand_swap_in";
+    case StallCause::LatePrefetch: return "late_prefetch";
+    case StallCause::CopyEngine: return "copy_engine";
+  }
+  return "?";
+}
+
+std::string_view describe(StallCause c) {
+  switch (c) {
+    case StallCause::Room: return "waiting for room";
+    case StallCause::OnDemandSwapIn: return "on-demand swap-ins";
+    case StallCause::LatePrefetch: return "late prefetches";
+    case StallCause::CopyEngine: return "the job's own copies behind swaps";
+  }
+  return "?";
 }
 
 std::string_view to_string(ActionKind k) {

@@ -9,6 +9,7 @@
 
 #include "capuchin/sim.hpp"
 #include "capuchin/text.hpp"
+#include "capuchin/trace.hpp"
 #include "capuchin/units.hpp"
 
 namespace capuchin::sim {
@@ -79,6 +80,53 @@ std::string sweep_markdown(const std::vector<SweepRow>& rows, const std::vector<
     else if (any->bound_ratio <= 0) out += " infeasible |";
     else out += fmt::format(" {:.3f} |", any->bound_ratio);
     out += "\n";
+  }
+  return out;
+}
+
+std::string describe_site(const trace::Trace& t, const StallSite& site) {
+  if (site.event >= t.events.size()) return {};
+  const trace::Event& e = t.events[site.event];
+  std::string what;
+  if (e.op == trace::Op::Kernel && e.name < t.names.size()) what = t.names[e.name];
+  else what = std::string(trace::to_string(e.op));
+  return fmt::format("line {} ({}): {:.3f} ms, {}", static_cast<std::uint64_t>(site.event) + 2, what, site.stall_s * 1e3,
+                     describe(site.cause));
+}
+
+std::string explain_markdown(const std::vector<SweepRow>& rows, const std::string& policy, const std::string& gpu) {
+  std::string out = fmt::format(
+      "Where `{}`'s time goes, simulated, GPU profile {} (ms per steady iteration): the time it adds to the ideal "
+      "iteration is its recomputation plus its stalls, by cause; `bound adds` is the least any policy adds at that "
+      "budget (`capuchin sim bound`), binding at the line named; the largest wait is the last iteration's (lines of "
+      "the repeated trace).\n\n"
+      "| trace | budget | ratio | bound | ideal | adds | bound adds (binding line) | recompute | waiting for room | "
+      "on-demand swap-ins | late prefetches | job's copies | largest wait |\n"
+      "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |\n",
+      policy, gpu);
+  const auto ms = [](double s) { return fmt::format("{:.3f}", s * 1e3); };
+  for (const auto& r : rows) {
+    if (r.c.run.policy != policy) continue;
+    const SimResult& s = r.c.run;
+    out += fmt::format("| {} | {} |", r.trace, r.budget);
+    if (!s.feasible) {
+      out += fmt::format(" infeasible | {} | | | | | | | | | {} |\n",
+                         r.bound_known && r.bound_ratio > 0 ? fmt::format("{:.3f}", r.bound_ratio) : "infeasible",
+                         s.where.reason.empty() ? std::string() : fmt::format("line {}: {}", s.where.line, s.where.reason));
+      continue;
+    }
+    const std::string bound = !r.bound_known ? "-" : r.bound_ratio > 0 ? fmt::format("{:.3f}", r.bound_ratio) : "infeasible";
+    // What the bound adds to the ideal iteration (its ratio less one), where it binds.
+    const double bound_adds_s = (r.bound_ratio - 1.0) * r.c.ideal_time_s;
+    const std::string bound_adds =
+        !r.bound_known || r.bound_ratio <= 0 ? "-"
+        : r.bound_event == trace::kNone || bound_adds_s <= 0
+            ? ms(std::max(0.0, bound_adds_s))
+            : fmt::format("{} ({})", ms(bound_adds_s), static_cast<std::uint64_t>(r.bound_event) + 2);
+    out += fmt::format(" {:.3f} | {} | {} | {} | {} | {} |", r.c.ratio, bound, ms(r.c.ideal_time_s), ms(s.time_s - r.c.ideal_time_s),
+                       bound_adds, ms(s.recompute_s));
+    for (double d : s.stall_by_cause_s) out += fmt::format(" {} |", ms(d));
+    out += fmt::format(" {} |\n", r.largest_wait);
   }
   return out;
 }

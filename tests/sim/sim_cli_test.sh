@@ -105,5 +105,23 @@ done
 out=$("$bin" sim sweep --trace "$trace" --budgets 0.5x --policies vdnn --swap-link 16 --out "$tmp/sl")
 check "sim sweep labels its tables with --swap-link" grep -q "swaps at 16 GB/s out, 16 in (--swap-link)" "$tmp/sl/sweep.md"
 
+# Where the time goes: stalls by cause (they add up to stall_s) and the largest waits, named.
+out=$("$bin" sim --trace "$trace" --budget 300MiB --policy lru-uvm --iters 4 --json)
+check "stalls by cause add up to the stall, sites named" python3 -c '
+import json, sys
+j = json.loads(sys.argv[1])
+by = j["stall_by_cause_s"]
+assert set(by) == {"room", "on_demand_swap_in", "late_prefetch", "copy_engine"}, by
+assert j["stall_s"] > 0 and abs(sum(by.values()) - j["stall_s"]) <= 1e-9 * j["stall_s"], (by, j["stall_s"])
+sites = j["stall_sites"]
+assert 1 <= len(sites) <= 5 and all(s["stall_s"] > 0 and s["cause"] in by and s["line"] == s["event"] + 2 for s in sites), sites
+assert sorted((s["stall_s"] for s in sites), reverse=True) == [s["stall_s"] for s in sites]' "$out"
+out=$("$bin" sim --trace "$trace" --budget 300MiB --policy lru-uvm --iters 4)
+check "human output splits the stall by cause" grep -q "stall [0-9.]* ms (on-demand swap-ins [0-9.]*" <<<"$out"
+check "human output names the largest waits" grep -q "^    line [0-9]* (.*): [0-9.]* ms, " <<<"$out"
+out=$("$bin" sim sweep --trace "$trace" --budgets 0.5x --policies vdnn,capuchin --iters 6 --out "$tmp/ex")
+check "a sweep with capuchin says where its time goes" grep -q "^| resnet18-b16 | 0.5x | [0-9.]* | 1\.4[0-9]* | .*| line [0-9]* (.*): [0-9.]* ms, " "$tmp/ex/explain.md"
+check "a sweep without capuchin writes no explain.md" test ! -e "$tmp/sl/explain.md"
+
 echo "$fails failed"
 test $fails -eq 0

@@ -173,6 +173,102 @@ TEST(SimTiming, AllocationWaitsForSwapOutToRelease) {
   EXPECT_EQ(r.peak_bytes, 1000u);
 }
 
+double by(const SimResult& r, StallCause c) { return r.stall_by_cause_s[static_cast<std::size_t>(c)]; }
+
+TEST(SimStallCauses, RoomAndOnDemandSwapInSplitOneWait) {
+  // A is 2000 bytes, B 1000, budget 2000. Evict A before alloc B: D2H 100-2100, B's memory only
+  // at 2100 (waiting for room, 2000); k2 2100-2200. Evict B before k3: D2H 2200-3200. k3 needs A:
+  // no room until B's copy lands at 3200 (room, 1000), then H2D 3200-5200 (on demand, 2000); k3
+  // 5200-5300.
+  auto f = load(kHeader + R"({"op":"alloc","id":0,"bytes":2000}
+{"op":"kernel","name":"k1","reads":[],"writes":[0],"dur_ns":100}
+{"op":"alloc","id":1,"bytes":1000}
+{"op":"kernel","name":"k2","reads":[],"writes":[1],"dur_ns":100}
+{"op":"kernel","name":"k3","reads":[0],"writes":[],"dur_ns":100}
+)");
+  Script pol({{2, {0, ActionKind::Evict}}, {4, {1, ActionKind::Evict}}});
+  auto r = run(*f, pol, 2000);
+  ASSERT_TRUE(r.feasible) << r.where.reason;
+  EXPECT_NEAR(r.time_s, 5300 * ns, 1e-15);
+  EXPECT_NEAR(r.stall_s, 5000 * ns, 1e-15);
+  EXPECT_NEAR(by(r, StallCause::Room), 3000 * ns, 1e-15);
+  EXPECT_NEAR(by(r, StallCause::OnDemandSwapIn), 2000 * ns, 1e-15);
+  EXPECT_EQ(by(r, StallCause::LatePrefetch), 0.0);
+  EXPECT_EQ(by(r, StallCause::CopyEngine), 0.0);
+  // One site per event, largest first, under its largest cause (no iterations: the whole run's).
+  ASSERT_EQ(r.stall_sites.size(), 2u);
+  EXPECT_EQ(r.stall_sites[0].event, 4u);
+  EXPECT_NEAR(r.stall_sites[0].stall_s, 3000 * ns, 1e-15);
+  EXPECT_EQ(r.stall_sites[0].cause, StallCause::OnDemandSwapIn);
+  EXPECT_EQ(r.stall_sites[1].event, 2u);
+  EXPECT_NEAR(r.stall_sites[1].stall_s, 2000 * ns, 1e-15);
+  EXPECT_EQ(r.stall_sites[1].cause, StallCause::Room);
+  EXPECT_EQ(describe_site(f->t, r.stall_sites[0]), "line 6 (k3): 0.003 ms, on-demand swap-ins");
+  EXPECT_EQ(describe_site(f->t, r.stall_sites[1]), "line 4 (alloc): 0.002 ms, waiting for room");
+}
+
+TEST(SimStallCauses, APrefetchIssuedTooLateIsLate) {
+  // kSwapTrace, A evicted before k2 (D2H 100-1100) and prefetched only before k3, which reads
+  // it: H2D 2100-3100, a 1000 ns wait for a late prefetch; k3 3100-3200.
+  auto f = load(kSwapTrace);
+  Script pol({{3, {0, ActionKind::Evict}}, {4, {0, ActionKind::Prefetch}}});
+  auto r = run(*f, pol, 2000);
+  ASSERT_TRUE(r.feasible) << r.where.reason;
+  EXPECT_NEAR(r.time_s, 3200 * ns, 1e-15);
+  EXPECT_NEAR(by(r, StallCause::LatePrefetch), 1000 * ns, 1e-15);
+  EXPECT_NEAR(r.stall_s, 1000 * ns, 1e-15);
+  ASSERT_EQ(r.stall_sites.size(), 1u);
+  EXPECT_EQ(r.stall_sites[0].cause, StallCause::LatePrefetch);
+}
+
+TEST(SimStallCauses, TheJobsOwnCopyWaitsBehindASwapIn) {
+  // A evicted before k2 (D2H 100-1100, hidden by k2 100-2100) and prefetched before the job's
+  // own upload into B: the prefetch takes the H2D engine 2100-3100, so the upload (1000 bytes)
+  // waits 1000 for it and runs 3100-4100; k3 reads A, long there: 4100-4200.
+  auto f = load(kHeader + R"({"op":"alloc","id":0,"bytes":1000}
+{"op":"kernel","name":"k1","reads":[],"writes":[0],"dur_ns":100}
+{"op":"alloc","id":1,"bytes":1000}
+{"op":"kernel","name":"k2","reads":[],"writes":[1],"dur_ns":2000}
+{"op":"copy","dir":"h2d","bytes":1000,"dst":1}
+{"op":"kernel","name":"k3","reads":[0],"writes":[],"dur_ns":100}
+)");
+  Script pol({{3, {0, ActionKind::Evict}}, {4, {0, ActionKind::Prefetch}}});
+  auto r = run(*f, pol, 2000);
+  ASSERT_TRUE(r.feasible) << r.where.reason;
+  EXPECT_NEAR(r.time_s, 4200 * ns, 1e-15);
+  EXPECT_NEAR(r.stall_s, 1000 * ns, 1e-15);
+  EXPECT_NEAR(by(r, StallCause::CopyEngine), 1000 * ns, 1e-15);
+  ASSERT_EQ(r.stall_sites.size(), 1u);
+  EXPECT_EQ(r.stall_sites[0].event, 4u);
+  EXPECT_EQ(describe_site(f->t, r.stall_sites[0]), "line 6 (copy): 0.001 ms, the job's own copies behind swaps");
+}
+
+TEST(SimStallCauses, SitesAreTheLastIterations) {
+  // Two iterations of kSwapTrace's shape; A evicted before k2 in each, so each k3 waits 1000
+  // on demand: the sites name the second iteration's k3 only, the causes count both.
+  auto f = load(kHeader + R"({"op":"alloc","id":0,"bytes":1000}
+{"op":"iter","n":1}
+{"op":"kernel","name":"k1","reads":[],"writes":[0],"dur_ns":100}
+{"op":"alloc","id":1,"bytes":1000}
+{"op":"kernel","name":"k2","reads":[],"writes":[1],"dur_ns":2000}
+{"op":"kernel","name":"k3","reads":[0],"writes":[],"dur_ns":100}
+{"op":"free","id":1}
+{"op":"iter","n":2}
+{"op":"kernel","name":"k1","reads":[],"writes":[0],"dur_ns":100}
+{"op":"alloc","id":2,"bytes":1000}
+{"op":"kernel","name":"k2","reads":[],"writes":[2],"dur_ns":2000}
+{"op":"kernel","name":"k3","reads":[0],"writes":[],"dur_ns":100}
+{"op":"free","id":2}
+)");
+  Script pol({{4, {0, ActionKind::Evict}}, {10, {0, ActionKind::Evict}}});
+  auto r = run(*f, pol, 2000);
+  ASSERT_TRUE(r.feasible) << r.where.reason;
+  EXPECT_NEAR(r.stall_s, 1000 * ns, 1e-15);  // per steady iteration: the second
+  EXPECT_NEAR(by(r, StallCause::OnDemandSwapIn), 1000 * ns, 1e-15);
+  ASSERT_EQ(r.stall_sites.size(), 1u);
+  EXPECT_EQ(r.stall_sites[0].event, 11u);
+}
+
 TEST(SimTiming, BudgetViolationIsInfeasibleWithWhere) {
   auto f = load(kSwapTrace);
   auto none = make_policy("none");
