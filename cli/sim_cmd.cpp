@@ -133,6 +133,8 @@ nlohmann::ordered_json result_json(const std::string& trace, const trace::Trace&
   j["recompute_s"] = r.recompute_s;
   j["swap_out_bytes"] = r.swap_out_bytes;
   j["swap_in_bytes"] = r.swap_in_bytes;
+  j["swap_out_link_s"] = r.swap_out_link_s;  // the policy's copies' time on each direction of the link
+  j["swap_in_link_s"] = r.swap_in_link_s;
   j["steady_iterations"] = r.steady_iterations;
   j["warmup_iterations"] = r.warmup_iterations;  // --iters: iterations 2.. before the run settled
   j["warmup_time_s"] = r.warmup_time_s;

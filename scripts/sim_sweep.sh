@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Benchmark: every policy (the baselines and capuchin) at every budget on the real-model traces in
 # ../shared/traces, side by side; prints the markdown table and writes sweep.md, sweep.csv
-# and one SVG plot per trace. All figures are simulated for the named GPU profile.
+# and one SVG plot per trace, and explain.md (where capuchin's time goes: recomputation and stalls by
+# cause against the lower bound) when capuchin is among the policies. All figures are simulated
+# for the named GPU profile.
 # Usage: scripts/sim_sweep.sh [GPU ...]   (default: h200; e.g. `scripts/sim_sweep.sh p100 h200`)
 # Each trace's last iteration is repeated to ITERS iterations (default 8: the capuchin policies
 # learn the iteration and follow a plan from about the 4th, as the executor does); the steady

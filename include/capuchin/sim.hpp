@@ -293,6 +293,9 @@ struct SimResult {
   double recompute_s = 0;
   double swap_out_bytes = 0;
   double swap_in_bytes = 0;
+  // The time the policy's copies took on each direction of the link (a copy counted in the
+  // iteration that issued it): near the iteration's time, that direction is saturated.
+  double swap_out_link_s = 0, swap_in_link_s = 0;
   std::uint32_t steady_iterations = 0;   // the last ones
   std::uint32_t warmup_iterations = 0;   // SimOptions::repeated: iterations 2.. before the steady ones
   double warmup_time_s = 0;              // their mean (0 when none)

@@ -180,6 +180,7 @@ class Engine {
   std::vector<std::uint32_t> current_;     // the current event's tensors
   std::vector<Action> before_actions_, pressure_actions_;
   double stall_ = 0, recompute_ = 0, swap_out_ = 0, swap_in_ = 0;
+  double out_link_s_ = 0, in_link_s_ = 0;  // the policy's copies' time on each link direction
   std::array<double, kStallCauses> stall_by_{};
   std::vector<StallCause> arrival_;  // how each tensor's last swap-in came (for a kernel's wait on it)
   std::vector<double> room_until_;   // when that swap-in was granted its memory
@@ -252,6 +253,7 @@ void Engine::evict(std::uint32_t t) {
   pending_bytes_ += s_.bytes(t);
   host_ready_s_[t] = end;
   swap_out_ += static_cast<double>(s_.bytes(t));
+  out_link_s_ += end - start;
 }
 
 void Engine::apply(const std::vector<Action>& acts, bool from_pressure) {
@@ -299,6 +301,7 @@ void Engine::apply(const std::vector<Action>& acts, bool from_pressure) {
           add_resident(t);
           s_.last_use_end_s[t] = end;
           swap_in_ += static_cast<double>(s_.bytes(t));
+          in_link_s_ += end - start;
         } else if (res != Residence::Resident) {
           ++r_.rejected_actions;
         }
@@ -333,6 +336,7 @@ bool Engine::materialize(std::uint32_t t) {
       add_resident(t);
       s_.last_use_end_s[t] = end;
       swap_in_ += static_cast<double>(s_.bytes(t));
+      in_link_s_ += end - start;
       return true;
     }
     case Residence::Dropped:
@@ -510,7 +514,7 @@ SimResult Engine::run() {
   r_.natural_peak_bytes = p_.liveness.peak_bytes;
   pol_.start(s_);
   struct Mark {
-    double time, stall, recompute, out, in;
+    double time, stall, recompute, out, in, out_link, in_link;
     std::array<double, kStallCauses> by;
   };
   std::vector<Mark> marks;
@@ -543,7 +547,7 @@ SimResult Engine::run() {
   for (std::uint32_t i = first; i < n && !failed_; ++i) {
     for (; next_release < held.size() && held[next_release].first <= i; ++next_release) give(held[next_release].second);
     if (t_.events[i].op == Op::Iter) {
-      marks.push_back({now_, stall_, recompute_, swap_out_, swap_in_, stall_by_});
+      marks.push_back({now_, stall_, recompute_, swap_out_, swap_in_, out_link_s_, in_link_s_, stall_by_});
       flush_site();
       sites_.clear();  // the last iteration's are kept
     }
@@ -555,7 +559,7 @@ SimResult Engine::run() {
     if (res == Residence::Host || res == Residence::Evicting || res == Residence::Dropped) r_.off_device_at_end.push_back(tn);
   }
   if (opt_.memory) retire(std::numeric_limits<double>::infinity());  // copies in flight land
-  const Mark end{now_, stall_, recompute_, swap_out_, swap_in_, stall_by_};
+  const Mark end{now_, stall_, recompute_, swap_out_, swap_in_, out_link_s_, in_link_s_, stall_by_};
   flush_site();
   std::sort(sites_.begin(), sites_.end(), [](const StallSite& a, const StallSite& b) {
     return a.stall_s != b.stall_s ? a.stall_s > b.stall_s : a.event < b.event;
@@ -566,7 +570,7 @@ SimResult Engine::run() {
   marks.push_back(end);
   for (std::size_t k = 0; k + 1 < marks.size(); ++k) r_.iteration_time_s.push_back(marks[k + 1].time - marks[k].time);
   // Steady iterations: 2.. when there are two or more, else the only one, else the trace.
-  Mark from{0, 0, 0, 0, 0, {}};
+  Mark from{0, 0, 0, 0, 0, 0, 0, {}};
   std::size_t iters = marks.size() - 1;
   if (iters >= 2) {
     const std::size_t settled = opt_.repeated ? settled_from(r_.iteration_time_s) : 1;
@@ -587,6 +591,8 @@ SimResult Engine::run() {
   r_.recompute_s = (end.recompute - from.recompute) / k;
   r_.swap_out_bytes = (end.out - from.out) / k;
   r_.swap_in_bytes = (end.in - from.in) / k;
+  r_.swap_out_link_s = (end.out_link - from.out_link) / k;
+  r_.swap_in_link_s = (end.in_link - from.in_link) / k;
   return r_;
 }
 

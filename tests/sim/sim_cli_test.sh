@@ -115,7 +115,8 @@ assert set(by) == {"room", "on_demand_swap_in", "late_prefetch", "copy_engine"},
 assert j["stall_s"] > 0 and abs(sum(by.values()) - j["stall_s"]) <= 1e-9 * j["stall_s"], (by, j["stall_s"])
 sites = j["stall_sites"]
 assert 1 <= len(sites) <= 5 and all(s["stall_s"] > 0 and s["cause"] in by and s["line"] == s["event"] + 2 for s in sites), sites
-assert sorted((s["stall_s"] for s in sites), reverse=True) == [s["stall_s"] for s in sites]' "$out"
+assert sorted((s["stall_s"] for s in sites), reverse=True) == [s["stall_s"] for s in sites]
+assert 0 < j["swap_in_link_s"] <= j["time_s"], j["swap_in_link_s"]' "$out"
 out=$("$bin" sim --trace "$trace" --budget 300MiB --policy lru-uvm --iters 4)
 check "human output splits the stall by cause" grep -q "stall [0-9.]* ms (on-demand swap-ins [0-9.]*" <<<"$out"
 check "human output names the largest waits" grep -q "^    line [0-9]* (.*): [0-9.]* ms, " <<<"$out"

@@ -195,6 +195,8 @@ TEST(SimStallCauses, RoomAndOnDemandSwapInSplitOneWait) {
   EXPECT_NEAR(by(r, StallCause::OnDemandSwapIn), 2000 * ns, 1e-15);
   EXPECT_EQ(by(r, StallCause::LatePrefetch), 0.0);
   EXPECT_EQ(by(r, StallCause::CopyEngine), 0.0);
+  EXPECT_NEAR(r.swap_out_link_s, 3000 * ns, 1e-15);  // A's copy out and B's
+  EXPECT_NEAR(r.swap_in_link_s, 2000 * ns, 1e-15);   // A's back
   // One site per event, largest first, under its largest cause (no iterations: the whole run's).
   ASSERT_EQ(r.stall_sites.size(), 2u);
   EXPECT_EQ(r.stall_sites[0].event, 4u);
