@@ -37,6 +37,18 @@ namespace {
 
 namespace fs = std::filesystem;
 
+struct Loaded {
+  trace::Trace trace;
+  sim::PreparedTrace prep;
+  std::vector<std::uint32_t> source;  // --iters: the trace's event each simulated one copies (trace_repeat.hpp)
+  // "line N", with the iteration and the trace's own line under --iters (sim::describe_line).
+  std::string line(std::uint32_t event) const { return sim::describe_line(trace, event, source); }
+  // The trace's own line of a simulated event under --iters (0: none, or not repeated).
+  std::uint64_t trace_line(std::uint32_t event) const {
+    return event < source.size() && source[event] != trace::kNone ? static_cast<std::uint64_t>(source[event]) + 2 : 0;
+  }
+};
+
 std::string trace_stem(const std::string& path) {
   std::string s = fs::path(path).filename().string();
   for (const char* ext : {".gz", ".jsonl", ".json"})
@@ -76,31 +88,33 @@ BoundLine bound_for(const sim::PreparedTrace& p, const sim::Comparison& c) {
   return l;
 }
 
-void add_bound_json(nlohmann::ordered_json& j, const BoundLine& l) {
+void add_bound_json(nlohmann::ordered_json& j, const BoundLine& l, const Loaded& ld) {
   if (!l.present) return;
   j["bound"] = {{"feasible", l.b.feasible},
                 {"ratio", l.ratio},
                 {"line", l.b.event == trace::kNone ? 0 : l.b.event + 2},
+                {"trace_line", l.b.event == trace::kNone ? 0 : ld.trace_line(l.b.event)},
                 {"over_bytes", l.b.over_bytes},
                 {"compute_s", l.b.compute_s},
                 {"added_s", l.b.added_s}};
   if (!l.b.feasible) j["bound"]["why"] = l.b.why;
 }
 
-void print_bound(const BoundLine& l, const sim::Comparison& c) {
+void print_bound(const BoundLine& l, const sim::Comparison& c, const Loaded& ld) {
   if (!l.present) return;
   if (!l.b.feasible) {
-    fmt::print("  lower bound: no policy can run this budget: the kernel at line {} alone needs more ({})\n", l.b.event + 2,
+    fmt::print("  lower bound: no policy can run this budget: the kernel at {} alone needs more ({})\n", ld.line(l.b.event),
                l.b.why);
     return;
   }
   fmt::print("  lower bound: no policy runs a steady iteration faster than ratio {:.3f}", l.ratio);
-  if (l.b.event != trace::kNone && l.ratio > 1.0) fmt::print(" (binding at line {}, {} over the budget)", l.b.event + 2, format_bytes(l.b.over_bytes));
+  if (l.b.event != trace::kNone && l.ratio > 1.0) fmt::print(" (binding at {}, {} over the budget)", ld.line(l.b.event), format_bytes(l.b.over_bytes));
   if (c.run.feasible && l.ratio > 0) fmt::print("; this result is {:.1f}% above it", 100.0 * (c.ratio / l.ratio - 1.0));
   fmt::print("\n");
 }
 
-nlohmann::ordered_json result_json(const std::string& trace, const trace::Trace& t, unsigned iters, const sim::Comparison& c) {
+nlohmann::ordered_json result_json(const std::string& trace, const Loaded& ld, unsigned iters, const sim::Comparison& c) {
+  const trace::Trace& t = ld.trace;
   const sim::SimResult& r = c.run;
   nlohmann::ordered_json j;
   j["trace"] = trace;
@@ -124,6 +138,7 @@ nlohmann::ordered_json result_json(const std::string& trace, const trace::Trace&
     const trace::Event& e = t.events[site.event];
     sites.push_back({{"event", site.event},
                      {"line", static_cast<std::uint64_t>(site.event) + 2},
+                     {"trace_line", ld.trace_line(site.event)},  // --iters: the trace's own line (0: none)
                      {"op", trace::to_string(e.op)},
                      {"name", e.op == trace::Op::Kernel && e.name < t.names.size() ? t.names[e.name] : std::string()},
                      {"stall_s", site.stall_s},
@@ -143,8 +158,9 @@ nlohmann::ordered_json result_json(const std::string& trace, const trace::Trace&
   j["rejected_actions"] = r.rejected_actions;
   j["skipped_prefetches"] = r.skipped_prefetches;
   if (!r.feasible)
-    j["infeasible"] = {{"event", r.where.event}, {"line", r.where.line}, {"tensor_id", r.where.tensor_id},
-                       {"reason", r.where.reason}};
+    j["infeasible"] = {{"event", r.where.event},   {"line", r.where.line},
+                       {"tensor_id", r.where.tensor_id}, {"reason", r.where.reason},
+                       {"trace_line", ld.trace_line(r.where.event)}};  // --iters: the trace's own line (0: none)
   return j;
 }
 
@@ -160,7 +176,7 @@ std::string stall_causes(const sim::SimResult& r) {
   return out.empty() ? out : out + ")";
 }
 
-void print_human(const std::string& trace, const trace::Trace& t, unsigned iters, const sim::Comparison& c,
+void print_human(const std::string& trace, const Loaded& ld, unsigned iters, const sim::Comparison& c,
                  const std::string& budget_text) {
   const sim::SimResult& r = c.run;
   fmt::print("{}: policy {}, simulated on GPU profile {}\n", trace, r.policy, r.gpu);
@@ -174,7 +190,7 @@ void print_human(const std::string& trace, const trace::Trace& t, unsigned iters
     fmt::print("  budget: {} ({}; natural peak {})\n", format_bytes(r.budget_bytes), budget_text,
                format_bytes(r.natural_peak_bytes));
   if (!r.feasible) {
-    fmt::print("  INFEASIBLE at line {} (event {}), tensor id {}: {}\n", r.where.line, r.where.event,
+    fmt::print("  INFEASIBLE at {}, event {}, tensor id {}: {}\n", ld.line(r.where.event), r.where.event,
                r.where.tensor_id, r.where.reason);
     return;
   }
@@ -190,17 +206,12 @@ void print_human(const std::string& trace, const trace::Trace& t, unsigned iters
   fmt::print("  stall {:.3f} ms{}, recompute {:.3f} ms per iteration\n", r.stall_s * 1e3, stall_causes(r), r.recompute_s * 1e3);
   if (!r.stall_sites.empty()) {
     fmt::print("  largest waits{}:\n", r.iteration_time_s.empty() ? "" : " in the last iteration");
-    for (const sim::StallSite& site : r.stall_sites) fmt::print("    {}\n", sim::describe_site(t, site));
+    for (const sim::StallSite& site : r.stall_sites) fmt::print("    {}\n", sim::describe_site(ld.trace, site, ld.source));
   }
   fmt::print("  swapped out {} / in {} per iteration; peak device bytes {} ({})\n",
              format_bytes(static_cast<std::uint64_t>(r.swap_out_bytes)),
              format_bytes(static_cast<std::uint64_t>(r.swap_in_bytes)), r.peak_bytes, format_bytes(r.peak_bytes));
 }
-
-struct Loaded {
-  trace::Trace trace;
-  sim::PreparedTrace prep;
-};
 
 // --swap-link OUT[,IN]: the rate in GB/s of a policy's moves to the host and to the device (IN
 // defaults to OUT), as swap efficiencies of the profile's link (sim::Efficiency::swap_out_link,
@@ -252,7 +263,7 @@ Expected<std::unique_ptr<Loaded>> load(const std::string& path, const sim::GpuPr
   if (!t) return make_error(t.error().message());
   auto l = std::make_unique<Loaded>();
   if (iters > 0) {
-    auto r = trace::repeat_last_iteration(*t, iters);
+    auto r = trace::repeat_last_iteration(*t, iters, &l->source);
     if (!r) return make_error("--iters: " + r.error().message);
     l->trace = std::move(*r);
   } else {
@@ -314,14 +325,14 @@ int run_single(const SimOpts& o) {
   const auto c = sim::simulate_against_ideal((*l)->prep, **policy, opt, ideal);
   const BoundLine bound = bound_for((*l)->prep, c);
   if (o.json) {
-    auto j = result_json(o.trace, (*l)->trace, o.iters, c);
-    add_bound_json(j, bound);
+    auto j = result_json(o.trace, **l, o.iters, c);
+    add_bound_json(j, bound, **l);
     if (link->set) j["swap_link_gbps"] = {link->out_gbps, link->in_gbps};
     fmt::print("{}\n", j.dump());
   } else {
-    print_human(o.trace, (*l)->trace, o.iters, c, o.budget);
+    print_human(o.trace, **l, o.iters, c, o.budget);
     if (link->set) fmt::print("  {}\n", link->label());
-    print_bound(bound, c);
+    print_bound(bound, c, **l);
   }
   if (!o.timeline.empty()) {
     if (auto s = write_file(o.timeline, sim::timeline_csv((*l)->trace, timeline)); !s)
@@ -355,7 +366,7 @@ int run_bound(const SimOpts& o) {
     j["budget_bytes"] = *budget;
     j["natural_peak_bytes"] = (*l)->prep.liveness.peak_bytes;
     j["ideal_time_s"] = c.ideal_time_s;
-    add_bound_json(j, b);
+    add_bound_json(j, b, **l);
     if (link->set) j["swap_link_gbps"] = {link->out_gbps, link->in_gbps};
     fmt::print("{}\n", j.dump());
   } else {
@@ -363,7 +374,7 @@ int run_bound(const SimOpts& o) {
                gpu->name, format_bytes(*budget), o.budget, format_bytes((*l)->prep.liveness.peak_bytes),
                c.ideal_time_s * 1e3);
     if (link->set) fmt::print("  {}\n", link->label());
-    print_bound(b, c);
+    print_bound(b, c, **l);
     if (b.b.feasible)
       fmt::print("  ({:.3f} ms of kernels back to back, at least {:.3f} ms more at this budget)\n", b.b.compute_s * 1e3,
                  b.b.added_s * 1e3);
@@ -411,8 +422,11 @@ int run_sweep(const SweepOpts& o) {
         opt.budget_bytes = *bytes;
         opt.repeated = o.iters > 0;
         sim::SweepRow row{stem, b, *bytes, prep.liveness.peak_bytes, sim::simulate_against_ideal(prep, **policy, opt, ideal),
-                          true, bound.feasible ? bound.ratio(ideal) : 0.0, bound.event, {}};
-        if (!row.c.run.stall_sites.empty()) row.largest_wait = sim::describe_site((*l)->trace, row.c.run.stall_sites.front());
+                          true, bound.feasible ? bound.ratio(ideal) : 0.0, bound.event, {}, {}, {}};
+        const Loaded& ld = **l;
+        if (!row.c.run.stall_sites.empty()) row.largest_wait = sim::describe_site(ld.trace, row.c.run.stall_sites.front(), ld.source);
+        if (bound.event != trace::kNone) row.bound_where = ld.line(bound.event);
+        if (!row.c.run.feasible) row.infeasible_where = ld.line(row.c.run.where.event);
         rows.push_back(std::move(row));
       }
     }

@@ -391,6 +391,7 @@ struct SweepRow {
   double bound_ratio = 0;
   std::uint32_t bound_event = trace::kNone;  // the bound's binding moment
   std::string largest_wait;                  // describe_site of the run's largest stall site ("" when none)
+  std::string bound_where, infeasible_where;  // describe_line of the bound's binding moment, of where the run failed
 };
 std::string sweep_markdown(const std::vector<SweepRow>& rows, const std::vector<std::string>& policies,
                            const std::string& gpu);
@@ -398,8 +399,13 @@ std::string sweep_csv(const std::vector<SweepRow>& rows);
 // Where one policy's time goes in each cell of a sweep: its iteration against the ideal and the
 // bound, the time it adds split into recomputation and stalls by cause, and its largest wait.
 std::string explain_markdown(const std::vector<SweepRow>& rows, const std::string& policy, const std::string& gpu);
-// "line N (kernel name): 0.863 ms, on-demand swap-ins": a stall site of a run of trace t.
-std::string describe_site(const trace::Trace& t, const StallSite& site);
+// Where event `event` of trace t is: "line N", and when t was made by repeat_last_iteration
+// (`source` its source_event), which iteration and which line of the trace it came from: "line
+// 4888 (iteration 8, line 2030 of the trace)". `source` empty: the line alone.
+std::string describe_line(const trace::Trace& t, std::uint32_t event, std::span<const std::uint32_t> source = {});
+// "line N (kernel name): 0.863 ms, on-demand swap-ins": a stall site of a run of trace t (its
+// line as describe_line says it, when `source` is given).
+std::string describe_site(const trace::Trace& t, const StallSite& site, std::span<const std::uint32_t> source = {});
 // A standalone SVG: ratio against budget, one line per policy, for one trace.
 std::string sweep_svg(const std::vector<SweepRow>& rows, const std::string& trace,
                       const std::vector<std::string>& policies, const std::string& gpu);

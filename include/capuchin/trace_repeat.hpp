@@ -30,11 +30,18 @@
 // hence the "line" of a simulator message, are the result's own (index + 2).
 #pragma once
 
+#include <cstdint>
+#include <vector>
+
 #include "capuchin/expected.hpp"
 #include "capuchin/trace_model.hpp"
 
 namespace capuchin::trace {
 
-Expected<Trace> repeat_last_iteration(const Trace& t, unsigned iterations);
+// source_event, when given, receives for each event of the result the index of T's event it
+// copies (kNone for the frees added after a repetition): what a message about the result's
+// event k can say of T's own lines (source_event[k] + 2).
+Expected<Trace> repeat_last_iteration(const Trace& t, unsigned iterations,
+                                      std::vector<std::uint32_t>* source_event = nullptr);
 
 }  // namespace capuchin::trace

@@ -84,12 +84,32 @@ std::string sweep_markdown(const std::vector<SweepRow>& rows, const std::vector<
   return out;
 }
 
-std::string describe_site(const trace::Trace& t, const StallSite& site) {
+namespace {
+// The source-trace place of a repeated trace's event: "iteration 8, line 2030 of the trace" ("" when none).
+std::string source_place(const trace::Trace& t, std::uint32_t event, std::span<const std::uint32_t> source) {
+  if (event >= source.size()) return {};
+  const auto it = std::find_if(t.iterations.begin(), t.iterations.end(),
+                               [&](const trace::Iteration& i) { return event >= i.begin && event < i.end; });
+  const std::string where = it == t.iterations.end() ? std::string("set-up") : fmt::format("iteration {}", it->n);
+  if (source[event] == trace::kNone) return where + ", a free --iters adds";
+  return fmt::format("{}, line {} of the trace", where, static_cast<std::uint64_t>(source[event]) + 2);
+}
+}  // namespace
+
+std::string describe_line(const trace::Trace& t, std::uint32_t event, std::span<const std::uint32_t> source) {
+  const std::string place = source_place(t, event, source);
+  const auto line = static_cast<std::uint64_t>(event) + 2;
+  return place.empty() ? fmt::format("line {}", line) : fmt::format("line {} ({})", line, place);
+}
+
+std::string describe_site(const trace::Trace& t, const StallSite& site, std::span<const std::uint32_t> source) {
   if (site.event >= t.events.size()) return {};
   const trace::Event& e = t.events[site.event];
   std::string what;
   if (e.op == trace::Op::Kernel && e.name < t.names.size()) what = t.names[e.name];
   else what = std::string(trace::to_string(e.op));
+  const std::string place = source_place(t, site.event, source);
+  if (!place.empty()) what += "; " + place;
   return fmt::format("line {} ({}): {:.3f} ms, {}", static_cast<std::uint64_t>(site.event) + 2, what, site.stall_s * 1e3,
                      describe(site.cause));
 }
@@ -98,10 +118,10 @@ std::string explain_markdown(const std::vector<SweepRow>& rows, const std::strin
   std::string out = fmt::format(
       "Where `{}`'s time goes, simulated, GPU profile {} (ms per steady iteration): the time it adds to the ideal "
       "iteration is its recomputation plus its stalls, by cause; `bound adds` is the least any policy adds at that "
-      "budget (`capuchin sim bound`), binding at the line named; `link out / in` is the time its copies took on each "
+      "budget (`capuchin sim bound`), where it binds; `link out / in` is the time its copies took on each "
       "direction of the link (near the iteration's time, that direction is saturated); the largest wait is the last "
-      "iteration's (lines of the repeated trace).\n\n"
-      "| trace | budget | ratio | bound | ideal | adds | bound adds (binding line) | recompute | waiting for room | "
+      "iteration's (with `--iters`, lines of the repeated trace, then the iteration and the trace's own line).\n\n"
+      "| trace | budget | ratio | bound | ideal | adds | bound adds (where it binds) | recompute | waiting for room | "
       "on-demand swap-ins | late prefetches | job's copies | link out / in | largest wait |\n"
       "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |\n",
       policy, gpu);
@@ -114,7 +134,9 @@ std::string explain_markdown(const std::vector<SweepRow>& rows, const std::strin
     if (!s.feasible) {
       out += fmt::format(" infeasible | {} | | | | | | | | | | {} |\n",
                          r.bound_known && r.bound_ratio > 0 ? fmt::format("{:.3f}", r.bound_ratio) : "infeasible",
-                         s.where.reason.empty() ? std::string() : fmt::format("line {}: {}", s.where.line, s.where.reason));
+                         s.where.reason.empty() ? std::string()
+                         : fmt::format("{}: {}", r.infeasible_where.empty() ? fmt::format("line {}", s.where.line) : r.infeasible_where,
+                                       s.where.reason));
       continue;
     }
     const std::string bound = !r.bound_known ? "-" : r.bound_ratio > 0 ? fmt::format("{:.3f}", r.bound_ratio) : "infeasible";
@@ -124,7 +146,8 @@ std::string explain_markdown(const std::vector<SweepRow>& rows, const std::strin
         !r.bound_known || r.bound_ratio <= 0 ? "-"
         : r.bound_event == trace::kNone || bound_adds_s <= 0
             ? ms(std::max(0.0, bound_adds_s))
-            : fmt::format("{} ({})", ms(bound_adds_s), static_cast<std::uint64_t>(r.bound_event) + 2);
+            : fmt::format("{} ({})", ms(bound_adds_s),
+                          r.bound_where.empty() ? fmt::format("line {}", static_cast<std::uint64_t>(r.bound_event) + 2) : r.bound_where);
     out += fmt::format(" {:.3f} | {} | {} | {} | {} | {} |", r.c.ratio, bound, ms(r.c.ideal_time_s), ms(s.time_s - r.c.ideal_time_s),
                        bound_adds, ms(s.recompute_s));
     for (double d : s.stall_by_cause_s) out += fmt::format(" {} |", ms(d));

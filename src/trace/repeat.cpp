@@ -21,6 +21,7 @@ class Builder {
   // alloc makes a new tensor with id `new_id` and returns its index; other events return kNone.
   std::uint32_t copy(std::uint32_t e, const std::vector<std::uint32_t>& map, std::uint64_t new_id = 0) {
     const Event& src = t_.events[e];
+    source_.push_back(e);
     EventView v = view_of(src);
     switch (src.op) {
       case Op::Alloc: {
@@ -59,6 +60,7 @@ class Builder {
     v.flags = alloc.flags & kHasStream;
     v.stream = alloc.stream;
     v.index = map[x];
+    source_.push_back(kNone);
     out_.append(v);
   }
 
@@ -66,10 +68,12 @@ class Builder {
   void iter(std::uint32_t e, std::uint64_t n) {
     EventView v = view_of(t_.events[e]);
     v.n = n;
+    source_.push_back(e);
     out_.append(v);
   }
 
-  Trace finish() {
+  Trace finish(std::vector<std::uint32_t>* source) {
+    if (source) *source = std::move(source_);
     Trace u = out_.finish();
     u.header.iterations = static_cast<std::int64_t>(u.iterations.size());
     return u;
@@ -98,12 +102,13 @@ class Builder {
 
   const Trace& t_;
   TraceAppender out_;
+  std::vector<std::uint32_t> source_;  // per appended event: T's event it copies, kNone for an added free
   std::vector<std::uint32_t> reads_, writes_, touch_;
 };
 
 }  // namespace
 
-Expected<Trace> repeat_last_iteration(const Trace& t, unsigned iterations) {
+Expected<Trace> repeat_last_iteration(const Trace& t, unsigned iterations, std::vector<std::uint32_t>* source_event) {
   if (iterations == 0) return make_error(t.name + ": cannot repeat the last iteration 0 times (at least 1)");
   if (t.iterations.empty()) return make_error(t.name + " has no `iter` event: nothing to repeat");
   const Iteration& steady = t.iterations.back();
@@ -172,7 +177,7 @@ Expected<Trace> repeat_last_iteration(const Trace& t, unsigned iterations) {
     if (r < iterations)
       for (std::uint32_t x : unpaired) b.free(x, map);
   }
-  return b.finish();
+  return b.finish(source_event);
 }
 
 }  // namespace capuchin::trace

@@ -120,8 +120,21 @@ assert 0 < j["swap_in_link_s"] <= j["time_s"], j["swap_in_link_s"]' "$out"
 out=$("$bin" sim --trace "$trace" --budget 300MiB --policy lru-uvm --iters 4)
 check "human output splits the stall by cause" grep -q "stall [0-9.]* ms (on-demand swap-ins [0-9.]*" <<<"$out"
 check "human output names the largest waits" grep -q "^    line [0-9]* (.*): [0-9.]* ms, " <<<"$out"
+# Under --iters a line is the repeated trace's: the output also names the iteration and the
+# trace's own line, which holds the same kernel.
+check "a wait names its iteration and the trace's own line" grep -q "^    line [0-9]* (.*; iteration 4, line [0-9]* of the trace): " <<<"$out"
+out=$("$bin" sim --trace "$trace" --budget 0.5x --policy capuchin --iters 8 --json)
+check "the trace's own line of each wait holds its kernel" python3 -c '
+import gzip, json, sys
+j = json.loads(sys.argv[1])
+lines = gzip.open(sys.argv[2], "rt").read().splitlines()
+sites = [s for s in j["stall_sites"] if s["op"] == "kernel"]
+assert sites, j["stall_sites"]
+for s in sites:
+    assert s["trace_line"] > 1 and json.loads(lines[s["trace_line"] - 1])["name"] == s["name"], s
+assert j["bound"]["trace_line"] > 1' "$out" "$trace"
 out=$("$bin" sim sweep --trace "$trace" --budgets 0.5x --policies vdnn,capuchin --iters 6 --out "$tmp/ex")
-check "a sweep with capuchin says where its time goes" grep -q "^| resnet18-b16 | 0.5x | [0-9.]* | 1\.4[0-9]* | .*| line [0-9]* (.*): [0-9.]* ms, " "$tmp/ex/explain.md"
+check "a sweep with capuchin says where its time goes" grep -q "^| resnet18-b16 | 0.5x | [0-9.]* | 1\.4[0-9]* | .*(iteration [0-9]*, line [0-9]* of the trace)) | .*| line [0-9]* (.*; iteration 6, line [0-9]* of the trace): [0-9.]* ms, " "$tmp/ex/explain.md"
 check "a sweep without capuchin writes no explain.md" test ! -e "$tmp/sl/explain.md"
 
 echo "$fails failed"

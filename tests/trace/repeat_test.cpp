@@ -224,6 +224,29 @@ TEST(Repeat, UnpairedKeptTensorFreedAfterEachRepetitionButTheLast) {
   EXPECT_EQ(l.persistent_bytes, 308u);
 }
 
+TEST(Repeat, EachEventNamesTheTraceEventItCopies) {
+  // Set-up events 0-1 are T's 0-1; the preamble's free 5, alloc 10, alloc 11 are T's 3, 4, 5;
+  // each repetition is T's 11..22 in order, and each but the last ends with a free T does not
+  // have (kNone).
+  const Trace t = parse(kTrace);
+  std::vector<std::uint32_t> source;
+  auto u = repeat_last_iteration(t, 3, &source);
+  ASSERT_TRUE(u) << u.error().message;
+  ASSERT_EQ(source.size(), u->events.size());
+  std::vector<std::uint32_t> want = {0, 1, 3, 4, 5};
+  for (unsigned r = 1; r <= 3; ++r) {
+    for (std::uint32_t e = 11; e <= 22; ++e) want.push_back(e);
+    if (r < 3) want.push_back(kNone);
+  }
+  EXPECT_EQ(source, want);
+  for (std::uint32_t k = 0; k < source.size(); ++k)
+    if (source[k] != kNone) EXPECT_EQ(u->events[k].op, t.events[source[k]].op) << "event " << k;
+  // Asked for nothing, it says nothing; the trace is the same.
+  auto plain = repeat_last_iteration(t, 3);
+  ASSERT_TRUE(plain) << plain.error().message;
+  EXPECT_EQ(texts(*plain), texts(*u));
+}
+
 TEST(Repeat, OneRepetitionIsSetUpPreambleAndTheLastIteration) {
   const Trace t = parse(kTrace);
   auto u = repeat_last_iteration(t, 1);
