@@ -146,7 +146,7 @@ std::string explain_markdown(const std::vector<SweepRow>& rows, const std::strin
         !r.bound_known || r.bound_ratio <= 0 ? "-"
         : r.bound_event == trace::kNone || bound_adds_s <= 0
             ? ms(std::max(0.0, bound_adds_s))
-            : fmt::format("{} ({})", ms(bound_adds_s),
+            : fmt::format("{} at {}", ms(bound_adds_s),
                           r.bound_where.empty() ? fmt::format("line {}", static_cast<std::uint64_t>(r.bound_event) + 2) : r.bound_where);
     out += fmt::format(" {:.3f} | {} | {} | {} | {} | {} |", r.c.ratio, bound, ms(r.c.ideal_time_s), ms(s.time_s - r.c.ideal_time_s),
                        bound_adds, ms(s.recompute_s));
