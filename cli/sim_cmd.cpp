@@ -150,6 +150,7 @@ nlohmann::ordered_json result_json(const std::string& trace, const Loaded& ld, u
   j["swap_in_bytes"] = r.swap_in_bytes;
   j["swap_out_link_s"] = r.swap_out_link_s;  // the policy's copies' time on each direction of the link
   j["swap_in_link_s"] = r.swap_in_link_s;
+  j["cancelled_out_link_s"] = r.cancelled_out_link_s;  // of swap_out_link_s: evictions cancelled before their copy landed
   j["steady_iterations"] = r.steady_iterations;
   j["warmup_iterations"] = r.warmup_iterations;  // --iters: iterations 2.. before the run settled
   j["warmup_time_s"] = r.warmup_time_s;

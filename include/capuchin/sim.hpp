@@ -296,6 +296,9 @@ struct SimResult {
   // The time the policy's copies took on each direction of the link (a copy counted in the
   // iteration that issued it): near the iteration's time, that direction is saturated.
   double swap_out_link_s = 0, swap_in_link_s = 0;
+  // Of swap_out_link_s: copies out whose tensor was needed (or freed) before they landed, so the
+  // eviction was cancelled and freed nothing: link time spent for nothing.
+  double cancelled_out_link_s = 0;
   std::uint32_t steady_iterations = 0;   // the last ones
   std::uint32_t warmup_iterations = 0;   // SimOptions::repeated: iterations 2.. before the steady ones
   double warmup_time_s = 0;              // their mean (0 when none)

@@ -150,7 +150,9 @@ class Engine {
       give(s_.bytes(r.tensor));
     }
   }
+  // The tensor stays (its data never left): the copy out's link time was spent for nothing.
   void cancel_eviction(std::uint32_t t) {
+    cancelled_out_link_s_ += out_time(s_.bytes(t));
     ++gen_[t];
     pending_bytes_ -= s_.bytes(t);
     add_resident(t);
@@ -181,6 +183,7 @@ class Engine {
   std::vector<Action> before_actions_, pressure_actions_;
   double stall_ = 0, recompute_ = 0, swap_out_ = 0, swap_in_ = 0;
   double out_link_s_ = 0, in_link_s_ = 0;  // the policy's copies' time on each link direction
+  double cancelled_out_link_s_ = 0;        // of out_link_s_: copies whose eviction was cancelled
   std::array<double, kStallCauses> stall_by_{};
   std::vector<StallCause> arrival_;  // how each tensor's last swap-in came (for a kernel's wait on it)
   std::vector<double> room_until_;   // when that swap-in was granted its memory
@@ -514,7 +517,7 @@ SimResult Engine::run() {
   r_.natural_peak_bytes = p_.liveness.peak_bytes;
   pol_.start(s_);
   struct Mark {
-    double time, stall, recompute, out, in, out_link, in_link;
+    double time, stall, recompute, out, in, out_link, in_link, cancelled_out_link;
     std::array<double, kStallCauses> by;
   };
   std::vector<Mark> marks;
@@ -547,7 +550,7 @@ SimResult Engine::run() {
   for (std::uint32_t i = first; i < n && !failed_; ++i) {
     for (; next_release < held.size() && held[next_release].first <= i; ++next_release) give(held[next_release].second);
     if (t_.events[i].op == Op::Iter) {
-      marks.push_back({now_, stall_, recompute_, swap_out_, swap_in_, out_link_s_, in_link_s_, stall_by_});
+      marks.push_back({now_, stall_, recompute_, swap_out_, swap_in_, out_link_s_, in_link_s_, cancelled_out_link_s_, stall_by_});
       flush_site();
       sites_.clear();  // the last iteration's are kept
     }
@@ -559,7 +562,7 @@ SimResult Engine::run() {
     if (res == Residence::Host || res == Residence::Evicting || res == Residence::Dropped) r_.off_device_at_end.push_back(tn);
   }
   if (opt_.memory) retire(std::numeric_limits<double>::infinity());  // copies in flight land
-  const Mark end{now_, stall_, recompute_, swap_out_, swap_in_, out_link_s_, in_link_s_, stall_by_};
+  const Mark end{now_, stall_, recompute_, swap_out_, swap_in_, out_link_s_, in_link_s_, cancelled_out_link_s_, stall_by_};
   flush_site();
   std::sort(sites_.begin(), sites_.end(), [](const StallSite& a, const StallSite& b) {
     return a.stall_s != b.stall_s ? a.stall_s > b.stall_s : a.event < b.event;
@@ -570,7 +573,7 @@ SimResult Engine::run() {
   marks.push_back(end);
   for (std::size_t k = 0; k + 1 < marks.size(); ++k) r_.iteration_time_s.push_back(marks[k + 1].time - marks[k].time);
   // Steady iterations: 2.. when there are two or more, else the only one, else the trace.
-  Mark from{0, 0, 0, 0, 0, 0, 0, {}};
+  Mark from{0, 0, 0, 0, 0, 0, 0, 0, {}};
   std::size_t iters = marks.size() - 1;
   if (iters >= 2) {
     const std::size_t settled = opt_.repeated ? settled_from(r_.iteration_time_s) : 1;
@@ -593,6 +596,7 @@ SimResult Engine::run() {
   r_.swap_in_bytes = (end.in - from.in) / k;
   r_.swap_out_link_s = (end.out_link - from.out_link) / k;
   r_.swap_in_link_s = (end.in_link - from.in_link) / k;
+  r_.cancelled_out_link_s = (end.cancelled_out_link - from.cancelled_out_link) / k;
   return r_;
 }
 

@@ -119,11 +119,12 @@ std::string explain_markdown(const std::vector<SweepRow>& rows, const std::strin
       "Where `{}`'s time goes, simulated, GPU profile {} (ms per steady iteration): the time it adds to the ideal "
       "iteration is its recomputation plus its stalls, by cause; `bound adds` is the least any policy adds at that "
       "budget (`capuchin sim bound`), where it binds; `link out / in` is the time its copies took on each "
-      "direction of the link (near the iteration's time, that direction is saturated); the largest wait is the last "
+      "direction of the link (near the iteration's time, that direction is saturated), `cancelled` the part of the "
+      "copies out whose eviction was cancelled before they landed (the tensor was needed again: time spent for nothing); the largest wait is the last "
       "iteration's (with `--iters`, lines of the repeated trace, then the iteration and the trace's own line).\n\n"
       "| trace | budget | ratio | bound | ideal | adds | bound adds (where it binds) | recompute | waiting for room | "
-      "on-demand swap-ins | late prefetches | job's copies | link out / in | largest wait |\n"
-      "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |\n",
+      "on-demand swap-ins | late prefetches | job's copies | link out / in | cancelled | largest wait |\n"
+      "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |\n",
       policy, gpu);
   // (a sum that is zero up to rounding prints as 0.000, not -0.000)
   const auto ms = [](double s) { return fmt::format("{:.3f}", std::abs(s) < 0.5e-6 ? 0.0 : s * 1e3); };
@@ -132,7 +133,7 @@ std::string explain_markdown(const std::vector<SweepRow>& rows, const std::strin
     const SimResult& s = r.c.run;
     out += fmt::format("| {} | {} |", r.trace, r.budget);
     if (!s.feasible) {
-      out += fmt::format(" infeasible | {} | | | | | | | | | | {} |\n",
+      out += fmt::format(" infeasible | {} | | | | | | | | | | | {} |\n",
                          r.bound_known && r.bound_ratio > 0 ? fmt::format("{:.3f}", r.bound_ratio) : "infeasible",
                          s.where.reason.empty() ? std::string()
                          : fmt::format("{}: {}", r.infeasible_where.empty() ? fmt::format("line {}", s.where.line) : r.infeasible_where,
@@ -151,7 +152,8 @@ std::string explain_markdown(const std::vector<SweepRow>& rows, const std::strin
     out += fmt::format(" {:.3f} | {} | {} | {} | {} | {} |", r.c.ratio, bound, ms(r.c.ideal_time_s), ms(s.time_s - r.c.ideal_time_s),
                        bound_adds, ms(s.recompute_s));
     for (double d : s.stall_by_cause_s) out += fmt::format(" {} |", ms(d));
-    out += fmt::format(" {} / {} | {} |\n", ms(s.swap_out_link_s), ms(s.swap_in_link_s), r.largest_wait);
+    out += fmt::format(" {} / {} | {} | {} |\n", ms(s.swap_out_link_s), ms(s.swap_in_link_s), ms(s.cancelled_out_link_s),
+                       r.largest_wait);
   }
   return out;
 }

@@ -197,6 +197,7 @@ TEST(SimStallCauses, RoomAndOnDemandSwapInSplitOneWait) {
   EXPECT_EQ(by(r, StallCause::CopyEngine), 0.0);
   EXPECT_NEAR(r.swap_out_link_s, 3000 * ns, 1e-15);  // A's copy out and B's
   EXPECT_NEAR(r.swap_in_link_s, 2000 * ns, 1e-15);   // A's back
+  EXPECT_EQ(r.cancelled_out_link_s, 0.0);
   // One site per event, largest first, under its largest cause (no iterations: the whole run's).
   ASSERT_EQ(r.stall_sites.size(), 2u);
   EXPECT_EQ(r.stall_sites[0].event, 4u);
@@ -243,6 +244,25 @@ TEST(SimStallCauses, TheJobsOwnCopyWaitsBehindASwapIn) {
   ASSERT_EQ(r.stall_sites.size(), 1u);
   EXPECT_EQ(r.stall_sites[0].event, 4u);
   EXPECT_EQ(describe_site(f->t, r.stall_sites[0]), "line 6 (copy): 0.001 ms, the job's own copies behind swaps");
+}
+
+TEST(SimStallCauses, AnEvictionCancelledBeforeItsCopyLandedSpentItsLinkTime) {
+  // A evicted before k2: its copy out runs 100-1100, but k3 reads A at 200, before it landed:
+  // the eviction is cancelled (A never left), no wait, and the copy's 1000 ns were for nothing.
+  auto f = load(kHeader + R"({"op":"alloc","id":0,"bytes":1000}
+{"op":"kernel","name":"k1","reads":[],"writes":[0],"dur_ns":100}
+{"op":"alloc","id":1,"bytes":1000}
+{"op":"kernel","name":"k2","reads":[],"writes":[1],"dur_ns":100}
+{"op":"kernel","name":"k3","reads":[0],"writes":[],"dur_ns":100}
+)");
+  Script pol({{3, {0, ActionKind::Evict}}});
+  auto r = run(*f, pol, 2000);
+  ASSERT_TRUE(r.feasible) << r.where.reason;
+  EXPECT_NEAR(r.time_s, 300 * ns, 1e-15);
+  EXPECT_EQ(r.stall_s, 0.0);
+  EXPECT_NEAR(r.swap_out_link_s, 1000 * ns, 1e-15);
+  EXPECT_NEAR(r.cancelled_out_link_s, 1000 * ns, 1e-15);
+  EXPECT_EQ(r.swap_in_link_s, 0.0);
 }
 
 TEST(SimStallCauses, SitesAreTheLastIterations) {
