@@ -44,9 +44,7 @@ struct Loaded {
   // "line N", with the iteration and the trace's own line under --iters (sim::describe_line).
   std::string line(std::uint32_t event) const { return sim::describe_line(trace, event, source); }
   // The trace's own line of a simulated event under --iters (0: none, or not repeated).
-  std::uint64_t trace_line(std::uint32_t event) const {
-    return event < source.size() && source[event] != trace::kNone ? static_cast<std::uint64_t>(source[event]) + 2 : 0;
-  }
+  std::uint64_t trace_line(std::uint32_t event) const { return sim::source_line(source, event); }
 };
 
 std::string trace_stem(const std::string& path) {
@@ -169,7 +167,7 @@ nlohmann::ordered_json result_json(const std::string& trace, const Loaded& ld, u
 std::string stall_causes(const sim::SimResult& r) {
   std::vector<std::size_t> order;
   for (std::size_t k = 0; k < sim::kStallCauses; ++k)
-    if (r.stall_by_cause_s[k] >= 0.5e-6) order.push_back(k);
+    if (r.stall_by_cause_s[k] >= sim::kZeroS) order.push_back(k);
   std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return r.stall_by_cause_s[a] > r.stall_by_cause_s[b]; });
   std::string out;
   for (std::size_t k : order)

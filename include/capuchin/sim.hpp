@@ -259,6 +259,7 @@ struct SimOptions {
 //   CopyEngine: one of the trace's own copies waited for its copy engine (busy with swaps).
 enum class StallCause : std::uint8_t { Room, OnDemandSwapIn, LatePrefetch, CopyEngine };
 inline constexpr std::size_t kStallCauses = 4;
+inline constexpr double kZeroS = 0.5e-6;  // a time below this prints as 0.000 ms
 std::string_view to_string(StallCause c);   // "room", "on_demand_swap_in", ...: JSON keys
 std::string_view describe(StallCause c);    // "waiting for room", ...: for people
 
@@ -296,8 +297,9 @@ struct SimResult {
   // The time the policy's copies took on each direction of the link (a copy counted in the
   // iteration that issued it): near the iteration's time, that direction is saturated.
   double swap_out_link_s = 0, swap_in_link_s = 0;
-  // Of swap_out_link_s: copies out whose tensor was needed (or freed) before they landed, so the
-  // eviction was cancelled and freed nothing: link time spent for nothing.
+  // Copies out whose tensor was needed again (or freed) before they landed, so the eviction was
+  // cancelled and freed nothing: link time spent for nothing. Counted in the iteration that
+  // cancelled them (swap_out_link_s in the one that issued them): in a steady state, a part of it.
   double cancelled_out_link_s = 0;
   std::uint32_t steady_iterations = 0;   // the last ones
   std::uint32_t warmup_iterations = 0;   // SimOptions::repeated: iterations 2.. before the steady ones
@@ -406,8 +408,11 @@ std::string explain_markdown(const std::vector<SweepRow>& rows, const std::strin
 // (`source` its source_event), which iteration and which line of the trace it came from: "line
 // 4888 (iteration 8, line 2030 of the trace)". `source` empty: the line alone.
 std::string describe_line(const trace::Trace& t, std::uint32_t event, std::span<const std::uint32_t> source = {});
-// "line N (kernel name): 0.863 ms, on-demand swap-ins": a stall site of a run of trace t (its
-// line as describe_line says it, when `source` is given).
+// The line of the trace that event `event` of a repeated trace copies (source_event[event] + 2);
+// 0 when none (an event --iters adds, or no `source`).
+std::uint64_t source_line(std::span<const std::uint32_t> source, std::uint32_t event);
+// "line N (kernel name): 0.863 ms, on-demand swap-ins": a stall site of a run of trace t; with
+// `source`, "line N (kernel name; iteration 8, line M of the trace): ...".
 std::string describe_site(const trace::Trace& t, const StallSite& site, std::span<const std::uint32_t> source = {});
 // A standalone SVG: ratio against budget, one line per policy, for one trace.
 std::string sweep_svg(const std::vector<SweepRow>& rows, const std::string& trace,

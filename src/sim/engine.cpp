@@ -39,6 +39,16 @@ std::size_t settled_from(const std::vector<double>& t) {
   return k;
 }
 
+// What a run has accumulated so far; copied at each iteration mark, so that per-iteration
+// figures are differences of two of them.
+struct Totals {
+  double time = 0, stall = 0, recompute = 0;
+  double out_bytes = 0, in_bytes = 0;         // the policy's swaps
+  double out_link = 0, in_link = 0;           // their copies' time on each link direction
+  double cancelled_out_link = 0;              // copies out whose eviction was cancelled (counted when cancelled)
+  std::array<double, kStallCauses> by_cause{};  // stall by StallCause
+};
+
 struct Release {
   double time;
   std::uint32_t tensor;
@@ -83,18 +93,21 @@ class Engine {
     StallCause cause;
     double room_until = 0;
   };
-  void stall_until(double t, StallCause cause) {
-    if (t > now_) {
-      trace_interval(Lane::Compute, Kind::Stall, now_, t, kNone);
-      stall_ += t - now_;
-      stall_by_[static_cast<std::size_t>(cause)] += t - now_;
-      note_site(cause, t - now_);
-      now_ = t;
-    }
-  }
+  void stall_until(double t, StallCause cause) { wait_for({t, cause}); }
+  // One timeline entry per wait; its time counted by cause (the part before room_until as room).
   void wait_for(const Wait& w) {
-    if (w.room_until > now_) stall_until(std::min(w.room_until, w.until), StallCause::Room);
-    stall_until(w.until, w.cause);
+    if (w.until <= now_) return;
+    trace_interval(Lane::Compute, Kind::Stall, now_, w.until, kNone);
+    const double room = std::clamp(w.room_until, now_, w.until) - now_;
+    count_stall(StallCause::Room, room);
+    count_stall(w.cause, w.until - now_ - room);
+    now_ = w.until;
+  }
+  void count_stall(StallCause cause, double d) {
+    if (d <= 0) return;
+    tot_.stall += d;
+    tot_.by_cause[static_cast<std::size_t>(cause)] += d;
+    note_site(cause, d);
   }
   // The wait a kernel has for tensor t's data (its swap-in's copy, when one is in flight).
   Wait wait_of(std::uint32_t t) const { return {s_.last_use_end_s[t], arrival_[t], room_until_[t]}; }
@@ -104,6 +117,12 @@ class Engine {
     site_by_[static_cast<std::size_t>(cause)] += d;
   }
   void flush_site();
+  Totals totals() const {
+    Totals t = tot_;
+    t.time = now_;
+    return t;
+  }
+  void set_per_iteration(const Totals& from, const Totals& end, double k);
   void fail(std::uint32_t tensor, std::string reason) {
     if (failed_) return;
     failed_ = true;
@@ -152,7 +171,7 @@ class Engine {
   }
   // The tensor stays (its data never left): the copy out's link time was spent for nothing.
   void cancel_eviction(std::uint32_t t) {
-    cancelled_out_link_s_ += out_time(s_.bytes(t));
+    tot_.cancelled_out_link += out_time(s_.bytes(t));
     ++gen_[t];
     pending_bytes_ -= s_.bytes(t);
     add_resident(t);
@@ -181,10 +200,7 @@ class Engine {
   std::vector<std::uint32_t> seen_epoch_;  // dedupes a kernel's tensors
   std::vector<std::uint32_t> current_;     // the current event's tensors
   std::vector<Action> before_actions_, pressure_actions_;
-  double stall_ = 0, recompute_ = 0, swap_out_ = 0, swap_in_ = 0;
-  double out_link_s_ = 0, in_link_s_ = 0;  // the policy's copies' time on each link direction
-  double cancelled_out_link_s_ = 0;        // of out_link_s_: copies whose eviction was cancelled
-  std::array<double, kStallCauses> stall_by_{};
+  Totals tot_;  // (tot_.time is set when copied: now_ is the clock)
   std::vector<StallCause> arrival_;  // how each tensor's last swap-in came (for a kernel's wait on it)
   std::vector<double> room_until_;   // when that swap-in was granted its memory
   StallSite site_;                   // the event being stalled, its waits by cause in site_by_
@@ -230,6 +246,19 @@ bool Engine::acquire(std::uint64_t bytes, double& t, std::uint32_t tensor, bool 
   return true;
 }
 
+// The run's figures per steady iteration: the mean of k iterations between `from` and `end`.
+void Engine::set_per_iteration(const Totals& from, const Totals& end, double k) {
+  r_.time_s = (end.time - from.time) / k;
+  r_.stall_s = (end.stall - from.stall) / k;
+  for (std::size_t c = 0; c < kStallCauses; ++c) r_.stall_by_cause_s[c] = (end.by_cause[c] - from.by_cause[c]) / k;
+  r_.recompute_s = (end.recompute - from.recompute) / k;
+  r_.swap_out_bytes = (end.out_bytes - from.out_bytes) / k;
+  r_.swap_in_bytes = (end.in_bytes - from.in_bytes) / k;
+  r_.swap_out_link_s = (end.out_link - from.out_link) / k;
+  r_.swap_in_link_s = (end.in_link - from.in_link) / k;
+  r_.cancelled_out_link_s = (end.cancelled_out_link - from.cancelled_out_link) / k;
+}
+
 // The stalled event's waits become one site, under its largest cause.
 void Engine::flush_site() {
   if (site_.event == kNone) return;
@@ -255,8 +284,8 @@ void Engine::evict(std::uint32_t t) {
   releases_.push_back({end, t, gen_[t], s_.event});
   pending_bytes_ += s_.bytes(t);
   host_ready_s_[t] = end;
-  swap_out_ += static_cast<double>(s_.bytes(t));
-  out_link_s_ += end - start;
+  tot_.out_bytes += static_cast<double>(s_.bytes(t));
+  tot_.out_link += end - start;
 }
 
 void Engine::apply(const std::vector<Action>& acts, bool from_pressure) {
@@ -303,8 +332,8 @@ void Engine::apply(const std::vector<Action>& acts, bool from_pressure) {
           room_until_[t] = at;
           add_resident(t);
           s_.last_use_end_s[t] = end;
-          swap_in_ += static_cast<double>(s_.bytes(t));
-          in_link_s_ += end - start;
+          tot_.in_bytes += static_cast<double>(s_.bytes(t));
+          tot_.in_link += end - start;
         } else if (res != Residence::Resident) {
           ++r_.rejected_actions;
         }
@@ -335,11 +364,12 @@ bool Engine::materialize(std::uint32_t t) {
       trace_interval(Lane::H2D, Kind::SwapIn, start, end, t);
       note(MemoryChange::Kind::SwapIn, at, t, s_.event, true);
       arrival_[t] = StallCause::OnDemandSwapIn;
+      // (the wait before `at` counts as room; it includes, rarely, the end of t's own copy out)
       room_until_[t] = at;
       add_resident(t);
       s_.last_use_end_s[t] = end;
-      swap_in_ += static_cast<double>(s_.bytes(t));
-      in_link_s_ += end - start;
+      tot_.in_bytes += static_cast<double>(s_.bytes(t));
+      tot_.in_link += in_time(s_.bytes(t));  // the link's part (a demand-paging fault's latency is not)
       return true;
     }
     case Residence::Dropped:
@@ -394,7 +424,7 @@ bool Engine::recompute(std::uint32_t t) {
     const double d = p_.duration_s[ev];
     trace_interval(Lane::Compute, Kind::Recompute, now_, now_ + d, t);
     now_ += d;
-    recompute_ += d;
+    tot_.recompute += d;
     give(scratch);
     for (std::uint32_t a = e.access_begin; a < e.access_end; ++a) {
       const std::uint32_t r = t_.accesses[a].tensor;
@@ -516,11 +546,7 @@ SimResult Engine::run() {
   r_.budget_bytes = s_.budget_bytes;
   r_.natural_peak_bytes = p_.liveness.peak_bytes;
   pol_.start(s_);
-  struct Mark {
-    double time, stall, recompute, out, in, out_link, in_link, cancelled_out_link;
-    std::array<double, kStallCauses> by;
-  };
-  std::vector<Mark> marks;
+  std::vector<Totals> marks;
   const auto n = std::min(static_cast<std::uint32_t>(t_.events.size()), opt_.end_event);
   const std::uint32_t first = std::min(opt_.first_event, n);
   std::vector<bool> on_host(first > 0 ? t_.tensors.size() : 0, false);
@@ -550,7 +576,7 @@ SimResult Engine::run() {
   for (std::uint32_t i = first; i < n && !failed_; ++i) {
     for (; next_release < held.size() && held[next_release].first <= i; ++next_release) give(held[next_release].second);
     if (t_.events[i].op == Op::Iter) {
-      marks.push_back({now_, stall_, recompute_, swap_out_, swap_in_, out_link_s_, in_link_s_, cancelled_out_link_s_, stall_by_});
+      marks.push_back(totals());
       flush_site();
       sites_.clear();  // the last iteration's are kept
     }
@@ -562,7 +588,7 @@ SimResult Engine::run() {
     if (res == Residence::Host || res == Residence::Evicting || res == Residence::Dropped) r_.off_device_at_end.push_back(tn);
   }
   if (opt_.memory) retire(std::numeric_limits<double>::infinity());  // copies in flight land
-  const Mark end{now_, stall_, recompute_, swap_out_, swap_in_, out_link_s_, in_link_s_, cancelled_out_link_s_, stall_by_};
+  const Totals end = totals();
   flush_site();
   std::sort(sites_.begin(), sites_.end(), [](const StallSite& a, const StallSite& b) {
     return a.stall_s != b.stall_s ? a.stall_s > b.stall_s : a.event < b.event;
@@ -573,7 +599,7 @@ SimResult Engine::run() {
   marks.push_back(end);
   for (std::size_t k = 0; k + 1 < marks.size(); ++k) r_.iteration_time_s.push_back(marks[k + 1].time - marks[k].time);
   // Steady iterations: 2.. when there are two or more, else the only one, else the trace.
-  Mark from{0, 0, 0, 0, 0, 0, 0, 0, {}};
+  Totals from;
   std::size_t iters = marks.size() - 1;
   if (iters >= 2) {
     const std::size_t settled = opt_.repeated ? settled_from(r_.iteration_time_s) : 1;
@@ -586,17 +612,8 @@ SimResult Engine::run() {
   } else {
     iters = 1;
   }
-  const auto k = static_cast<double>(iters);
   r_.steady_iterations = static_cast<std::uint32_t>(iters);
-  r_.time_s = (end.time - from.time) / k;
-  r_.stall_s = (end.stall - from.stall) / k;
-  for (std::size_t c = 0; c < kStallCauses; ++c) r_.stall_by_cause_s[c] = (end.by[c] - from.by[c]) / k;
-  r_.recompute_s = (end.recompute - from.recompute) / k;
-  r_.swap_out_bytes = (end.out - from.out) / k;
-  r_.swap_in_bytes = (end.in - from.in) / k;
-  r_.swap_out_link_s = (end.out_link - from.out_link) / k;
-  r_.swap_in_link_s = (end.in_link - from.in_link) / k;
-  r_.cancelled_out_link_s = (end.cancelled_out_link - from.cancelled_out_link) / k;
+  set_per_iteration(from, end, static_cast<double>(iters));
   return r_;
 }
 

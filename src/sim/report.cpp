@@ -90,11 +90,19 @@ std::string source_place(const trace::Trace& t, std::uint32_t event, std::span<c
   if (event >= source.size()) return {};
   const auto it = std::find_if(t.iterations.begin(), t.iterations.end(),
                                [&](const trace::Iteration& i) { return event >= i.begin && event < i.end; });
-  const std::string where = it == t.iterations.end() ? std::string("set-up") : fmt::format("iteration {}", it->n);
-  if (source[event] == trace::kNone) return where + ", a free --iters adds";
-  return fmt::format("{}, line {} of the trace", where, static_cast<std::uint64_t>(source[event]) + 2);
+  // Before iteration 1: the trace's set-up (copied as it is), or the preamble --iters adds from
+  // the iterations before the last (trace_repeat.hpp).
+  const std::string where = it != t.iterations.end() ? fmt::format("iteration {}", it->n)
+                            : source[event] == event ? std::string("set-up")
+                                                     : std::string("the --iters preamble");
+  const std::uint64_t line = source_line(source, event);
+  return line == 0 ? where + ", a free --iters adds" : fmt::format("{}, line {} of the trace", where, line);
 }
 }  // namespace
+
+std::uint64_t source_line(std::span<const std::uint32_t> source, std::uint32_t event) {
+  return event < source.size() && source[event] != trace::kNone ? static_cast<std::uint64_t>(source[event]) + 2 : 0;
+}
 
 std::string describe_line(const trace::Trace& t, std::uint32_t event, std::span<const std::uint32_t> source) {
   const std::string place = source_place(t, event, source);
@@ -114,43 +122,62 @@ std::string describe_site(const trace::Trace& t, const StallSite& site, std::spa
                      describe(site.cause));
 }
 
+namespace {
+
+// Milliseconds, 3 decimals; a sum that is zero up to rounding prints as 0.000, not -0.000.
+std::string ms(double s) { return fmt::format("{:.3f}", std::abs(s) < kZeroS ? 0.0 : s * 1e3); }
+
+std::string bound_text(const SweepRow& r) {
+  if (!r.bound_known) return "-";
+  return r.bound_ratio > 0 ? fmt::format("{:.3f}", r.bound_ratio) : "infeasible";
+}
+
+// What the bound adds to the ideal iteration (its ratio less one) and where it binds.
+std::string bound_adds_text(const SweepRow& r) {
+  if (!r.bound_known || r.bound_ratio <= 0) return "-";
+  const double adds_s = (r.bound_ratio - 1.0) * r.c.ideal_time_s;
+  if (r.bound_event == trace::kNone || adds_s <= 0) return ms(std::max(0.0, adds_s));
+  const std::string where = r.bound_where.empty() ? fmt::format("line {}", static_cast<std::uint64_t>(r.bound_event) + 2)
+                                                  : r.bound_where;
+  return fmt::format("{} at {}", ms(adds_s), where);
+}
+
+std::string infeasible_text(const SweepRow& r) {
+  const SimResult& s = r.c.run;
+  if (s.where.reason.empty()) return {};
+  return fmt::format("{}: {}", r.infeasible_where.empty() ? fmt::format("line {}", s.where.line) : r.infeasible_where,
+                     s.where.reason);
+}
+
+constexpr const char* kExplainLegend =
+    "- `adds`: what it adds to the ideal iteration: its recomputation plus its stalls, by cause;\n"
+    "- `bound adds`: the least any policy adds at that budget (`capuchin sim bound`), and where it binds;\n"
+    "- `link out / in`: how long its copies kept each direction of the link busy (near the iteration's time, that "
+    "direction is saturated);\n"
+    "- `cancelled`: copies out whose eviction was cancelled before they landed (the tensor was needed again, or "
+    "freed): link time for nothing;\n"
+    "- `largest wait`: the last iteration's; with `--iters`, a line of the repeated trace, then the iteration and "
+    "the trace's own line.\n\n";
+
+}  // namespace
+
 std::string explain_markdown(const std::vector<SweepRow>& rows, const std::string& policy, const std::string& gpu) {
-  std::string out = fmt::format(
-      "Where `{}`'s time goes, simulated, GPU profile {} (ms per steady iteration): the time it adds to the ideal "
-      "iteration is its recomputation plus its stalls, by cause; `bound adds` is the least any policy adds at that "
-      "budget (`capuchin sim bound`), where it binds; `link out / in` is the time its copies took on each "
-      "direction of the link (near the iteration's time, that direction is saturated), `cancelled` the part of the "
-      "copies out whose eviction was cancelled before they landed (the tensor was needed again: time spent for nothing); the largest wait is the last "
-      "iteration's (with `--iters`, lines of the repeated trace, then the iteration and the trace's own line).\n\n"
-      "| trace | budget | ratio | bound | ideal | adds | bound adds (where it binds) | recompute | waiting for room | "
-      "on-demand swap-ins | late prefetches | job's copies | link out / in | cancelled | largest wait |\n"
-      "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |\n",
-      policy, gpu);
-  // (a sum that is zero up to rounding prints as 0.000, not -0.000)
-  const auto ms = [](double s) { return fmt::format("{:.3f}", std::abs(s) < 0.5e-6 ? 0.0 : s * 1e3); };
+  std::string out = fmt::format("Where `{}`'s time goes, simulated, GPU profile {} (ms per steady iteration):\n\n", policy, gpu);
+  out += kExplainLegend;
+  out +=
+      "| trace | budget | ratio | bound | ideal | adds | bound adds | recompute | waiting for room | on-demand swap-ins | "
+      "late prefetches | job's copies | link out / in | cancelled | largest wait |\n"
+      "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |\n";
   for (const auto& r : rows) {
     if (r.c.run.policy != policy) continue;
     const SimResult& s = r.c.run;
     out += fmt::format("| {} | {} |", r.trace, r.budget);
     if (!s.feasible) {
-      out += fmt::format(" infeasible | {} | | | | | | | | | | | {} |\n",
-                         r.bound_known && r.bound_ratio > 0 ? fmt::format("{:.3f}", r.bound_ratio) : "infeasible",
-                         s.where.reason.empty() ? std::string()
-                         : fmt::format("{}: {}", r.infeasible_where.empty() ? fmt::format("line {}", s.where.line) : r.infeasible_where,
-                                       s.where.reason));
+      out += fmt::format(" infeasible | {} | | | | | | | | | | | {} |\n", bound_text(r), infeasible_text(r));
       continue;
     }
-    const std::string bound = !r.bound_known ? "-" : r.bound_ratio > 0 ? fmt::format("{:.3f}", r.bound_ratio) : "infeasible";
-    // What the bound adds to the ideal iteration (its ratio less one), where it binds.
-    const double bound_adds_s = (r.bound_ratio - 1.0) * r.c.ideal_time_s;
-    const std::string bound_adds =
-        !r.bound_known || r.bound_ratio <= 0 ? "-"
-        : r.bound_event == trace::kNone || bound_adds_s <= 0
-            ? ms(std::max(0.0, bound_adds_s))
-            : fmt::format("{} at {}", ms(bound_adds_s),
-                          r.bound_where.empty() ? fmt::format("line {}", static_cast<std::uint64_t>(r.bound_event) + 2) : r.bound_where);
-    out += fmt::format(" {:.3f} | {} | {} | {} | {} | {} |", r.c.ratio, bound, ms(r.c.ideal_time_s), ms(s.time_s - r.c.ideal_time_s),
-                       bound_adds, ms(s.recompute_s));
+    out += fmt::format(" {:.3f} | {} | {} | {} | {} | {} |", r.c.ratio, bound_text(r), ms(r.c.ideal_time_s),
+                       ms(s.time_s - r.c.ideal_time_s), bound_adds_text(r), ms(s.recompute_s));
     for (double d : s.stall_by_cause_s) out += fmt::format(" {} |", ms(d));
     out += fmt::format(" {} / {} | {} | {} |\n", ms(s.swap_out_link_s), ms(s.swap_in_link_s), ms(s.cancelled_out_link_s),
                        r.largest_wait);
