@@ -350,12 +350,16 @@ double ideal_time_s(const PreparedTrace& p);
 // the time the iteration runs beyond its kernels' own (stalls and recomputation); taking the
 // swapped bytes with the widest windows first, the stretch a swap of S bytes needs is
 // max(0, S / bandwidth - K), K = min over the tensors in window order of (bytes before it /
-// bandwidth + its window). So the iteration takes at least its kernels' time C plus
-//   min over S of max(stretch for S swapped, recomputation of the rest),
-// at every moment; the bound is the largest. A moment whose own kernel's tensors exceed the
+// bandwidth + its window). The iteration's own copies (times U to the device, D to the host,
+// U + D + others in all) hold the compute stream and their copy engine: a swap the same way
+// cannot use their time, recomputation cannot overlap them. So the iteration takes at least its
+// kernels' time C plus
+//   min over S of max(U + stretch in, D + stretch out, all copies + recomputation of the rest)
+// at every moment (at least the copies themselves: what the ideal iteration adds); the bound is
+// the largest. A moment whose own kernel's tensors exceed the
 // budget makes the budget infeasible for every policy. Relaxations (each can only lower the
-// bound, never raise it above what a policy can do): link latency, the trace's own copies and
-// the copy engines' sharing between moments are ignored; a byte may count as swapped in one
+// bound, never raise it above what a policy can do): link latency and the copy engines' sharing
+// between moments are ignored; a byte may count as swapped in one
 // direction and recomputed in the other; tensors are split fractionally.
 // Not a bound on a finite run's mean, strictly: `simulate` averages iterations 2..N, and a run
 // can do some of the first measured iteration's copies in the unmeasured first one, or skip the
@@ -365,7 +369,7 @@ double ideal_time_s(const PreparedTrace& p);
 struct Bound {
   bool feasible = true;       // false: some kernel's own tensors exceed the budget
   double compute_s = 0;       // C: the steady iteration's kernels, back to back
-  double added_s = 0;         // the least time any policy adds to C at this budget
+  double added_s = 0;         // the least time any policy adds to C at this budget (the copies included; 0: none beyond them)
   std::uint32_t event = trace::kNone;  // the binding moment (infeasible: the kernel that does not fit)
   std::uint64_t over_bytes = 0;        // live beyond the budget there
   std::string why;                     // infeasible: which kernel needs how much

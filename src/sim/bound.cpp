@@ -14,6 +14,7 @@ using trace::kNone;
 using trace::Op;
 
 constexpr double kNever = std::numeric_limits<double>::infinity();
+constexpr double kNegligibleS = 1e-12;  // a moment costing less adds nothing (rounding)
 
 // Per tensor, the events that read it (a read or a touch), in order (CSR).
 struct Reads {
@@ -74,6 +75,13 @@ class Moments {
       from = it.begin, to = it.end;
     }
     b.compute_s = cycle_ = start_[to] - start_[from];
+    for (std::uint32_t e = from; e < to; ++e) {  // the job's own copies: compute-stream time, and their engine's
+      const trace::Event& ev = t_.events[e];
+      if (ev.op != Op::Copy) continue;
+      copies_ += p_.duration_s[e];
+      if (ev.dir == trace::CopyDir::H2D) h2d_copies_ += p_.duration_s[e];
+      if (ev.dir == trace::CopyDir::D2H) d2h_copies_ += p_.duration_s[e];
+    }
     // Live tensors as the events go by (the moment's live set: allocated, not yet freed).
     std::vector<std::uint32_t> live;
     std::vector<std::uint32_t> slot(t_.tensors.size(), kNone);
@@ -95,6 +103,9 @@ class Moments {
       if (e < from || (ev.op != Op::Kernel && ev.op != Op::Copy) || live_bytes <= budget_) continue;
       if (!moment(e, live, live_bytes, b)) return b;
     }
+    // A moment's cost is what it adds beyond the job's own copies, which the ideal iteration
+    // has as well; the bound adds them back when some moment costs more.
+    if (b.added_s > 0) b.added_s += copies_;
     return b;
   }
 
@@ -149,8 +160,8 @@ class Moments {
       ins_.push_back({bytes, in_window});
       if (const double c = recompute_cost(tensor, e); c < kNever) recomputes_.push_back({bytes, c / bytes});
     }
-    const double cost = over <= 0 ? 0.0 : least_added(over);
-    if (cost > b.added_s) {
+    const double cost = over <= 0 ? 0.0 : least_added(over) - copies_;
+    if (cost > b.added_s + kNegligibleS) {
       b.added_s = cost;
       b.event = e;
       b.over_bytes = live_bytes - budget_;
@@ -183,7 +194,11 @@ class Moments {
     return k;
   }
 
-  // min over S (bytes swapped) of max(stretch(S), recomputation of over - S).
+  // The least time T the iteration runs beyond its kernels: min over S (bytes swapped) of
+  //   max(H2D copies + stretch in, D2H copies + stretch out, copies + recomputation of over - S):
+  // the job's own copies take the compute stream (so recomputation cannot overlap them) and
+  // their copy engine (so a swap the same way cannot either); they can overlap the other way's
+  // swaps.
   double least_added(double over) {
     const double k_out = capacity(swaps_, bw_out_), k_in = capacity(ins_, bw_in_);
     std::sort(recomputes_.begin(), recomputes_.end(),
@@ -191,8 +206,10 @@ class Moments {
     double recomputable = 0;
     for (const Recompute& r : recomputes_) recomputable += r.bytes;
     // Both ways must carry S: the direction with less room sets the stretch.
-    auto stretch = [&](double s) { return std::max({0.0, s / bw_out_ - k_out, s / bw_in_ - k_in}); };
-    auto recompute = [&](double bytes) {  // cheapest first, fractionally
+    auto stretch = [&](double s) {
+      return std::max({copies_, d2h_copies_ + std::max(0.0, s / bw_out_ - k_out), h2d_copies_ + std::max(0.0, s / bw_in_ - k_in)});
+    };
+    auto recompute_cost = [&](double bytes) {  // cheapest first, fractionally
       double cost = 0;
       for (const Recompute& r : recomputes_) {
         if (bytes <= 0) break;
@@ -202,8 +219,9 @@ class Moments {
       }
       return bytes > 0 ? kNever : cost;
     };
+    auto recompute = [&](double bytes) { return copies_ + recompute_cost(bytes); };
     double lo = std::max(0.0, over - recomputable), hi = over;  // swapped bytes
-    if (stretch(hi) <= 0) return 0;
+    if (stretch(hi) <= recompute(0)) return stretch(hi);  // swapping it all costs no more than the copies
     if (lo >= hi) return stretch(hi);
     // stretch rises and recomputation falls with S: the least max is where they cross.
     for (int i = 0; i < 100 && hi - lo > 1e-6 * over; ++i) {
@@ -220,6 +238,7 @@ class Moments {
   std::uint64_t budget_;
   Reads reads_;
   double bw_out_ = 0, bw_in_ = 0, cycle_ = 0;
+  double copies_ = 0, h2d_copies_ = 0, d2h_copies_ = 0;  // the steady iteration's own copies (their times)
   std::vector<double> start_;  // compute time before each event (kernels back to back)
   std::vector<Swap> swaps_, ins_;
   std::vector<Recompute> recomputes_;

@@ -58,6 +58,36 @@ TEST(LowerBound, SwapAgainstRecomputeAtTheCrossing) {
   EXPECT_EQ(none.why, "its own tensors need 976.6 KiB, over the budget of 878.9 KiB");
 }
 
+TEST(LowerBound, TheJobsOwnCopiesTakeTheirEngineAndTheStream) {
+  // kTrace with an upload of 250 kB (c seconds) before k1. At k3, X's in window is 0 and its out
+  // window 100 us: swapping S bytes needs S / 25 GB/s of the link to the device, which the upload
+  // holds for c, so the iteration runs at least c + S / 25 GB/s beyond its kernels; recomputing
+  // the rest takes the compute stream, which the upload holds too: c + (0.5 MB - S) x 1 ns. They
+  // cross where they did without the upload: the bound adds c + 19.23 us, at k3 (before, the
+  // upload's c counted as time the swap-in could use, and k2 and k3 tied at 19.23 us). At k2 the
+  // swap goes out while the upload comes in: the least max there is c + 9.6 us, so k3 binds.
+  const std::string text = std::string(kTrace).replace(std::string(kTrace).find("{\"op\":\"kernel\",\"name\":\"k1\""), 0,
+                                                       "{\"op\":\"copy\",\"dir\":\"h2d\",\"bytes\":250000}\n");
+  auto t = trace::parse_trace(text);
+  ASSERT_TRUE(t) << t.error().message();
+  auto gpu = find_gpu_profile("simcuda");
+  ASSERT_TRUE(gpu);
+  auto p = prepare(*t, *gpu);
+  ASSERT_TRUE(p);
+  ASSERT_EQ(t->events[3].op, trace::Op::Copy);
+  const double c = p->duration_s[3];
+  ASSERT_GT(c, 9e-6);  // 250 kB at 25 GB/s and the link's latency
+  const Bound b = lower_bound(*p, 1'500'000);
+  ASSERT_TRUE(b.feasible);
+  EXPECT_NEAR(b.compute_s, 1300e-6, 1e-12);
+  EXPECT_NEAR(b.added_s, c + 5e-4 / 1.04e-9 / 25e9, 1e-9);
+  EXPECT_EQ(b.event, 7u);  // k3
+  // The ideal iteration has the upload too: the ratio is what the budget adds to it.
+  EXPECT_NEAR(b.ratio(1300e-6 + c), (1300e-6 + c + 5e-4 / 1.04e-9 / 25e9) / (1300e-6 + c), 1e-8);
+  // A budget no moment exceeds adds nothing, the upload included.
+  EXPECT_EQ(lower_bound(*p, 2'300'000).added_s, 0.0);
+}
+
 TEST(LowerBound, NeverAboveAnyPolicyOnRealTraces) {
   int compared = 0, binding = 0;
   // Under a sanitizer (trace_files.hpp): one profile, three budgets.
