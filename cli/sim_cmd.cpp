@@ -40,7 +40,9 @@ namespace fs = std::filesystem;
 struct Loaded {
   trace::Trace trace;
   sim::PreparedTrace prep;
-  std::vector<std::uint32_t> source;  // --iters: the trace's event each simulated one copies (trace_repeat.hpp)
+  // The file's event each simulated one is (--iters: copies, trace_repeat.hpp; learned
+  // iteration markers: kNone for them); empty when they are the same events.
+  std::vector<std::uint32_t> source;
   // "line N", with the iteration and the trace's own line under --iters (sim::describe_line).
   std::string line(std::uint32_t event) const { return sim::describe_line(trace, event, source); }
   // The trace's own line of a simulated event under --iters (0: none, or not repeated).
@@ -258,15 +260,20 @@ Expected<SwapLink> parse_swap_link(const std::optional<std::string>& given) {
 // The trace at `path`, repeated to `iters` iterations when iters > 0, prepared for `gpu`.
 Expected<std::unique_ptr<Loaded>> load(const std::string& path, const sim::GpuProfile& gpu, unsigned iters,
                                        const sim::Efficiency& eff) {
-  auto t = load_trace_with_iterations(path);
+  std::vector<std::uint32_t> file_event;  // set when iteration markers were learned (added)
+  auto t = load_trace_with_iterations(path, &file_event);
   if (!t) return make_error(t.error().message());
   auto l = std::make_unique<Loaded>();
   if (iters > 0) {
     auto r = trace::repeat_last_iteration(*t, iters, &l->source);
     if (!r) return make_error("--iters: " + r.error().message);
     l->trace = std::move(*r);
+    // Through the learned markers to the file's own events.
+    if (!file_event.empty())
+      for (std::uint32_t& e : l->source) e = e == trace::kNone ? e : file_event[e];
   } else {
     l->trace = std::move(*t);
+    l->source = std::move(file_event);
   }
   auto p = sim::prepare(l->trace, gpu, eff);
   if (!p) return make_error(path + ": " + p.error().message);
@@ -421,7 +428,7 @@ int run_sweep(const SweepOpts& o) {
         opt.budget_bytes = *bytes;
         opt.repeated = o.iters > 0;
         sim::SweepRow row{stem, b, *bytes, prep.liveness.peak_bytes, sim::simulate_against_ideal(prep, **policy, opt, ideal),
-                          true, bound.feasible ? bound.ratio(ideal) : 0.0, bound.event, {}, {}, {}};
+                          true, bound.feasible ? bound.ratio(ideal) : 0.0, {}, {}, {}};
         const Loaded& ld = **l;
         if (!row.c.run.stall_sites.empty()) row.largest_wait = sim::describe_site(ld.trace, row.c.run.stall_sites.front(), ld.source);
         if (bound.event != trace::kNone) row.bound_where = ld.line(bound.event);

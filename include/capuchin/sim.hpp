@@ -398,9 +398,10 @@ struct SweepRow {
   // for every policy).
   bool bound_known = false;
   double bound_ratio = 0;
-  std::uint32_t bound_event = trace::kNone;  // the bound's binding moment
   std::string largest_wait;                  // describe_site of the run's largest stall site ("" when none)
-  std::string bound_where, infeasible_where;  // describe_line of the bound's binding moment, of where the run failed
+  // describe_line of the bound's binding moment ("" when none) and of where the run failed ("":
+  // its Infeasibility's line).
+  std::string bound_where, infeasible_where;
 };
 std::string sweep_markdown(const std::vector<SweepRow>& rows, const std::vector<std::string>& policies,
                            const std::string& gpu);
@@ -408,9 +409,10 @@ std::string sweep_csv(const std::vector<SweepRow>& rows);
 // Where one policy's time goes in each cell of a sweep: its iteration against the ideal and the
 // bound, the time it adds split into recomputation and stalls by cause, and its largest wait.
 std::string explain_markdown(const std::vector<SweepRow>& rows, const std::string& policy, const std::string& gpu);
-// Where event `event` of trace t is: "line N", and when t was made by repeat_last_iteration
-// (`source` its source_event), which iteration and which line of the trace it came from: "line
-// 4888 (iteration 8, line 2030 of the trace)". `source` empty: the line alone.
+// Where event `event` of trace t is: "line N", and when t's events are not the file's own (made
+// by repeat_last_iteration, or with learned iteration markers added; `source` maps each to the
+// file's event, kNone for one the file does not have), which iteration and which line of the
+// file it is: "line 4888 (iteration 8, line 1968 of the trace)". `source` empty: the line alone.
 std::string describe_line(const trace::Trace& t, std::uint32_t event, std::span<const std::uint32_t> source = {});
 // The line of the trace that event `event` of a repeated trace copies (source_event[event] + 2);
 // 0 when none (an event --iters adds, or no `source`).

@@ -11,6 +11,7 @@
 // is swapped in (on demand) or recomputed (its writers re-run, inputs made resident first).
 #include <algorithm>
 #include <array>
+#include <utility>
 #include <cmath>
 #include <deque>
 #include <limits>
@@ -42,11 +43,11 @@ std::size_t settled_from(const std::vector<double>& t) {
 // What a run has accumulated so far; copied at each iteration mark, so that per-iteration
 // figures are differences of two of them.
 struct Totals {
-  double time = 0, stall = 0, recompute = 0;
+  double time = 0, recompute = 0;
   double out_bytes = 0, in_bytes = 0;         // the policy's swaps
   double out_link = 0, in_link = 0;           // their copies' time on each link direction
   double cancelled_out_link = 0;              // copies out whose eviction was cancelled (counted when cancelled)
-  std::array<double, kStallCauses> by_cause{};  // stall by StallCause
+  std::array<double, kStallCauses> by_cause{};  // stall by StallCause (the stall is their sum)
 };
 
 struct Release {
@@ -105,7 +106,6 @@ class Engine {
   }
   void count_stall(StallCause cause, double d) {
     if (d <= 0) return;
-    tot_.stall += d;
     tot_.by_cause[static_cast<std::size_t>(cause)] += d;
     note_site(cause, d);
   }
@@ -249,8 +249,11 @@ bool Engine::acquire(std::uint64_t bytes, double& t, std::uint32_t tensor, bool 
 // The run's figures per steady iteration: the mean of k iterations between `from` and `end`.
 void Engine::set_per_iteration(const Totals& from, const Totals& end, double k) {
   r_.time_s = (end.time - from.time) / k;
-  r_.stall_s = (end.stall - from.stall) / k;
-  for (std::size_t c = 0; c < kStallCauses; ++c) r_.stall_by_cause_s[c] = (end.by_cause[c] - from.by_cause[c]) / k;
+  r_.stall_s = 0;
+  for (std::size_t c = 0; c < kStallCauses; ++c) {
+    r_.stall_by_cause_s[c] = (end.by_cause[c] - from.by_cause[c]) / k;
+    r_.stall_s += r_.stall_by_cause_s[c];
+  }
   r_.recompute_s = (end.recompute - from.recompute) / k;
   r_.swap_out_bytes = (end.out_bytes - from.out_bytes) / k;
   r_.swap_in_bytes = (end.in_bytes - from.in_bytes) / k;
@@ -637,25 +640,18 @@ Comparison simulate_against_ideal(const PreparedTrace& p, Policy& policy, const 
   return c;
 }
 
-std::string_view to_string(StallCause c) {
-  switch (c) {
-    case StallCause::Room: return "room";
-    case StallCause::OnDemandSwapIn: return "on_demand_swap_in";
-    case StallCause::LatePrefetch: return "late_prefetch";
-    case StallCause::CopyEngine: return "copy_engine";
-  }
-  return "?";
-}
+namespace {
+// Per StallCause, in its order: the JSON key and the words for people.
+constexpr std::array<std::pair<std::string_view, std::string_view>, kStallCauses> kStallCauseNames{{
+    {"room", "waiting for room"},
+    {"on_demand_swap_in", "on-demand swap-ins"},
+    {"late_prefetch", "late prefetches"},
+    {"copy_engine", "the job's own copies behind swaps"},
+}};
+}  // namespace
 
-std::string_view describe(StallCause c) {
-  switch (c) {
-    case StallCause::Room: return "waiting for room";
-    case StallCause::OnDemandSwapIn: return "on-demand swap-ins";
-    case StallCause::LatePrefetch: return "late prefetches";
-    case StallCause::CopyEngine: return "the job's own copies behind swaps";
-  }
-  return "?";
-}
+std::string_view to_string(StallCause c) { return kStallCauseNames.at(static_cast<std::size_t>(c)).first; }
+std::string_view describe(StallCause c) { return kStallCauseNames.at(static_cast<std::size_t>(c)).second; }
 
 std::string_view to_string(ActionKind k) {
   switch (k) {

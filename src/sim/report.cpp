@@ -96,7 +96,7 @@ std::string source_place(const trace::Trace& t, std::uint32_t event, std::span<c
                             : source[event] == event ? std::string("set-up")
                                                      : std::string("the --iters preamble");
   const std::uint64_t line = source_line(source, event);
-  return line == 0 ? where + ", a free --iters adds" : fmt::format("{}, line {} of the trace", where, line);
+  return line == 0 ? where + ", not in the trace file (added)" : fmt::format("{}, line {} of the trace", where, line);
 }
 }  // namespace
 
@@ -136,10 +136,8 @@ std::string bound_text(const SweepRow& r) {
 std::string bound_adds_text(const SweepRow& r) {
   if (!r.bound_known || r.bound_ratio <= 0) return "-";
   const double adds_s = (r.bound_ratio - 1.0) * r.c.ideal_time_s;
-  if (r.bound_event == trace::kNone || adds_s <= 0) return ms(std::max(0.0, adds_s));
-  const std::string where = r.bound_where.empty() ? fmt::format("line {}", static_cast<std::uint64_t>(r.bound_event) + 2)
-                                                  : r.bound_where;
-  return fmt::format("{} at {}", ms(adds_s), where);
+  if (r.bound_where.empty() || adds_s <= 0) return ms(std::max(0.0, adds_s));
+  return fmt::format("{} at {}", ms(adds_s), r.bound_where);
 }
 
 std::string infeasible_text(const SweepRow& r) {

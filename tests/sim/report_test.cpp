@@ -1,6 +1,7 @@
 // The sweep report writers: the markdown table puts policies side by side with
 // "infeasible" where they fail, the CSV has one row per run, the SVG is a standalone
-// document with one line per policy that has two or more feasible points.
+// document with one line per policy that has two or more feasible points; explain.md has one
+// row per cell of the policy it explains, every row as many columns as its header.
 #include <gtest/gtest.h>
 
 #include "capuchin/sim.hpp"
@@ -57,6 +58,43 @@ TEST(SimReport, MarkdownCsvSvg) {
   EXPECT_NE(svg.find("m&lt;&amp;&gt;"), std::string::npos);  // escaped
   EXPECT_EQ(svg.find("m<&>"), std::string::npos);
   EXPECT_EQ(svg.substr(svg.size() - 7), "</svg>\n");
+}
+
+}  // namespace
+}  // namespace capuchin::sim
+
+namespace capuchin::sim {
+namespace {
+
+TEST(SimReport, ExplainRowsHaveTheirHeadersColumns) {
+  // A feasible cell at 0.5 (ideal 1 s, 1.5 s: adds 500 ms, the bound 1.25: 250 ms, binding at a
+  // named line) and an infeasible one at 0.3, for `none`; `ideal`'s rows are not explained.
+  std::vector<SweepRow> rows{row("ideal", "0.5", 0.5, true, 1.0), row("none", "0.5", 0.5, true, 1.5),
+                             row("none", "0.3", 0.3, false, 0)};
+  rows[1].bound_known = true, rows[1].bound_ratio = 1.25, rows[1].bound_where = "line 9";
+  rows[1].c.run.recompute_s = 0.1;
+  rows[1].c.run.stall_by_cause_s = {0.2, 0.15, 0.05, 0.0};
+  rows[1].c.run.swap_out_link_s = 0.3, rows[1].c.run.swap_in_link_s = 0.25, rows[1].c.run.cancelled_out_link_s = 0.01;
+  rows[1].largest_wait = "line 7 (k): 150.000 ms, on-demand swap-ins";
+  rows[2].bound_known = true, rows[2].bound_ratio = 0.0;
+  rows[2].c.run.where.line = 12;
+  const std::string md = explain_markdown(rows, "none", "h200");
+  EXPECT_NE(md.find("| m<&> | 0.5 | 1.500 | 1.250 | 1000.000 | 500.000 | 250.000 at line 9 | 100.000 | 200.000 | 150.000 | "
+                    "50.000 | 0.000 | 300.000 / 250.000 | 10.000 | line 7 (k): 150.000 ms, on-demand swap-ins |"),
+            std::string::npos)
+      << md;
+  EXPECT_NE(md.find("| m<&> | 0.3 | infeasible | infeasible | | | | | | | | | | | line 12: needs 5 more bytes, budget 500 |"),
+            std::string::npos)
+      << md;
+  EXPECT_EQ(count(md, "| m<&> |"), 2u);  // ideal's row left out
+  std::size_t header = 0;
+  for (std::size_t at = 0, next; (next = md.find('\n', at)) != std::string::npos; at = next + 1) {
+    const std::string line = md.substr(at, next - at);
+    if (line.rfind("| ", 0) != 0) continue;
+    if (header == 0) header = count(line, "|");
+    EXPECT_EQ(count(line, "|"), header) << line;
+  }
+  EXPECT_EQ(header, 16u);  // 15 columns
 }
 
 }  // namespace

@@ -78,13 +78,8 @@ TEST_P(SharedTraces, SanityRelations) {
         EXPECT_GE(r.time_s, ideal * (1 - 1e-12));
         if (pol != "ideal") EXPECT_LE(r.peak_bytes, budget);
         EXPECT_GE(r.stall_s, 0);
-        // Every wait has one cause; the sites are the run's own waits, largest first.
-        double by_cause = 0;
-        for (double d : r.stall_by_cause_s) {
-          EXPECT_GE(d, 0);
-          by_cause += d;
-        }
-        EXPECT_NEAR(by_cause, r.stall_s, 1e-12 + 1e-9 * r.stall_s);
+        // No cause takes negative time; the sites are the run's own waits, largest first.
+        for (double d : r.stall_by_cause_s) EXPECT_GE(d, 0);
         EXPECT_LE(r.stall_sites.size(), SimResult::kStallSites);
         if (r.stall_s == 0) EXPECT_TRUE(r.stall_sites.empty());  // the last iteration is a steady one
         for (std::size_t k = 0; k < r.stall_sites.size(); ++k) {
