@@ -12,11 +12,16 @@
 # each at two lengths (WARMUP+2 and WARMUP+2+STEADY iterations): the difference is STEADY
 # steady iterations, with start-up, trace loading and learning cancelled out. It prints
 #   - instructions added per call of each kind on the calling thread: the inclusive count of
-#     libcapuchin.so's hook (cuMemAllocAsync, cuLaunchKernel, ...) minus the null driver's own
-#     count for the same calls in the direct run;
-#   - added instructions per iteration on the calling thread (the hooks), and on capuchin's own
-#     threads (the drain, the planner): the whole program's added count minus the hooks' (an
-#     estimate: those threads' passes depend on timing, so short runs can even show it negative).
+#     libcapuchin.so's hook bodies (body_MemAllocAsync, body_LaunchKernel, ...: everything a hook
+#     does but the exported entry's few instructions of dispatch) minus the null driver's own
+#     count for the same calls in the direct run. Not the exported cu* entry's count: where a hook
+#     calls the driver's function of the same name (capture's cuMemAllocAsync calling the null
+#     driver's), callgrind takes the two for one function and counts the driver's cost twice
+#     (capture's alloc and free read about 300 instructions high that way until 2026-12-06);
+#   - added instructions per iteration on the calling thread (`main`: the program's main thread,
+#     counted apart with --separate-threads, so exact), of which in the hook bodies (`hooks`: the
+#     per-call figures times the calls), and on capuchin's own threads (`other`: the drain, the
+#     planner; their passes depend on timing, so short runs can even show it negative).
 # `pressure` uses CAPUCHIN_BUDGET=0.5x (half the resident peak the executor saw in the first
 # learned iteration; bench_host_cost uses half the simulated natural peak).
 #
@@ -61,25 +66,33 @@ run() {
   esac
   local name=$(basename "$trace" .jsonl.gz)
   env -u LD_PRELOAD LD_LIBRARY_PATH="$stub" CAPUCHIN_LOG=error "${env[@]}" \
-    valgrind --tool=callgrind --callgrind-out-file="$work/$mode.$name.$iters.cg" \
+    valgrind --tool=callgrind --separate-threads=yes --callgrind-out-file="$work/$mode.$name.$iters.cg" \
     "$replay" trace "$trace" --iters "$iters" --warmup "$warmup" >"$work/$mode.$name.$iters.out" 2>&1 ||
     { echo "host_cost_instructions: host_replay failed ($mode, $name, $iters iterations):" >&2; tail -5 "$work/$mode.$name.$iters.out" >&2; return 1; }
 }
 
-# counts CG OBJECT: "total N" and "<kind> N" lines (inclusive counts of OBJECT's cu* entry points)
+# counts CG MODE: "main N" (the calling thread's instructions), "total N" (every thread's) and
+# "<kind> N" lines (inclusive counts of the null driver's cu* entry points in the direct run, of
+# libcapuchin.so's hook bodies otherwise). --separate-threads writes CG-01 (the main thread),
+# CG-02, ...
 counts() {
-  callgrind_annotate --inclusive=yes --threshold=100 "$1" 2>/dev/null | awk -v obj="$2" '
-    /PROGRAM TOTALS/ { gsub(",", "", $1); print "total", $1; next }
+  local cg=$1 mode=$2 f
+  for f in "$cg"-[0-9]*; do awk '/^totals:/ { print "thread", $2 }' "$f"; done
+  awk '/^totals:/ { print "main", $2 }' "$cg-01"
+  callgrind_annotate --inclusive=yes --threshold=100 "$cg-01" 2>/dev/null | awk -v mode="$mode" '
     {
       n = $1; gsub(",", "", n); if (n !~ /^[0-9]+$/) next
-      if (index($0, "[") == 0 || index($0, obj "]") == 0) next
-      f = $0; sub(/^.*\?\?\?:/, "", f); sub(/ \[.*$/, "", f)
-      if (f ~ /::/) next      # a C++ function (the hooks are extern "C" cu* entry points)
-      sub(/^.*:/, "", f)      # a file name before it (builds with line tables)
-      if (f !~ /^cu/) next
+      f = $0; sub(/^[^?]*\?\?\?:/, "", f); gsub(/\(anonymous namespace\)/, "anon", f); sub(/\(.*$/, "", f); sub(/ \[.*$/, "", f)
+      if (mode == "direct") {
+        if (index($0, "libcuda.so.1]") == 0 || f !~ /^cu/) next
+        sub(/^cu/, "", f)
+      } else {
+        if (f !~ /::body_[A-Za-z0-9_]*$/) next
+        sub(/^.*::body_/, "", f)
+      }
       k = ""
-      if (f ~ /^cuMemAlloc/) k = "alloc"; else if (f ~ /^cuMemFree/) k = "free"
-      else if (f ~ /^cuLaunch/) k = "launch"; else if (f ~ /^cuMem(cpy|set)/) k = "copy"
+      if (f ~ /^MemAlloc/) k = "alloc"; else if (f ~ /^MemFree/) k = "free"
+      else if (f ~ /^Launch/) k = "launch"; else if (f ~ /^Mem(cpy|set)/) k = "copy"
       else if (f ~ /Synchronize/) k = "sync"
       if (k != "") sum[k] += n
     }
@@ -96,7 +109,7 @@ short=$((warmup + 2))
 long=$((short + steady))
 echo "# Instructions added per CUDA call and per steady iteration (valgrind callgrind, null driver;"
 echo "# iterations $((short + 1))..$long against $((warmup + 1))..$short; counts, not time)"
-printf '%-22s %-9s %9s %9s %9s %9s %9s %14s %14s\n' trace mode alloc free launch copy sync hook_instr/it other_instr/it
+printf '%-22s %-9s %9s %9s %9s %9s %9s %14s %14s %14s\n' trace mode alloc free launch copy sync main_instr/it hooks_instr/it other_instr/it
 for trace in "${all[@]}"; do
   name=$(basename "$trace" .jsonl.gz)
   ran=1
@@ -116,13 +129,15 @@ for trace in "${all[@]}"; do
     calls[$k]=$(awk -v k="$k" '$1 == "kind" && $2 == k { print $3 }' "$work/direct.$name.$long.out")
   done
   for mode in $modes; do
-    obj=$(basename "$lib")
-    [[ $mode == direct ]] && obj=libcuda.so.1
     declare -A a=() b=()
-    while read -r k n; do a[$k]=$n; done < <(counts "$work/$mode.$name.$short.cg" "$obj")
-    while read -r k n; do b[$k]=$n; done < <(counts "$work/$mode.$name.$long.cg" "$obj")
-    if [[ -z ${a[total]:-} || -z ${b[total]:-} ]]; then
-      echo "host_cost_instructions: $name ($mode): callgrind_annotate read no totals from $work/$mode.$name.*.cg" >&2
+    while read -r k n; do
+      if [[ $k == thread ]]; then a[total]=$(( ${a[total]:-0} + n )); else a[$k]=$n; fi
+    done < <(counts "$work/$mode.$name.$short.cg" "$mode")
+    while read -r k n; do
+      if [[ $k == thread ]]; then b[total]=$(( ${b[total]:-0} + n )); else b[$k]=$n; fi
+    done < <(counts "$work/$mode.$name.$long.cg" "$mode")
+    if [[ -z ${a[main]:-} || -z ${b[main]:-} ]]; then
+      echo "host_cost_instructions: $name ($mode): no per-thread totals in $work/$mode.$name.*.cg-01" >&2
       failed=1
       break
     fi
@@ -143,12 +158,14 @@ for trace in "${all[@]}"; do
       fi
     done
     total=$(( ${b[total]} - ${a[total]} ))
-    [[ $mode == direct ]] && base[total]=$total
-    other=$(( total - ${base[total]} - hook ))
+    main=$(( ${b[main]} - ${a[main]} ))
+    if [[ $mode == direct ]]; then base[total]=$total; base[main]=$main; fi
+    main_added=$(( main - ${base[main]} ))
+    other=$(( total - ${base[total]} - main_added ))
     if [[ $mode == direct ]]; then
-      line+=$(printf ' %14s %14s' "$((total / steady)) (program)" -)
+      line+=$(printf ' %14s %14s %14s' "$((main / steady)) (program)" - -)
     else
-      line+=$(printf ' %14d %14d' $((hook / steady)) $((other / steady)))
+      line+=$(printf ' %14d %14d %14d' $((main_added / steady)) $((hook / steady)) $((other / steady)))
     fi
     echo "$line"
   done
