@@ -19,7 +19,8 @@
 #     driver's), callgrind takes the two for one function and counts the driver's cost twice
 #     (capture's alloc and free read about 300 instructions high that way until 2026-12-06);
 #   - added instructions per iteration on the calling thread (`main`: the program's main thread,
-#     counted apart with --separate-threads, so exact), of which in the hook bodies (`hooks`: the
+#     counted apart with --separate-threads, less capuchin_finish at exit, whose last drain pass
+#     takes what timing left), of which in the hook bodies (`hooks`: the
 #     per-call figures times the calls), and on capuchin's own threads (`other`: the drain, the
 #     planner; their passes depend on timing, so short runs can even show it negative).
 # `pressure` uses CAPUCHIN_BUDGET=0.5x (half the resident peak the executor saw in the first
@@ -83,6 +84,7 @@ counts() {
     {
       n = $1; gsub(",", "", n); if (n !~ /^[0-9]+$/) next
       f = $0; sub(/^[^?]*\?\?\?:/, "", f); gsub(/\(anonymous namespace\)/, "anon", f); sub(/\(.*$/, "", f); sub(/ \[.*$/, "", f)
+      if (f == "capuchin_finish") { finish += n; next }  # the last drain pass, at exit (below)
       if (mode == "direct") {
         if (index($0, "libcuda.so.1]") == 0 || f !~ /^cu/) next
         sub(/^cu/, "", f)
@@ -96,7 +98,7 @@ counts() {
       else if (f ~ /Synchronize/) k = "sync"
       if (k != "") sum[k] += n
     }
-    END { for (k in sum) print k, sum[k] }'
+    END { for (k in sum) print k, sum[k]; print "finish", finish + 0 }'
 }
 
 shopt -s nullglob
@@ -158,7 +160,9 @@ for trace in "${all[@]}"; do
       fi
     done
     total=$(( ${b[total]} - ${a[total]} ))
-    main=$(( ${b[main]} - ${a[main]} ))
+    # Less what capuchin_finish did: at exit the calling thread drains what the drain thread had
+    # not reached yet, as much as timing left (thousands of events or none).
+    main=$(( ${b[main]} - ${b[finish]:-0} - ${a[main]} + ${a[finish]:-0} ))
     if [[ $mode == direct ]]; then base[total]=$total; base[main]=$main; fi
     main_added=$(( main - ${base[main]} ))
     other=$(( total - ${base[total]} - main_added ))

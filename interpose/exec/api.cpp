@@ -36,6 +36,7 @@ bool resolve(Api& a, const char** missing) {
   if (!get(a.event_elapsed, "cuEventElapsedTime_v2", false, missing) || a.event_elapsed == nullptr)
     get(a.event_elapsed, "cuEventElapsedTime", false, missing);
   ok &= get(a.ctx_get_device, "cuCtxGetDevice", false, missing);
+  ok &= get(a.device_get_count, "cuDeviceGetCount", false, missing);
   ok &= get(a.ctx_synchronize, "cuCtxSynchronize", false, missing);
   ok &= get(a.driver_version, "cuDriverGetVersion", false, missing);
   ok &= get(a.device_attribute, "cuDeviceGetAttribute", false, missing);

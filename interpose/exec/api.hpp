@@ -31,6 +31,7 @@ struct Api {
   CUresult (*event_elapsed)(float*, CUevent, CUevent) = nullptr;  // optional: measured kernel times
   CUresult (*ctx_synchronize)() = nullptr;  // optional: a deferred event that could not be recorded (event_pool.hpp)
   CUresult (*ctx_get_device)(CUdevice*) = nullptr;  // optional: device 0 without it
+  CUresult (*device_get_count)(int*) = nullptr;     // optional: without it, devices are asked of each call
   CUresult (*driver_version)(int*) = nullptr;                          // optional: for messages
   CUresult (*device_attribute)(int*, CUdevice_attribute, CUdevice) = nullptr;  // optional
   // optional as a group: the executor's events are created in its own context

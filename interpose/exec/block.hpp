@@ -86,8 +86,8 @@ class ProducerPool {
  public:
   // Drops b's producer, keeping it when no one else holds it.
   void give(std::shared_ptr<Producer>& p) {
-    if (p && p.use_count() == 1 && spare_.size() < kKeep) spare_.push_back(std::move(p));
-    p.reset();
+    if (p) [[unlikely]]  // most blocks a launch writes hold none (nothing replayable made them)
+      give_held(p);
   }
   // A producer to fill (every field is set by the caller).
   std::shared_ptr<Producer> take() {
@@ -98,6 +98,10 @@ class ProducerPool {
   }
 
  private:
+  void give_held(std::shared_ptr<Producer>& p) {
+    if (p.use_count() == 1 && spare_.size() < kKeep) spare_.push_back(std::move(p));
+    p.reset();
+  }
   static constexpr std::size_t kKeep = 256;
   std::vector<std::shared_ptr<Producer>> spare_;
 };
@@ -219,13 +223,14 @@ class BlockTable {
   // oldest first), taken out of the cache; null when none.
   template <class F>
   Block* take_cached(std::size_t span, Kind kind, F&& usable) {
-    auto bucket = cache_.find(span);
-    if (bucket == cache_.end()) return nullptr;
+    CacheBucket* const* found = bucket_of_.find(span);
+    if (found == nullptr) return nullptr;
+    CacheBucket& bucket = **found;
     for (int pass = 0; pass < 2; ++pass)
-      for (Block* c = bucket->second.oldest; c != nullptr; c = c->cache_next) {
+      for (Block* c = bucket.oldest; c != nullptr; c = c->cache_next) {
         if (c->kind != kind || c->pins != 0 || (pass == 0 && c->where != Where::Device)) continue;
         if (!usable(*c)) continue;
-        uncache(bucket->second, c);
+        uncache(bucket, c);
         return c;
       }
     return nullptr;
@@ -254,7 +259,12 @@ class BlockTable {
         c = next;
       }
       // A span no block of holds any more (shapes change) is dropped with its last block.
-      bucket = bucket->second.oldest == nullptr ? cache_.erase(bucket) : std::next(bucket);
+      if (bucket->second.oldest == nullptr) {
+        bucket_of_.erase(bucket->first);
+        bucket = cache_.erase(bucket);
+      } else {
+        ++bucket;
+      }
     }
     return out;
   }
@@ -267,6 +277,7 @@ class BlockTable {
     Block* newest = nullptr;
   };
   void uncache(CacheBucket& bucket, Block* b);
+  CacheBucket& bucket_for(std::size_t span);  // made when the span has none
 
   std::pmr::unsynchronized_pool_resource pool_;  // before the containers that use it
   FlatMap<Block*> by_id_;  // live blocks by id (include/capuchin/flat_map.hpp)
@@ -277,6 +288,9 @@ class BlockTable {
   // of a search (interior pointers fall back to by_base_).
   FlatMap<Block*> at_base_;
   std::pmr::map<std::size_t, CacheBucket> cache_{&pool_};  // freed blocks by span, for reuse
+  // cache_'s buckets by span (map nodes stay put): a reuse or a free finds its bucket without
+  // walking the tree; cache_ keeps the order for_each_cached promises.
+  FlatMap<CacheBucket*> bucket_of_;
 };
 
 }  // namespace capuchin::interpose::exec

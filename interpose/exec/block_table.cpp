@@ -38,7 +38,7 @@ void BlockTable::remove_live(Block* b) {
 
 void BlockTable::forget(Block* b) {
   if (b->live) remove_live(b);
-  if (b->cached) uncache(cache_[b->span], b);
+  if (b->cached) uncache(bucket_for(b->span), b);
   if (!b->indexed) return;
   auto it = std::lower_bound(by_base_.begin(), by_base_.end(), b->base, base_before);
   if (it != by_base_.end() && it->second == b) by_base_.erase(it);
@@ -46,8 +46,15 @@ void BlockTable::forget(Block* b) {
   b->indexed = false;
 }
 
+BlockTable::CacheBucket& BlockTable::bucket_for(std::size_t span) {
+  if (CacheBucket* const* found = bucket_of_.find(span)) return **found;
+  CacheBucket& bucket = cache_[span];
+  bucket_of_.insert_or_assign(span, &bucket);
+  return bucket;
+}
+
 void BlockTable::cache(Block* b) {
-  CacheBucket& bucket = cache_[b->span];
+  CacheBucket& bucket = bucket_for(b->span);
   b->cache_prev = bucket.newest;
   b->cache_next = nullptr;
   (bucket.newest != nullptr ? bucket.newest->cache_next : bucket.oldest) = b;

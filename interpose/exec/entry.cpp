@@ -77,6 +77,7 @@ bool current_device(const Executor& e, int* dev, CUresult* why = nullptr) {
 // executor's. Launches and copies there that touch none of its blocks are left alone (not
 // fed to the policy, not timed).
 bool other_device_current(const Executor& e) {
+  if (e.one_device) return false;
   int dev = 0;
   return current_device(e, &dev) && dev != e.moves.device;
 }

@@ -164,6 +164,9 @@ CUresult start(Executor& e) {
   CUdevice dev = 0;
   if (e.api.ctx_get_device != nullptr && e.api.ctx_get_device(&dev) != CUDA_SUCCESS) dev = 0;
   e.moves.device = static_cast<int>(dev);
+  int devices = 0;
+  e.one_device = e.api.device_get_count != nullptr && e.api.device_get_count(&devices) == CUDA_SUCCESS &&
+                 devices == 1 && e.moves.device == 0;
   set_job_device(e.moves.device);  // the daemon's hello names it
   CUcontext ctx = nullptr;
   if (e.api.ctx_get_current != nullptr && e.api.ctx_get_current(&ctx) != CUDA_SUCCESS) ctx = nullptr;

@@ -114,6 +114,9 @@ class Executor {
   std::uint64_t daemon_budget_gen = 0;  // daemon_budget() generation last applied
   bool simcuda = false;
   bool pool_full_warned = false;
+  // The driver shows one device, the executor's: no other can be current, so a launch, copy or
+  // free need not ask the driver which is (cuDeviceGetCount is fixed from cuInit on).
+  bool one_device = false;
   bool other_device_noted = false;  // an allocation on another device was passed through (logged once)
   bool device_unknown_noted = false;  // an allocation with no current device was passed through (logged once)
   bool other_device_use_noted = false;  // another device's work used the executor's blocks (logged once)

@@ -128,6 +128,13 @@ TEST(BlockTable, CachesFreedBlocksBySpanOldestFirst) {
   table.for_each_cached([&](Block& b) { order.push_back(&b); });
   EXPECT_EQ(order, std::vector<Block*>{small});
   EXPECT_EQ(table.take_cached(2048, Kind::Managed, any), small);
+  // Spans whose buckets take_cached_if dropped (8192, and 4096 left empty) are cached again into
+  // new buckets, found by span (a stale index would point at a freed node: ASan says so).
+  table.cache(big);
+  table.cache(a);
+  EXPECT_EQ(table.take_cached(8192, Kind::Managed, any), big);
+  EXPECT_EQ(table.take_cached(4096, Kind::Managed, any), a);
+  EXPECT_EQ(table.take_cached(4096, Kind::Managed, any), nullptr);
 }
 
 TEST(BlockTable, FindsLiveBlocksOnlyByIdBaseAndInteriorAddress) {
