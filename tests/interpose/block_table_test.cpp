@@ -132,6 +132,9 @@ TEST(BlockTable, CachesFreedBlocksBySpanOldestFirst) {
   // new buckets, found by span (a stale index would point at a freed node: ASan says so).
   table.cache(big);
   table.cache(a);
+  order.clear();
+  table.for_each_cached([&](Block& b) { order.push_back(&b); });
+  EXPECT_EQ(order, (std::vector<Block*>{a, big}));
   EXPECT_EQ(table.take_cached(8192, Kind::Managed, any), big);
   EXPECT_EQ(table.take_cached(4096, Kind::Managed, any), a);
   EXPECT_EQ(table.take_cached(4096, Kind::Managed, any), nullptr);
