@@ -31,6 +31,7 @@
 # Usage: scripts/host_cost_instructions.sh [BUILD_DIR] [TRACES_DIR or TRACE] [STEADY] [WARMUP]
 #   defaults (from the checkout): build/release ../shared/traces 4 10; about 40 s for the three shared traces on 2 cores.
 #   HOST_COST_LIB=/other/libcapuchin.so measures another build's library with this replay.
+#   HOST_COST_MODES="exec replay" runs only those modes (and `direct`, the baseline).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=$(realpath -m "${1:-$root/build/release}")
@@ -105,7 +106,7 @@ shopt -s nullglob
 if [[ -f $traces ]]; then all=("$traces"); else all=("$traces"/*.jsonl.gz); fi  # one trace, or a folder
 ((${#all[@]} > 0)) || { echo "host_cost_instructions: no traces (*.jsonl.gz) in $traces" >&2; exit 2; }
 kinds="alloc free launch copy sync"
-modes="direct capture exec replay pressure"
+modes="direct ${HOST_COST_MODES:-capture exec replay pressure}"
 failed=0
 short=$((warmup + 2))
 long=$((short + steady))
