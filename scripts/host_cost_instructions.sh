@@ -22,7 +22,8 @@
 #     counted apart with --separate-threads, less capuchin_finish at exit, whose last drain pass
 #     takes what timing left), of which in the hook bodies (`hooks`: the
 #     per-call figures times the calls), and on capuchin's own threads (`other`: the drain, the
-#     planner; their passes depend on timing, so short runs can even show it negative).
+#     planner, and capuchin_finish's last drain pass; their passes depend on timing, so short
+#     runs can even show it negative).
 # `pressure` uses CAPUCHIN_BUDGET=0.5x (half the resident peak the executor saw in the first
 # learned iteration; bench_host_cost uses half the simulated natural peak).
 #
@@ -84,14 +85,17 @@ counts() {
   callgrind_annotate --inclusive=yes --threshold=100 "$cg-01" 2>/dev/null | awk -v mode="$mode" '
     {
       n = $1; gsub(",", "", n); if (n !~ /^[0-9]+$/) next
-      f = $0; sub(/^[^?]*\?\?\?:/, "", f); gsub(/\(anonymous namespace\)/, "anon", f); sub(/\(.*$/, "", f); sub(/ \[.*$/, "", f)
+      # "COUNT (PCT)  FILE:NAME(ARGS) [OBJECT]", FILE "???" or a source path (line tables)
+      f = $0; sub(/^ *[0-9,]+ +(\([^)]*\) +)?/, "", f); sub(/ \[[^]]*\]$/, "", f)
+      sub(/^(\?\?\?|[^:( ]*\.[a-zA-Z]+):/, "", f)
       if (f == "capuchin_finish") { finish += n; next }  # the last drain pass, at exit (below)
       if (mode == "direct") {
-        if (index($0, "libcuda.so.1]") == 0 || f !~ /^cu/) next
+        if (index($0, "libcuda.so.1]") == 0 || f !~ /^cu[A-Za-z0-9_]*$/) next
         sub(/^cu/, "", f)
       } else {
-        if (f !~ /::body_[A-Za-z0-9_]*$/) next
-        sub(/^.*::body_/, "", f)
+        # a hook body itself: not a lambda, template or .cold clone that names one inside it
+        if (f !~ /^capuchin::interpose::\(anonymous namespace\)::body_[A-Za-z0-9_]+\([^()]*\)$/) next
+        sub(/^.*::body_/, "", f); sub(/\(.*$/, "", f)
       }
       k = ""
       if (f ~ /^MemAlloc/) k = "alloc"; else if (f ~ /^MemFree/) k = "free"
@@ -154,8 +158,12 @@ for trace in "${all[@]}"; do
       per=$(awk -v x="$added" -v c="${calls[$k]:-0}" -v s="$steady" -v m="$mode" \
         'BEGIN { if (c == 0 || m == "direct") print "-"; else printf "%.0f", x / (c * s) }')
       line+=$(printf ' %9s' "$per")
-      # A hook that added nothing was not found in the counts (renamed, not preloaded): no figure.
-      if [[ $mode != direct && $k == launch && ( $per == - || $per -le 0 ) ]]; then
+      # A hook that added nothing was not found in the counts (renamed, inlined into its entry,
+      # not preloaded): no figure.
+      if [[ $mode != direct && $(awk -v c="${calls[$k]:-0}" 'BEGIN { print (c > 0) }') == 1 && -z ${b[$k]:-} ]]; then
+        echo "host_cost_instructions: no $k hook body counted for $name ($mode): the figures would be vacuous" >&2
+        failed=1
+      elif [[ $mode != direct && $k == launch && ( $per == - || $per -le 0 ) ]]; then
         echo "host_cost_instructions: no launch hook counted for $name ($mode): the figures would be vacuous" >&2
         failed=1
       fi

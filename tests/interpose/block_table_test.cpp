@@ -129,7 +129,8 @@ TEST(BlockTable, CachesFreedBlocksBySpanOldestFirst) {
   EXPECT_EQ(order, std::vector<Block*>{small});
   EXPECT_EQ(table.take_cached(2048, Kind::Managed, any), small);
   // Spans whose buckets take_cached_if dropped (8192, and 4096 left empty) are cached again into
-  // new buckets, found by span (a stale index would point at a freed node: ASan says so).
+  // new buckets, found by span (a stale index would point at a node the map has given back to
+  // its pool, which ASan does not watch: the listing below is what fails then).
   table.cache(big);
   table.cache(a);
   order.clear();
