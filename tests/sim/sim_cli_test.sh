@@ -123,8 +123,10 @@ check "human output names the largest waits" grep -q "^    line [0-9]* (.*): [0-
 # Under --iters a line is the repeated trace's: the output also names the iteration and the
 # trace's own line, which holds the same kernel.
 check "a wait names its iteration and the trace's own line" grep -q "^    line [0-9]* (.*; iteration 4, line [0-9]* of the trace): " <<<"$out"
-out=$("$bin" sim --trace "$trace" --budget 0.5x --policy capuchin --iters 8 --json)
-check "the trace's own line of each wait holds its kernel" python3 -c '
+# waits_on_their_lines JSON FILE [bound]: the line of FILE each kernel wait names holds that
+# kernel (and, with `bound`, the bound names a line too).
+waits_on_their_lines() {
+  python3 -c '
 import gzip, json, sys
 j = json.loads(sys.argv[1])
 lines = gzip.open(sys.argv[2], "rt").read().splitlines()
@@ -132,21 +134,18 @@ sites = [s for s in j["stall_sites"] if s["op"] == "kernel"]
 assert sites, j["stall_sites"]
 for s in sites:
     assert s["trace_line"] > 1 and json.loads(lines[s["trace_line"] - 1])["name"] == s["name"], s
-assert j["bound"]["trace_line"] > 1' "$out" "$trace"
+assert len(sys.argv) < 4 or j["bound"]["trace_line"] > 1' "$@"
+}
+out=$("$bin" sim --trace "$trace" --budget 0.5x --policy capuchin --iters 8 --json)
+check "the trace's own line of each wait holds its kernel" waits_on_their_lines "$out" "$trace" bound
 # The same where the iterations are learned (no markers in the file, as `capuchin run --record`
 # writes): the lines are the file's, not those of the trace with the markers added.
 python3 -c 'import gzip, sys; gzip.open(sys.argv[2], "wt").writelines(l for l in gzip.open(sys.argv[1], "rt") if "\"op\":\"iter\"" not in l)' \
   "$trace" "$tmp/noiter.jsonl.gz"
 for iters in "" "--iters 6"; do
   out=$("$bin" sim --trace "$tmp/noiter.jsonl.gz" --budget 0.5x --policy capuchin $iters --json 2>/dev/null)
-  check "learned iterations${iters:+, $iters}: each wait's line of the file holds its kernel" python3 -c '
-import gzip, json, sys
-j = json.loads(sys.argv[1])
-lines = gzip.open(sys.argv[2], "rt").read().splitlines()
-sites = [s for s in j["stall_sites"] if s["op"] == "kernel"]
-assert sites, j["stall_sites"]
-for s in sites:
-    assert s["trace_line"] > 1 and json.loads(lines[s["trace_line"] - 1])["name"] == s["name"], s' "$out" "$tmp/noiter.jsonl.gz"
+  check "learned iterations${iters:+, $iters}: each wait's line of the file holds its kernel" \
+    waits_on_their_lines "$out" "$tmp/noiter.jsonl.gz"
 done
 out=$("$bin" sim sweep --trace "$trace" --budgets 0.5x --policies vdnn,capuchin --iters 6 --out "$tmp/ex")
 check "a sweep with capuchin says where its time goes" grep -q "^| resnet18-b16 | 0.5x | [0-9.]* | [0-9.]* | [0-9.]* | [0-9.]* | [0-9.]* at line [0-9]* (iteration [0-9]*, line [0-9]* of the trace) | .*| line [0-9]* (.*; iteration 6, line [0-9]* of the trace): [0-9.]* ms, " "$tmp/ex/explain.md"

@@ -80,13 +80,17 @@ std::vector<std::pair<double, double>> on_lane(const std::vector<TimelineEntry>&
 constexpr double ns = 1e-9;
 const std::string kHeader = R"({"format":"capuchin-trace","version":1})" "\n";
 
-// Tensors A (id 0) and B (id 1), 1000 bytes each.
-const std::string kSwapTrace = kHeader + R"({"op":"alloc","id":0,"bytes":1000}
+// Tensors A (id 0) and B (id 1), 1000 bytes each: k1 writes A, k2 (k2_ns long) writes B, then
+// `rest` (by default k3, reading A).
+const std::string kK3 = R"({"op":"kernel","name":"k3","reads":[0],"writes":[],"dur_ns":100})" "\n";
+std::string swap_trace(unsigned k2_ns, const std::string& rest = kK3) {
+  return kHeader + R"({"op":"alloc","id":0,"bytes":1000}
 {"op":"kernel","name":"k1","reads":[],"writes":[0],"dur_ns":100}
 {"op":"alloc","id":1,"bytes":1000}
-{"op":"kernel","name":"k2","reads":[],"writes":[1],"dur_ns":2000}
-{"op":"kernel","name":"k3","reads":[0],"writes":[],"dur_ns":100}
-)";
+{"op":"kernel","name":"k2","reads":[],"writes":[1],"dur_ns":)" +
+         std::to_string(k2_ns) + "}\n" + rest;
+}
+const std::string kSwapTrace = swap_trace(2000);
 
 TEST(SimTiming, SwapOutOverlapsComputeAndSwapInStalls) {
   // k1 0-100. Evict A before k2: D2H 100-1100 while k2 runs 100-2100 (hidden). k3 needs A:
@@ -113,12 +117,7 @@ TEST(SimTiming, SwapsRunAtTheirOwnRateEachWay) {
   // (Unified Memory on an H200), to the device at half: k1 0-100; A's copy out 100-4100 (1000
   // bytes at 0.25 byte per ns) while k2 runs 100-5100; k3 needs A: H2D 5100-7100 (0.5 byte per
   // ns), a 2000 ns stall; k3 7100-7200.
-  auto f = load(kHeader + R"({"op":"alloc","id":0,"bytes":1000}
-{"op":"kernel","name":"k1","reads":[],"writes":[0],"dur_ns":100}
-{"op":"alloc","id":1,"bytes":1000}
-{"op":"kernel","name":"k2","reads":[],"writes":[1],"dur_ns":5000}
-{"op":"kernel","name":"k3","reads":[0],"writes":[],"dur_ns":100}
-)");
+  auto f = load(swap_trace(5000));
   f->p.eff.swap_out_link = 0.25;
   f->p.eff.swap_in_link = 0.5;
   Script pol({{3, {0, ActionKind::Evict}}});
@@ -139,13 +138,9 @@ TEST(SimTiming, SwapsRunAtTheirOwnRateEachWay) {
 TEST(SimTiming, PrefetchHiddenBehindCompute) {
   // As above plus k2b (reads B, 2000 ns) before k3. Prefetch A before k2b: H2D 2100-3100
   // while k2b runs 2100-4100; k3 4100-4200 without a stall.
-  auto f = load(kHeader + R"({"op":"alloc","id":0,"bytes":1000}
-{"op":"kernel","name":"k1","reads":[],"writes":[0],"dur_ns":100}
-{"op":"alloc","id":1,"bytes":1000}
-{"op":"kernel","name":"k2","reads":[],"writes":[1],"dur_ns":2000}
-{"op":"kernel","name":"k2b","reads":[1],"writes":[],"dur_ns":2000}
+  auto f = load(swap_trace(2000, R"({"op":"kernel","name":"k2b","reads":[1],"writes":[],"dur_ns":2000}
 {"op":"kernel","name":"k3","reads":[0,1],"writes":[],"dur_ns":100}
-)");
+)"));
   Script pol({{3, {0, ActionKind::Evict}}, {4, {0, ActionKind::Prefetch}}});
   auto r = run(*f, pol, 2000);
   ASSERT_TRUE(r.feasible) << r.where.reason;
@@ -158,13 +153,7 @@ TEST(SimTiming, PrefetchHiddenBehindCompute) {
 TEST(SimTiming, AllocationWaitsForSwapOutToRelease) {
   // Budget 1000. Evict A before alloc B: D2H 100-1100; B's memory exists only at 1100
   // (stall 1000); k2 1100-1200; free B; k3 needs A: H2D 1200-2200 (stall 1000); k3 2200-2300.
-  auto f = load(kHeader + R"({"op":"alloc","id":0,"bytes":1000}
-{"op":"kernel","name":"k1","reads":[],"writes":[0],"dur_ns":100}
-{"op":"alloc","id":1,"bytes":1000}
-{"op":"kernel","name":"k2","reads":[],"writes":[1],"dur_ns":100}
-{"op":"free","id":1}
-{"op":"kernel","name":"k3","reads":[0],"writes":[],"dur_ns":100}
-)");
+  auto f = load(swap_trace(100, R"({"op":"free","id":1})" "\n" + kK3));
   Script pol({{2, {0, ActionKind::Evict}}});
   auto r = run(*f, pol, 1000);
   ASSERT_TRUE(r.feasible) << r.where.reason;
@@ -238,13 +227,7 @@ TEST(SimStallCauses, TheJobsOwnCopyWaitsBehindASwapIn) {
   // A evicted before k2 (D2H 100-1100, hidden by k2 100-2100) and prefetched before the job's
   // own upload into B: the prefetch takes the H2D engine 2100-3100, so the upload (1000 bytes)
   // waits 1000 for it and runs 3100-4100; k3 reads A, long there: 4100-4200.
-  auto f = load(kHeader + R"({"op":"alloc","id":0,"bytes":1000}
-{"op":"kernel","name":"k1","reads":[],"writes":[0],"dur_ns":100}
-{"op":"alloc","id":1,"bytes":1000}
-{"op":"kernel","name":"k2","reads":[],"writes":[1],"dur_ns":2000}
-{"op":"copy","dir":"h2d","bytes":1000,"dst":1}
-{"op":"kernel","name":"k3","reads":[0],"writes":[],"dur_ns":100}
-)");
+  auto f = load(swap_trace(2000, R"({"op":"copy","dir":"h2d","bytes":1000,"dst":1})" "\n" + kK3));
   Script pol({{3, {0, ActionKind::Evict}}, {4, {0, ActionKind::Prefetch}}});
   auto r = run(*f, pol, 2000);
   ASSERT_TRUE(r.feasible) << r.where.reason;
@@ -259,12 +242,7 @@ TEST(SimStallCauses, TheJobsOwnCopyWaitsBehindASwapIn) {
 TEST(SimStallCauses, AnEvictionCancelledBeforeItsCopyLandedSpentItsLinkTime) {
   // A evicted before k2: its copy out runs 100-1100, but k3 reads A at 200, before it landed:
   // the eviction is cancelled (A never left), no wait, and the copy's 1000 ns were for nothing.
-  auto f = load(kHeader + R"({"op":"alloc","id":0,"bytes":1000}
-{"op":"kernel","name":"k1","reads":[],"writes":[0],"dur_ns":100}
-{"op":"alloc","id":1,"bytes":1000}
-{"op":"kernel","name":"k2","reads":[],"writes":[1],"dur_ns":100}
-{"op":"kernel","name":"k3","reads":[0],"writes":[],"dur_ns":100}
-)");
+  auto f = load(swap_trace(100));
   Script pol({{3, {0, ActionKind::Evict}}});
   auto r = run(*f, pol, 2000);
   ASSERT_TRUE(r.feasible) << r.where.reason;
@@ -277,12 +255,7 @@ TEST(SimStallCauses, AnEvictionCancelledBeforeItsCopyLandedSpentItsLinkTime) {
 
 TEST(SimStallCauses, AnEvictionCancelledByAFreeSpentItsLinkTimeToo) {
   // A evicted before k2 (copy out 100-1100), then freed at 200 before the copy landed.
-  auto f = load(kHeader + R"({"op":"alloc","id":0,"bytes":1000}
-{"op":"kernel","name":"k1","reads":[],"writes":[0],"dur_ns":100}
-{"op":"alloc","id":1,"bytes":1000}
-{"op":"kernel","name":"k2","reads":[],"writes":[1],"dur_ns":100}
-{"op":"free","id":0}
-)");
+  auto f = load(swap_trace(100, R"({"op":"free","id":0})" "\n"));
   Script pol({{3, {0, ActionKind::Evict}}});
   auto r = run(*f, pol, 2000);
   ASSERT_TRUE(r.feasible) << r.where.reason;
@@ -295,12 +268,7 @@ TEST(SimStallCauses, APrefetchWaitingForRoomSplitsItsWait) {
   // for room until 1100 (room, 1000); k2 1100-1200 writes B. Evict B before k3, prefetch A
   // there too: B's copy out 1200-2200, so A's memory is granted at 2200, its copy 2200-3200;
   // k3 reads A and waits 1200-3200: 1000 for room, 1000 for the late prefetch. k3 3200-3300.
-  auto f = load(kHeader + R"({"op":"alloc","id":0,"bytes":1000}
-{"op":"kernel","name":"k1","reads":[],"writes":[0],"dur_ns":100}
-{"op":"alloc","id":1,"bytes":1000}
-{"op":"kernel","name":"k2","reads":[],"writes":[1],"dur_ns":100}
-{"op":"kernel","name":"k3","reads":[0],"writes":[],"dur_ns":100}
-)");
+  auto f = load(swap_trace(100));
   Script pol({{2, {0, ActionKind::Evict}}, {4, {1, ActionKind::Evict}}, {4, {0, ActionKind::Prefetch}}});
   auto r = run(*f, pol, 1000);
   ASSERT_TRUE(r.feasible) << r.where.reason;
