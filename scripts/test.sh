@@ -9,14 +9,14 @@ scripts/install-deps.sh
 jobs=$(nproc)
 
 for preset in release asan; do
-  echo "==== build: $preset"
+  echo "==== build: $preset ($(date +%T))"
   cmake --preset "$preset" >/dev/null
   cmake --build --preset "$preset" -j "$jobs"
 done
 
 status=0
 for preset in release asan; do
-  echo "==== test: $preset"
+  echo "==== test: $preset ($(date +%T))"
   ctest --preset "$preset" -j "$jobs" || status=1
 done
 exit $status

@@ -17,7 +17,7 @@ set -eu
 out=$1
 rm -rf "$out"; mkdir -p "$out"
 sock="$out/run/capuchind.sock"
-args="--depth 6 --width 64 --batch 2048 --seed 3 --kernel-ns 50000"
+args="--depth 6 --width 64 --batch 512 --seed 3 --kernel-ns 50000"
 dpid=""
 cleanup() { [ -n "$dpid" ] && kill "$dpid" 2>/dev/null || true; }
 trap cleanup EXIT
