@@ -113,6 +113,11 @@ struct PlanOptions {
   // plans recomputed about 1,250 tensors (519-570 ms per iteration) where the pressure rules
   // alone recomputed 131 (89 ms). choose_plan tries both rankings.
   bool cover_weighted = false;
+  // A persistent tensor's swap across the iteration boundary (optimizer state, used at the step
+  // only) whose copy out cannot end before the iteration does: evicted at the next iteration's
+  // start instead (it stays resident from its last use to there, as without the swap), both its
+  // copies then within the iteration. Off, such a swap is not planned. choose_plan tries both.
+  bool delay_wrap_evictions = false;
 };
 
 struct Plan {
@@ -128,6 +133,7 @@ struct Plan {
   double planned_stall_s = 0;
   double time_scale = 1.0;  // PlanOptions::time_scale it was planned with
   std::uint32_t swaps = 0, recomputes = 0;
+  std::uint32_t delayed_evictions = 0;  // swaps evicted at the iteration's start (delay_wrap_evictions)
   double plan_time_s = 0;  // how long planning took (wall clock)
   std::vector<std::uint32_t> off_at_start;  // trace tensors the plan keeps off the device as the iteration starts
   double replay_s = 0;   // its iteration in the simulator (replay_plan), when a planner compared candidates

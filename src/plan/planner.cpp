@@ -152,6 +152,7 @@ class Planner {
     double out_start, in_start, late;
     Off off;
     std::uint32_t trigger;
+    std::uint32_t evict_at;  // the eviction's position: after the access, or in the next iteration (delay_wrap_evictions)
   };
   bool place_swap(const Candidate& c, SwapPlace& sp) const;
   void accept_swap(const Candidate& c, const SwapPlace& sp, Reason why);
@@ -207,13 +208,25 @@ bool Planner::place_swap(const Candidate& c, SwapPlace& sp) const {
   double lead = 0;
   if (auto it = opt_.extra_lead_s.find({c.ref, c.b}); it != opt_.extra_lead_s.end()) lead = it->second;
   sp.out_start = d2h_.earliest(end_[c.a], out_dur);
+  sp.evict_at = c.a + 1;
+  bool wrap_now = wrap;
+  if (wrap && sp.out_start + out_dur > iter_s_) {
+    if (!opt_.delay_wrap_evictions) return false;
+    // Its copy out would not end within the iteration: evicted in the next one instead
+    // (resident until then, as without the swap), its copy out and in both before the access.
+    // Issued where its copy can start, not all at the start: a queue of copies out there would
+    // hold up the job's own copies to the host (a metric read early in forward waited 0.74 ms
+    // behind resnet18's optimizer state, simulated).
+    sp.out_start = d2h_.earliest(0.0, out_dur);
+    sp.evict_at = pos_until(sp.out_start, c.b);
+    wrap_now = false;
+  }
   const double released = sp.out_start + out_dur;
-  if (wrap && released > iter_s_) return false;
   const std::uint32_t out_pos = pos_from(released);
   // The swap-in must land by the access (minus learned lead); as late as possible after
   // the swap-out (wrapping: anywhere before the access in the next iteration).
   const double deadline = std::max(0.0, start_[c.b] - lead);
-  const double from = wrap ? 0.0 : released;
+  const double from = wrap_now ? 0.0 : released;
   double in = h2d_.latest(from, deadline, in_dur);
   sp.late = 0;
   if (in < 0) {
@@ -223,9 +236,9 @@ bool Planner::place_swap(const Candidate& c, SwapPlace& sp) const {
   sp.in_start = in;
   sp.trigger = pos_until(in, c.b);
   sp.off = Off{out_pos, sp.trigger};
-  if (!wrap && sp.trigger <= out_pos) return false;  // back before it was gone
-  if (wrap && out_pos >= n_ && sp.trigger == 0) return false;
-  if (wrap && out_pos >= n_) sp.off.s = 0;  // released after the last event: saves from the next start
+  if (!wrap_now && sp.trigger <= out_pos) return false;  // back before it was gone
+  if (wrap_now && out_pos >= n_ && sp.trigger == 0) return false;
+  if (wrap_now && out_pos >= n_) sp.off.s = 0;  // released after the last event: saves from the next start
   return true;
 }
 
@@ -234,12 +247,13 @@ void Planner::accept_swap(const Candidate& c, const SwapPlace& sp, Reason why) {
   h2d_.reserve(sp.in_start, in_time(c.bytes));
   lower(sp.off, c.bytes);
   off_[c.tensor].push_back({sp.off, false, 0, 0, plan_.decisions.size() + 1});
-  Decision out{c.a + 1, Act::Evict, c.ref, c.bytes, c.a, why, c.free_time, sp.late, 0};
+  Decision out{sp.evict_at, Act::Evict, c.ref, c.bytes, c.a, why, c.free_time, sp.late, 0};
   Decision in{sp.trigger, Act::Prefetch, c.ref, c.bytes, c.b, why, c.free_time, sp.late, 0};
   plan_.decisions.push_back(out);
   plan_.decisions.push_back(in);
   plan_.expected_overhead_s += sp.late;
   ++plan_.swaps;
+  if (sp.evict_at != c.a + 1) ++plan_.delayed_evictions;
 }
 
 void Planner::shorten(std::uint32_t r, std::size_t idx, std::uint32_t at) {

@@ -191,6 +191,8 @@ bool variant_options(const PlanOptions& base, Variant variant, double margin, do
 //     and covered plan on the compute timeline stretched by each of kTimeScales
 //     (PlanOptions::time_scale: where the link cannot keep up, a plan spread as if compute were
 //     slower); the fastest of those by replay has its planned stalls searched as above;
+//   - each of those again with the optimizer state's wrap swaps evicted at the iteration's start
+//     (PlanOptions::delay_wrap_evictions) where that changes the plan, the fastest kept apart;
 //   - no plan at all (the pressure rules alone).
 // The kRefined fastest plans on the ideal timeline, and the fastest on a stretched one, have
 // their in-triggers moved earlier where their replays get faster (refine_prefetches), and the
@@ -211,7 +213,7 @@ Plan choose_plan(const sim::PreparedTrace& prep, const learn::Pattern& pattern, 
   // The fastest few candidates (distinct replay times), each refined below: a candidate whose
   // replay stalls once on a late swap-in can beat the fastest one when that swap-in moves. The
   // fastest that recomputes nothing is kept apart as well (kPreferSwaps).
-  std::vector<Plan> top, swaps_only, top_stretched;
+  std::vector<Plan> top, swaps_only, top_stretched, top_delayed;
   std::uint64_t natural_peak = 0;
   auto keep = [](std::vector<Plan>& list, std::size_t most, const Plan& q, double s, bool no_drops) {
     // Plans that replay in the same time are taken for one (most are: a search's variants
@@ -234,9 +236,10 @@ Plan choose_plan(const sim::PreparedTrace& prep, const learn::Pattern& pattern, 
     natural_peak = q.natural_peak_bytes;
     const double s = replay_plan(prep, pattern, q, o.budget_bytes, o.allow_recompute);
     if (!std::isfinite(s)) return s;
-    if (o.time_scale != 1.0) keep(top_stretched, 1, q, s, !o.allow_recompute);
+    if (q.delayed_evictions > 0) keep(top_delayed, 1, q, s, !o.allow_recompute);
+    else if (o.time_scale != 1.0) keep(top_stretched, 1, q, s, !o.allow_recompute);
     else keep(top, kRefined, q, s, !o.allow_recompute);
-    if (q.recomputes == 0) keep(swaps_only, 1, q, s, !o.allow_recompute);  // for kPreferSwaps, from either
+    if (q.recomputes == 0 && q.delayed_evictions == 0) keep(swaps_only, 1, q, s, !o.allow_recompute);  // for kPreferSwaps, from either
     return s;
   };
   const PlanOptions base = opt;
@@ -245,31 +248,43 @@ Plan choose_plan(const sim::PreparedTrace& prep, const learn::Pattern& pattern, 
   // replays compare nothing, and no plan is followed: on simcuda, resnet18 at 0.3 of its peak
   // ran 4.85x (uvm) and 3.87x (pinned) its unconstrained time following the plan of least
   // planned peak, 3.86x and 2.70x with the pressure rules alone.
-  for (const double margin : {0.03, 0.10}) {
-    std::vector<Decision> unpriced;  // the plain variant's, at this margin
-    for (const Variant variant : {Variant::Plain, Variant::NoRecompute, Variant::Paper, Variant::Priced, Variant::Covered}) {
-      if (!variant_options(base, variant, margin, 1.0, opt)) continue;
-      const Plan q = make_plan(prep, pattern, opt);
-      if (q.decisions.empty() && q.natural_peak_bytes <= opt.budget_bytes) return q;  // fits as it is
-      if (variant == Variant::Plain) unpriced = q.decisions;
-      // Priced or covered, the same decisions as unpriced (nothing cheap enough to recompute,
-      // or no short gaps to pass over): its searches would only repeat the plain variant's.
-      if ((variant == Variant::Priced || variant == Variant::Covered) && same_decisions(q.decisions, unpriced)) continue;
-      consider(q, opt);
-      if (variant != Variant::Paper && !q.fits) search_stalls(prep, pattern, opt, q, consider);
-      search_lateness(prep, pattern, opt, q, consider);
+  // Each variant also with delay_wrap_evictions where that changes its plan. Those candidates
+  // are kept apart (top_delayed): among the others they displaced candidates that refined to
+  // faster plans (resnet18 on h200 at 0.6x: 1.295 -> 1.328 that way).
+  for (const bool delayed : {false, true}) {
+    for (const double margin : {0.03, 0.10}) {
+      std::vector<Decision> unpriced;  // the plain variant's, at this margin
+      for (const Variant variant : {Variant::Plain, Variant::NoRecompute, Variant::Paper, Variant::Priced, Variant::Covered}) {
+        if (!variant_options(base, variant, margin, 1.0, opt) || (delayed && variant == Variant::Paper)) continue;
+        opt.delay_wrap_evictions = delayed;
+        const Plan q = make_plan(prep, pattern, opt);
+        if (delayed && q.delayed_evictions == 0) continue;  // the same plan as without
+        if (q.decisions.empty() && q.natural_peak_bytes <= opt.budget_bytes) return q;  // fits as it is
+        if (variant == Variant::Plain) unpriced = q.decisions;
+        // Priced or covered, the same decisions as unpriced (nothing cheap enough to recompute,
+        // or no short gaps to pass over): its searches would only repeat the plain variant's.
+        if ((variant == Variant::Priced || variant == Variant::Covered) && same_decisions(q.decisions, unpriced)) continue;
+        consider(q, opt);
+        if (variant != Variant::Paper && !q.fits) search_stalls(prep, pattern, opt, q, consider);
+        search_lateness(prep, pattern, opt, q, consider);
+      }
     }
   }
-  {  // Stretched timelines (see kTimeScales): planned stalls searched from the fastest only.
+  {  // Stretched timelines (see kTimeScales): planned stalls searched from the fastest only
+     // (of those without delayed evictions, as before they were tried).
     std::optional<Plan> fastest;
     PlanOptions fastest_opt;
     double fastest_s = std::numeric_limits<double>::infinity();
-    for (const double scale : kTimeScales) {
-      for (const Variant variant : {Variant::Plain, Variant::NoRecompute, Variant::Priced, Variant::CoveredPriced}) {
-        if (!variant_options(base, variant, 0.03, scale, opt)) continue;
-        Plan q = make_plan(prep, pattern, opt);
-        const double s = consider(q, opt);
-        if (s < fastest_s) fastest_s = s, fastest = std::move(q), fastest_opt = opt;
+    for (const bool delayed : {false, true}) {
+      for (const double scale : kTimeScales) {
+        for (const Variant variant : {Variant::Plain, Variant::NoRecompute, Variant::Priced, Variant::CoveredPriced}) {
+          if (!variant_options(base, variant, 0.03, scale, opt)) continue;
+          opt.delay_wrap_evictions = delayed;
+          Plan q = make_plan(prep, pattern, opt);
+          if (delayed && q.delayed_evictions == 0) continue;  // the same plan as without
+          const double s = consider(q, opt);
+          if (!delayed && s < fastest_s) fastest_s = s, fastest = std::move(q), fastest_opt = opt;
+        }
       }
     }
     if (fastest) {
@@ -311,8 +326,9 @@ Plan choose_plan(const sim::PreparedTrace& prep, const learn::Pattern& pattern, 
   // The swap-only candidate unless it is among the fastest already (same replay time).
   if (!swaps_only.empty() && std::none_of(top.begin(), top.end(), [&](const Plan& x) { return x.replay_s == swaps_only[0].replay_s; }))
     top.push_back(std::move(swaps_only[0]));
-  for (Plan& q : top_stretched)
-    if (std::none_of(top.begin(), top.end(), [&](const Plan& x) { return x.replay_s == q.replay_s; })) top.push_back(std::move(q));
+  for (std::vector<Plan>* apart : {&top_stretched, &top_delayed})
+    for (Plan& q : *apart)
+      if (std::none_of(top.begin(), top.end(), [&](const Plan& x) { return x.replay_s == q.replay_s; })) top.push_back(std::move(q));
   if (on_chosen && !top.empty()) on_chosen(pick(top));
   // Each candidate its replays; the ideal timeline's candidates share the replayed events, and
   // the stretched one gets as many as each of them on top (had it shared them, it would take
@@ -320,7 +336,7 @@ Plan choose_plan(const sim::PreparedTrace& prep, const learn::Pattern& pattern, 
   // swaps only, 78.94 -> 79.74 ms per settled iteration).
   RefineLimits limits;
   const auto on_ideal_timeline = static_cast<std::size_t>(
-      std::count_if(top.begin(), top.end(), [](const Plan& q) { return q.time_scale == 1.0; }));
+      std::count_if(top.begin(), top.end(), [](const Plan& q) { return q.time_scale == 1.0 && q.delayed_evictions == 0; }));
   limits.max_replayed_events /= std::max<std::size_t>(1, on_ideal_timeline);
   std::vector<Plan> refined;
   for (Plan& q : top) {

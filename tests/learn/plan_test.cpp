@@ -589,6 +589,69 @@ TEST(Plan, AStretchedTimelinePlacesTheSwapTheLinkCannotHideInTheComputeTime) {
   }
 }
 
+// Optimizer state S (1 MB, carried across iterations) is read and written by the step at the
+// iteration's end, then only a sync follows: a copy out after the step cannot end within the
+// iteration. Mid-iteration, A and B (1 MB each, gaps of 0.05 ms) meet S over a 2.2 MB budget.
+// Without delay_wrap_evictions S's swap is not planned, and only late swaps of A or B are left;
+// with it, S is evicted at the next iteration's start (its copy out ends within `pre`, 2 ms) and
+// brought back during `post` (2 ms), hidden: the plan fits at no cost.
+TEST(Plan, OptimizerStateIsEvictedInTheNextIterationWhenItsCopyOutCannotEndBefore) {
+  std::string s = R"({"format":"capuchin-trace","version":1})" "\n";
+  const auto k = [](const char* name, const std::string& r, const std::string& w, const char* ns) {
+    return std::string(R"({"op":"kernel","name":")") + name + R"(","reads":[)" + r + R"(],"writes":[)" + w +
+           R"(],"dur_ns":)" + ns + "}\n";
+  };
+  s += R"({"op":"alloc","id":0,"bytes":1000})" "\n";     // w, small
+  s += R"({"op":"alloc","id":1,"bytes":1000000})" "\n";  // S
+  for (int i = 0; i < 2; ++i) {
+    const std::string a = std::to_string(2 + 2 * i), b = std::to_string(3 + 2 * i);
+    s += R"({"op":"alloc","id":)" + a + R"(,"bytes":1000000})" "\n";
+    s += k("pre", "0", "0", "2000000");
+    s += k("k1", "0", a, "50000");
+    s += R"({"op":"alloc","id":)" + b + R"(,"bytes":1000000})" "\n";
+    s += k("k2", a, b, "50000");
+    s += k("k3", a + "," + b, "0", "50000");
+    s += R"({"op":"free","id":)" + a + "}\n";
+    s += R"({"op":"free","id":)" + b + "}\n";
+    s += k("post", "0", "0", "2000000");
+    s += k("step1", "1", "0", "50000");
+    s += k("step2", "0", "1", "50000");
+    s += R"({"op":"sync"})" "\n";
+  }
+  Fixture f = prepare_text(s);
+  const learn::Pattern pat = learn::make_pattern(f.t, trace::Iteration{2, 14, 26});
+  PlanOptions opt;
+  opt.budget_bytes = 2'200'000;
+  opt.baseline_bytes = 1'001'000;
+  opt.margin = 0;
+  opt.allow_recompute = false;
+  const auto evicts_s = [](const Plan& p) {
+    return std::find_if(p.decisions.begin(), p.decisions.end(),
+                        [](const Decision& d) { return d.act == Act::Evict && !d.tensor.local; });
+  };
+  const Plan without = make_plan(f.p, pat, opt);
+  EXPECT_EQ(evicts_s(without), without.decisions.end());
+  EXPECT_EQ(without.delayed_evictions, 0u);
+  EXPECT_TRUE(!without.fits || without.expected_overhead_s > 0);
+  opt.delay_wrap_evictions = true;
+  const Plan with = make_plan(f.p, pat, opt);
+  EXPECT_TRUE(with.fits);
+  EXPECT_EQ(with.expected_overhead_s, 0.0);
+  EXPECT_EQ(with.delayed_evictions, 1u);
+  EXPECT_LE(with.planned_peak_bytes, 2'200'000u);
+  const auto ev = evicts_s(with);
+  ASSERT_NE(ev, with.decisions.end());
+  EXPECT_EQ(ev->at, 1u);        // before `pre`: the last position issued when its copy can start (0 s)
+  EXPECT_EQ(ev->access, 10u);   // the access it follows: step2, in the iteration before
+  EXPECT_EQ(ev->reason, Reason::CrossIteration);
+  const auto in = std::find_if(with.decisions.begin(), with.decisions.end(),
+                               [](const Decision& d) { return d.act == Act::Prefetch && !d.tensor.local; });
+  ASSERT_NE(in, with.decisions.end());
+  EXPECT_EQ(in->access, 9u);    // served: step1
+  EXPECT_GT(in->at, 5u);        // after k3, the last position that needs the room
+  EXPECT_LE(in->at, 9u);
+}
+
 // The link priced (PlanOptions::link_price): the toy's swap of A hides behind the middle, so
 // the free-time phase takes it, and the link moves 2 MB for it; priced at a second of compute
 // per second of copy, re-running fwd (1 ms) costs less than its two 1 ms copies, and A is
