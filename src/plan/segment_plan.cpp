@@ -191,8 +191,10 @@ bool variant_options(const PlanOptions& base, Variant variant, double margin, do
 //     and covered plan on the compute timeline stretched by each of kTimeScales
 //     (PlanOptions::time_scale: where the link cannot keep up, a plan spread as if compute were
 //     slower); the fastest of those by replay has its planned stalls searched as above;
-//   - each of those again with the optimizer state's wrap swaps evicted at the iteration's start
-//     (PlanOptions::delay_wrap_evictions) where that changes the plan, the fastest kept apart;
+//   - with the optimizer state's swaps across the boundary evicted in the next iteration
+//     (PlanOptions::delay_wrap_evictions) where that changes the plan: the variants at 3% (the
+//     plain one's stalls and lateness searched) and on the stretched timelines, the fastest of
+//     each kept apart;
 //   - no plan at all (the pressure rules alone).
 // The kRefined fastest plans on the ideal timeline, and the fastest on a stretched one, have
 // their in-triggers moved earlier where their replays get faster (refine_prefetches), and the
@@ -213,7 +215,7 @@ Plan choose_plan(const sim::PreparedTrace& prep, const learn::Pattern& pattern, 
   // The fastest few candidates (distinct replay times), each refined below: a candidate whose
   // replay stalls once on a late swap-in can beat the fastest one when that swap-in moves. The
   // fastest that recomputes nothing is kept apart as well (kPreferSwaps).
-  std::vector<Plan> top, swaps_only, top_stretched, top_delayed;
+  std::vector<Plan> top, swaps_only, top_stretched, top_delayed, top_delayed_stretched;
   std::uint64_t natural_peak = 0;
   auto keep = [](std::vector<Plan>& list, std::size_t most, const Plan& q, double s, bool no_drops) {
     // Plans that replay in the same time are taken for one (most are: a search's variants
@@ -236,7 +238,7 @@ Plan choose_plan(const sim::PreparedTrace& prep, const learn::Pattern& pattern, 
     natural_peak = q.natural_peak_bytes;
     const double s = replay_plan(prep, pattern, q, o.budget_bytes, o.allow_recompute);
     if (!std::isfinite(s)) return s;
-    if (q.delayed_evictions > 0) keep(top_delayed, 1, q, s, !o.allow_recompute);
+    if (q.delayed_evictions > 0) keep(o.time_scale != 1.0 ? top_delayed_stretched : top_delayed, 1, q, s, !o.allow_recompute);
     else if (o.time_scale != 1.0) keep(top_stretched, 1, q, s, !o.allow_recompute);
     else keep(top, kRefined, q, s, !o.allow_recompute);
     if (q.recomputes == 0 && q.delayed_evictions == 0) keep(swaps_only, 1, q, s, !o.allow_recompute);  // for kPreferSwaps, from either
@@ -248,14 +250,20 @@ Plan choose_plan(const sim::PreparedTrace& prep, const learn::Pattern& pattern, 
   // replays compare nothing, and no plan is followed: on simcuda, resnet18 at 0.3 of its peak
   // ran 4.85x (uvm) and 3.87x (pinned) its unconstrained time following the plan of least
   // planned peak, 3.86x and 2.70x with the pressure rules alone.
-  // Each variant also with delay_wrap_evictions where that changes its plan. Those candidates
-  // are kept apart (top_delayed): among the others they displaced candidates that refined to
-  // faster plans (resnet18 on h200 at 0.6x: 1.295 -> 1.328 that way).
+  // With delay_wrap_evictions where that changes the plan: each variant at the 3% margin, and
+  // each on the stretched timelines below; planned stalls and lateness searched from the plain
+  // variant's only. Those candidates are kept apart (top_delayed, top_delayed_stretched): among
+  // the others they displaced candidates that refined to faster plans (resnet18 on h200 at 0.6x:
+  // 1.295 -> 1.328 that way), and a delayed one on the ideal timeline displaced a better stretched
+  // one (p100 resnet18 at 0.4x: 1.623 against 1.484). Trying them at both margins with every
+  // variant's searches made planning about 55% slower (the simulator's runs of the three traces
+  // at the budgets they help) for one cell's gain (h200 resnet18 at 0.5x: 1.877 against 1.935);
+  // this way it is about 20% slower.
   for (const bool delayed : {false, true}) {
     for (const double margin : {0.03, 0.10}) {
       std::vector<Decision> unpriced;  // the plain variant's, at this margin
       for (const Variant variant : {Variant::Plain, Variant::NoRecompute, Variant::Paper, Variant::Priced, Variant::Covered}) {
-        if (!variant_options(base, variant, margin, 1.0, opt) || (delayed && variant == Variant::Paper)) continue;
+        if (!variant_options(base, variant, margin, 1.0, opt) || (delayed && (variant == Variant::Paper || margin != 0.03))) continue;
         opt.delay_wrap_evictions = delayed;
         const Plan q = make_plan(prep, pattern, opt);
         if (delayed && q.delayed_evictions == 0) continue;  // the same plan as without
@@ -265,6 +273,7 @@ Plan choose_plan(const sim::PreparedTrace& prep, const learn::Pattern& pattern, 
         // or no short gaps to pass over): its searches would only repeat the plain variant's.
         if ((variant == Variant::Priced || variant == Variant::Covered) && same_decisions(q.decisions, unpriced)) continue;
         consider(q, opt);
+        if (delayed && variant != Variant::Plain) continue;  // planning time: see above
         if (variant != Variant::Paper && !q.fits) search_stalls(prep, pattern, opt, q, consider);
         search_lateness(prep, pattern, opt, q, consider);
       }
@@ -326,7 +335,7 @@ Plan choose_plan(const sim::PreparedTrace& prep, const learn::Pattern& pattern, 
   // The swap-only candidate unless it is among the fastest already (same replay time).
   if (!swaps_only.empty() && std::none_of(top.begin(), top.end(), [&](const Plan& x) { return x.replay_s == swaps_only[0].replay_s; }))
     top.push_back(std::move(swaps_only[0]));
-  for (std::vector<Plan>* apart : {&top_stretched, &top_delayed})
+  for (std::vector<Plan>* apart : {&top_stretched, &top_delayed, &top_delayed_stretched})
     for (Plan& q : *apart)
       if (std::none_of(top.begin(), top.end(), [&](const Plan& x) { return x.replay_s == q.replay_s; })) top.push_back(std::move(q));
   if (on_chosen && !top.empty()) on_chosen(pick(top));

@@ -891,7 +891,7 @@ double settled_time(const sim::PreparedTrace& p, std::uint64_t budget, CapuchinV
 // simulator's replay, with planned stalls and no swaps a link's latency dominates: capuchin
 // 4.12 against capuchin-paper 3.79 and capuchin-swap 7.17 (ratios to the ideal); with them,
 // 2.54; with recomputation-first candidates and refined in-triggers, 2.10; with the optimizer
-// state's swaps evicted in the next iteration (delay_wrap_evictions), 1.88.
+// state's swaps evicted in the next iteration (delay_wrap_evictions), 1.94.
 TEST(Policy, BeatsCapuchinAsPublishedOnResnet18AtHalfThePeak) {
   const auto run = resnet18_repeated(8, "h200");
   ASSERT_TRUE(run);
