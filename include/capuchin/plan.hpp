@@ -56,7 +56,8 @@ struct Decision {
   Act act = Act::Evict;
   TensorRef tensor;
   std::uint64_t bytes = 0;
-  std::uint32_t access = 0;   // evict/drop: the access after which; prefetch/recompute: the access served
+  std::uint32_t access = 0;   // evict/drop: the access after which (a delayed eviction's: in the
+                              // iteration before); prefetch/recompute: the access served
   Reason reason = Reason::FreeTime;
   double free_time_s = 0;     // swap: slack left (negative: expected stall)
   double cost_s = 0;          // expected added time (stall or recomputation)
@@ -114,9 +115,10 @@ struct PlanOptions {
   // alone recomputed 131 (89 ms). choose_plan tries both rankings.
   bool cover_weighted = false;
   // A persistent tensor's swap across the iteration boundary (optimizer state, used at the step
-  // only) whose copy out cannot end before the iteration does: evicted at the next iteration's
-  // start instead (it stays resident from its last use to there, as without the swap), both its
-  // copies then within the iteration. Off, such a swap is not planned. choose_plan tries both.
+  // only) whose copy out cannot end before the iteration does: evicted in the next iteration
+  // instead, at the position where its copy out can start on the planner's link timeline (it
+  // stays resident from its last use to there, as without the swap), both its copies then within
+  // the iteration. Off, such a swap is not planned. choose_plan tries both.
   bool delay_wrap_evictions = false;
 };
 
@@ -133,7 +135,7 @@ struct Plan {
   double planned_stall_s = 0;
   double time_scale = 1.0;  // PlanOptions::time_scale it was planned with
   std::uint32_t swaps = 0, recomputes = 0;
-  std::uint32_t delayed_evictions = 0;  // swaps evicted at the iteration's start (delay_wrap_evictions)
+  std::uint32_t delayed_evictions = 0;  // swaps evicted in the next iteration (delay_wrap_evictions)
   double plan_time_s = 0;  // how long planning took (wall clock)
   std::vector<std::uint32_t> off_at_start;  // trace tensors the plan keeps off the device as the iteration starts
   double replay_s = 0;   // its iteration in the simulator (replay_plan), when a planner compared candidates

@@ -339,8 +339,9 @@ Plan choose_plan(const sim::PreparedTrace& prep, const learn::Pattern& pattern, 
     for (Plan& q : *apart)
       if (std::none_of(top.begin(), top.end(), [&](const Plan& x) { return x.replay_s == q.replay_s; })) top.push_back(std::move(q));
   if (on_chosen && !top.empty()) on_chosen(pick(top));
-  // Each candidate its replays; the ideal timeline's candidates share the replayed events, and
-  // the stretched one gets as many as each of them on top (had it shared them, it would take
+  // Each candidate its replays; the ideal timeline's candidates without delayed evictions share
+  // the replayed events, and the stretched one and the two delayed ones get as many as each of
+  // them on top (had the stretched one shared them, it would take
   // refinement from the others even where it is not followed: on simcuda, mobilenet_v2 at 0.3,
   // swaps only, 78.94 -> 79.74 ms per settled iteration).
   RefineLimits limits;

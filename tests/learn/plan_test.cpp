@@ -650,6 +650,14 @@ TEST(Plan, OptimizerStateIsEvictedInTheNextIterationWhenItsCopyOutCannotEndBefor
   EXPECT_EQ(in->access, 9u);    // served: step1
   EXPECT_GT(in->at, 5u);        // after k3, the last position that needs the room
   EXPECT_LE(in->at, 9u);
+  // The simulator's replay of the iteration (S resident as it starts, evicted and brought back
+  // by the plan): feasible, as fast as the kernels alone (nothing waits), and faster than the
+  // plan without the option.
+  EXPECT_TRUE(with.off_at_start.empty());
+  const double replayed = replay_plan(f.p, pat, with, opt.budget_bytes, false);
+  ASSERT_TRUE(std::isfinite(replayed));
+  EXPECT_NEAR(replayed, 0.00425, 1e-9);  // pre 2 + k1..k3 0.15 + post 2 + step1, step2 0.1 ms: no wait
+  EXPECT_LT(replayed, replay_plan(f.p, pat, without, opt.budget_bytes, false));
 }
 
 // The link priced (PlanOptions::link_price): the toy's swap of A hides behind the middle, so
