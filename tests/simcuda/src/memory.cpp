@@ -7,7 +7,9 @@
 // mappings made accessible to it) is checked per device.
 //
 // Contract: device pages are readable/writable only while allocated or mapped+accessible;
-// freed, unmapped and reserved-but-unmapped pages are PROT_NONE. Stream-ordered frees
+// freed, unmapped and reserved-but-unmapped pages are PROT_NONE. Freed pages keep their
+// contents (up to the devices' capacity in bytes), so a new allocation holds stale data, as on
+// a real device (cuMemAlloc: "The memory is not cleared"); reserved ranges hold no pages. Stream-ordered frees
 // (cuMemFreeAsync) release capacity at call time (so peaks do not depend on worker timing),
 // may be reused at once by an allocation on the same stream of exactly the same span (stream
 // order makes that safe, as in the real pool), and return to the shared free list only when
@@ -99,6 +101,7 @@ Memory::Memory() {
   }
   // Address space only (MAP_NORESERVE, PROT_NONE): managed memory may oversubscribe capacity.
   const uint64_t all_devices = capacity_ * static_cast<uint64_t>(device_count());
+  retain_limit_ = all_devices;
   region_bytes_ = std::max<uint64_t>(64ull << 30, round_up(all_devices * 4 + (16ull << 30), 1ull << 30));
   void* p = mmap(nullptr, region_bytes_ + SIMCUDA_VMM_GRANULARITY, PROT_NONE,
                  MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
@@ -141,9 +144,33 @@ void Memory::va_release(uintptr_t base, size_t span) {
 }
 
 void Memory::protect(uintptr_t base, size_t span) {
-  void* p = reinterpret_cast<void*>(base);
-  madvise(p, span, MADV_DONTNEED);  // give the physical pages back
-  mprotect(p, span, PROT_NONE);
+  mprotect(reinterpret_cast<void*>(base), span, PROT_NONE);
+  retained_[base] = span;  // freed ranges are disjoint from retained ones (unretain at allocation)
+  retained_bytes_ += span;
+  if (retained_bytes_ > retain_limit_) discard_retained();
+}
+
+void Memory::discard_retained() {
+  for (const auto& [base, span] : retained_) madvise(reinterpret_cast<void*>(base), span, MADV_DONTNEED);
+  retained_.clear();
+  retained_bytes_ = 0;
+}
+
+// [base, base + span) is being handed out: it is no longer a retained freed range. discard:
+// also give its pages back (a VMM reservation holds none until something is mapped there).
+void Memory::unretain(uintptr_t base, size_t span, bool discard) {
+  const uintptr_t end = base + span;
+  auto it = retained_.upper_bound(base);
+  if (it != retained_.begin() && std::prev(it)->first + std::prev(it)->second > base) --it;
+  while (it != retained_.end() && it->first < end) {
+    const uintptr_t rb = it->first, re = it->first + it->second;
+    const uintptr_t ob = std::max(rb, base), oe = std::min(re, end);
+    if (discard) madvise(reinterpret_cast<void*>(ob), oe - ob, MADV_DONTNEED);
+    retained_bytes_ -= oe - ob;
+    it = retained_.erase(it);
+    if (rb < base) retained_[rb] = base - rb;
+    if (re > end) retained_[end] = re - end;
+  }
 }
 
 void Memory::unprotect(uintptr_t base, size_t span) {
@@ -234,6 +261,7 @@ CUresult Memory::alloc_device(int device, size_t bytes, CUstream_st* stream, boo
       uncharge(device, accounted);
       return CUDA_ERROR_OUT_OF_MEMORY;
     }
+    unretain(base, span, false);
     unprotect(base, span);
   }
   Allocation a;
@@ -307,6 +335,7 @@ CUresult Memory::alloc_managed(size_t bytes, CUdeviceptr* out) {
   std::lock_guard<std::mutex> lock(mu_);
   uintptr_t base = region_ ? va_alloc(span, SIMCUDA_UVM_BLOCK) : 0;
   if (base == 0) return CUDA_ERROR_OUT_OF_MEMORY;
+  unretain(base, span, false);
   unprotect(base, span);  // host-accessible wherever it resides
   Allocation a;
   a.base = base;
@@ -634,6 +663,7 @@ CUresult Memory::address_reserve(size_t bytes, size_t alignment, CUdeviceptr hin
   }
   if (base == 0) base = va_alloc(bytes, alignment);
   if (base == 0) return CUDA_ERROR_OUT_OF_MEMORY;
+  unretain(base, bytes, true);
   reservations_[base] = bytes;
   *out = base;
   return CUDA_SUCCESS;

@@ -87,6 +87,44 @@ TEST_F(Simcuda, IllegalAddressIsStickyAfterFree) {
   EXPECT_EQ(mprotect(reinterpret_cast<void*>(d), 4096, PROT_NONE), 0);
 }
 
+// Freed pages keep their contents for reuse (up to the capacity), split where a smaller
+// allocation takes part of a freed range; a range freed again is protected again, and churning
+// more than the capacity through the allocator (the retained pages then given back) stays legal.
+TEST_F(Simcuda, FreedRangesAreReusedInPartsAndProtectedAgain) {
+  CUdeviceptr x = 0, y = 0, z = 0;
+  ASSERT_EQ(cuMemAlloc(&x, 4 * 4096), CUDA_SUCCESS);
+  ASSERT_EQ(launch(k.fill, nullptr, reinterpret_cast<float*>(x), 4 * 1024, 1.0f), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemFree(x), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemAlloc(&y, 4096), CUDA_SUCCESS);
+  ASSERT_EQ(y, x);  // first fit: the freed range's first page
+  ASSERT_EQ(cuMemAlloc(&z, 2 * 4096), CUDA_SUCCESS);
+  ASSERT_EQ(z, x + 4096);
+  ASSERT_EQ(launch(k.fill, nullptr, reinterpret_cast<float*>(y), 1024, 2.0f), CUDA_SUCCESS);
+  ASSERT_EQ(launch(k.fill, nullptr, reinterpret_cast<float*>(z), 2 * 1024, 3.0f), CUDA_SUCCESS);
+  std::vector<float> back(3 * 1024);
+  ASSERT_EQ(cuMemcpyDtoH(back.data(), y, 4096), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemcpyDtoH(back.data() + 1024, z, 2 * 4096), CUDA_SUCCESS);
+  EXPECT_EQ(back[0], 2.0f);
+  EXPECT_EQ(back[1024], 3.0f);
+  EXPECT_EQ(back[3 * 1024 - 1], 3.0f);
+  ASSERT_EQ(cuMemFree(y), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemFree(z), CUDA_SUCCESS);
+  // 80 MiB of managed memory freed at once: more than the 64 MiB kept, so all is given back.
+  CUdeviceptr m1 = 0, m2 = 0, big = 0;
+  ASSERT_EQ(cuMemAllocManaged(&m1, 40ull << 20, CU_MEM_ATTACH_GLOBAL), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemAllocManaged(&m2, 40ull << 20, CU_MEM_ATTACH_GLOBAL), CUDA_SUCCESS);
+  std::memset(reinterpret_cast<void*>(m1), 1, 40ull << 20);
+  std::memset(reinterpret_cast<void*>(m2), 1, 40ull << 20);
+  ASSERT_EQ(cuMemFree(m1), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemFree(m2), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemAlloc(&big, 48ull << 20), CUDA_SUCCESS);
+  ASSERT_EQ(launch(k.fill, nullptr, reinterpret_cast<float*>(big), (48 << 20) / 4, 5.0f), CUDA_SUCCESS);
+  ASSERT_EQ(cuCtxSynchronize(), CUDA_SUCCESS);
+  ASSERT_EQ(cuMemFree(big), CUDA_SUCCESS);
+  ASSERT_EQ(launch(k.fill, nullptr, reinterpret_cast<float*>(z), 1024, 4.0f), CUDA_SUCCESS);
+  EXPECT_EQ(cuCtxSynchronize(), CUDA_ERROR_ILLEGAL_ADDRESS);  // freed again: protected again
+}
+
 TEST_F(Simcuda, UndeclaredTouchOfProtectedPageIsCaughtBySegvBackstop) {
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
   GTEST_SKIP() << "sanitizers own SIGSEGV; the backstop is tested in plain builds (the declaration check, "
