@@ -27,7 +27,7 @@ class Server {
  public:
   // `planners`: worker threads that plan jobs' segments (off the io thread).
   Server(boost::asio::io_context& io, Registry& registry, unsigned planners = 2)
-      : io_(io), registry_(registry), acceptor_(io), accept_retry_(io), workers_(planners) {}
+      : registry_(registry), acceptor_(io), accept_retry_(io), workers_(planners) {}
   ~Server() { workers_.join(); }
   // Creates the socket's directory (0700) if needed, refuses a path another daemon serves,
   // replaces a stale socket, binds (0600) and starts accepting.
@@ -36,7 +36,6 @@ class Server {
 
  private:
   void accept();
-  boost::asio::io_context& io_;
   Registry& registry_;
   boost::asio::local::stream_protocol::acceptor acceptor_;
   boost::asio::steady_timer accept_retry_;

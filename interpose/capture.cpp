@@ -3,6 +3,7 @@
 #include "capture.hpp"
 #include "distinct_words.hpp"
 
+#include <cuda_runtime_api.h>
 #include <pthread.h>
 #include <unistd.h>
 
@@ -499,13 +500,18 @@ std::uint32_t capture_sequence(std::uint64_t stream, bool per_thread) {
 
 namespace {
 
-using ParamInfoFn = CUresult (*)(void*, size_t, size_t*, size_t*);  // cuFuncGetParamInfo / cuKernelGetParamInfo
-using NameFn = CUresult (*)(const char**, void*);                     // cuFuncGetName / cuKernelGetName
+// Each query through a pointer of its own exact prototype (calling through another is
+// undefined, and clang's -fsanitize=function reports it): the handle is a CUfunction or a CUkernel.
+template <class H>
+using ParamInfoFn = CUresult (*)(H, size_t, size_t*, size_t*);  // cuFuncGetParamInfo / cuKernelGetParamInfo
+template <class H>
+using NameFn = CUresult (*)(const char**, H);  // cuFuncGetName / cuKernelGetName
 
 // The parameters of a handle, asked index by index until the driver says the index is past
 // the last one (CUDA_ERROR_INVALID_VALUE). The count, or -1 when index 0 fails otherwise
 // (*first: that CUresult): the driver does not take this handle for this query.
-int query_params(ParamInfoFn fn, void* h, ParamSpec* specs, std::uint32_t max, CUresult* first) {
+template <class H>
+int query_params(ParamInfoFn<H> fn, H h, ParamSpec* specs, std::uint32_t max, CUresult* first) {
   std::uint32_t n = 0;
   for (; n < max; ++n) {
     size_t off = 0, size = 0;
@@ -522,28 +528,30 @@ int query_params(ParamInfoFn fn, void* h, ParamSpec* specs, std::uint32_t max, C
 
 HandleParams describe_handle(void* f, ParamSpec* specs, std::uint32_t max) {
   HandleParams h;
-  auto func_info = reinterpret_cast<ParamInfoFn>(driver_symbol("cuFuncGetParamInfo"));
-  auto func_name = reinterpret_cast<NameFn>(driver_symbol("cuFuncGetName"));
-  auto kernel_info = reinterpret_cast<ParamInfoFn>(driver_symbol("cuKernelGetParamInfo"));
-  auto kernel_name = reinterpret_cast<NameFn>(driver_symbol("cuKernelGetName"));
+  auto func_info = reinterpret_cast<ParamInfoFn<CUfunction>>(driver_symbol("cuFuncGetParamInfo"));
+  auto func_name = reinterpret_cast<NameFn<CUfunction>>(driver_symbol("cuFuncGetName"));
+  auto kernel_info = reinterpret_cast<ParamInfoFn<CUkernel>>(driver_symbol("cuKernelGetParamInfo"));
+  auto kernel_name = reinterpret_cast<NameFn<CUkernel>>(driver_symbol("cuKernelGetName"));
   h.queries = func_info != nullptr || kernel_info != nullptr;
   if (f == nullptr || !h.queries) return h;
-  int n = func_info != nullptr ? query_params(func_info, f, specs, max, &h.func_result) : -1;
+  const auto func = static_cast<CUfunction>(f);
+  const auto kernel = static_cast<CUkernel>(f);
+  int n = func_info != nullptr ? query_params(func_info, func, specs, max, &h.func_result) : -1;
   if (n < 0 && h.func_result == CUDA_ERROR_FUNCTION_NOT_LOADED) {
-    if (auto load = reinterpret_cast<CUresult (*)(void*)>(driver_symbol("cuFuncLoad")); load != nullptr && load(f) == CUDA_SUCCESS)
-      n = query_params(func_info, f, specs, max, &h.func_result);
+    if (auto load = reinterpret_cast<CUresult (*)(CUfunction)>(driver_symbol("cuFuncLoad")); load != nullptr && load(func) == CUDA_SUCCESS)
+      n = query_params(func_info, func, specs, max, &h.func_result);
   }
   // "No parameters" from a handle the driver cannot name is no answer (a CUkernel given to
   // cuFuncGetParamInfo): a layout saying a launch touches nothing when it may touch anything
   // would let its tensors move under it.
-  const auto named = [&](NameFn fn) {
-    if (fn == nullptr || (h.name_result = fn(&h.name, f)) != CUDA_SUCCESS) h.name = nullptr;
+  const auto named = [&](auto fn, auto handle) {
+    if (fn == nullptr || (h.name_result = fn(&h.name, handle)) != CUDA_SUCCESS) h.name = nullptr;
     if (h.name == nullptr && n == 0) n = -1;
   };
-  if (n >= 0) named(func_name);
+  if (n >= 0) named(func_name, func);
   if (n < 0 && kernel_info != nullptr) {
-    n = query_params(kernel_info, f, specs, max, &h.kernel_result);
-    if (n >= 0) named(kernel_name);
+    n = query_params(kernel_info, kernel, specs, max, &h.kernel_result);
+    if (n >= 0) named(kernel_name, kernel);
   }
   h.count = n;
   return h;
@@ -593,10 +601,10 @@ const FuncLayout* layout_for_stub(const void* stub) {
   // Host stubs and CUfunctions never share an address, but keep the keys apart anyway.
   const std::uint64_t key = reinterpret_cast<std::uint64_t>(stub) ^ 0x8000000000000000ull;
   if (const FuncLayout* l = s.cache.lookup(key)) [[likely]] return l;
-  using GetFuncFn = int (*)(CUfunction*, const void*);
+  using GetFuncFn = cudaError_t (*)(cudaFunction_t*, const void*);
   auto get_func = reinterpret_cast<GetFuncFn>(runtime_symbol("cudaGetFuncBySymbol"));
   CUfunction f = nullptr;
-  if (get_func == nullptr || get_func(&f, stub) != 0 || f == nullptr) return nullptr;
+  if (get_func == nullptr || get_func(&f, stub) != cudaSuccess || f == nullptr) return nullptr;
   const FuncLayout* l = layout_for_function(f);
   if (l != nullptr) s.cache.alias(key, l);
   return l;

@@ -49,6 +49,11 @@ enum RecordFlags : std::uint8_t {
 inline constexpr std::uint64_t kNoId = ~std::uint64_t{0};
 inline constexpr unsigned kIdsPerCont = 7;
 
+struct RecordHead {
+  std::uint64_t ts;  // global sequence number (RingPool::next_stamp), the trace order
+  std::uint64_t a, b, c, d, e, f;
+};
+
 struct Record {
   Kind kind;
   std::uint8_t flags;
@@ -56,10 +61,7 @@ struct Record {
   std::uint8_t cont;     // continuation records following this head record
   std::uint32_t aux;     // function-cache index (launch) or capture sequence
   union {
-    struct {
-      std::uint64_t ts;  // global sequence number (RingPool::next_stamp), the trace order
-      std::uint64_t a, b, c, d, e, f;
-    } h;
+    RecordHead h;
     std::uint64_t ids[kIdsPerCont];  // Kind::Ids
   };
 };

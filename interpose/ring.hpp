@@ -73,7 +73,7 @@ class RingPool {
   ThreadSlot* slots_ = nullptr;
   std::uint32_t count_ = 0;
   alignas(64) std::atomic<std::uint64_t> sequence_{0};
-  char pad_[64 - sizeof(std::atomic<std::uint64_t>)] = {};
+  [[maybe_unused]] char pad_[64 - sizeof(std::atomic<std::uint64_t>)] = {};
 };
 
 // The calling thread's slot, claimed on first use (nullptr if the pool is exhausted).

@@ -846,10 +846,9 @@ TEST(Sim, ASubRangeRunStartsWithinTheBudget) {
 // feasible wherever a baseline is, and faster than the paging and vDNN baselines wherever
 // they are feasible. (The full table with dtr and checkpoint-sqrt: scripts/sim_sweep.sh.)
 TEST(Policy, BeatsPagingAndVdnnOnRealTraces) {
-  std::vector<fs::path> paths{fs::path(CAPUCHIN_TEST_DATA) / "resnet18-b16.jsonl.gz"};
-  for (const char* f : {"mobilenet_v2-b16.jsonl.gz", "tiny_transformer-b8.jsonl.gz"})
-    if (fs::exists(fs::path(CAPUCHIN_SHARED_TRACES) / f)) paths.push_back(fs::path(CAPUCHIN_SHARED_TRACES) / f);
-  // Under a sanitizer one profile (CI time; the p100 runs take the same code paths).
+  // Under a sanitizer one profile and one trace (CI time; the others take the same code paths).
+  std::vector<fs::path> paths;
+  for (const std::string& f : sim::trace_files()) paths.emplace_back(f);
   const std::vector<const char*> gpus = sim::kSanitized ? std::vector<const char*>{"h200"} : std::vector<const char*>{"h200", "p100"};
   for (const char* gpu_name : gpus) {
     auto gpu = sim::find_gpu_profile(gpu_name);

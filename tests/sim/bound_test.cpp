@@ -90,10 +90,10 @@ TEST(LowerBound, TheJobsOwnCopiesTakeTheirEngineAndTheStream) {
 
 TEST(LowerBound, NeverAboveAnyPolicyOnRealTraces) {
   int compared = 0, binding = 0;
-  // Under a sanitizer (trace_files.hpp): one profile, three budgets.
+  // Under a sanitizer (trace_files.hpp): one trace, one profile, five budgets.
   const std::vector<std::string> gpus = kSanitized ? std::vector<std::string>{"h200"} : std::vector<std::string>{"h200", "p100"};
   const std::vector<double> shares =
-      kSanitized ? std::vector<double>{0.3, 0.5, 0.8} : std::vector<double>{0.2, 0.3, 0.4, 0.5, 0.6, 0.8, 1.0};
+      kSanitized ? std::vector<double>{0.3, 0.4, 0.5, 0.6, 0.8} : std::vector<double>{0.2, 0.3, 0.4, 0.5, 0.6, 0.8, 1.0};
   for (const std::string& gpu_name : gpus) {
     auto gpu = find_gpu_profile(gpu_name);
     ASSERT_TRUE(gpu);
@@ -130,7 +130,8 @@ TEST(LowerBound, NeverAboveAnyPolicyOnRealTraces) {
     }
   }
   EXPECT_GT(compared, kSanitized ? 15 : 50);
-  EXPECT_GT(binding, kSanitized ? 2 : 4);  // not vacuous: the bound exceeds 1 at the tighter budgets
+  EXPECT_GT(binding, kSanitized ? 2 : 4);
+  std::printf("compared %d policy runs with the bound, which binds at %d budgets\n", compared, binding);  // not vacuous: the bound exceeds 1 at the tighter budgets
 }
 
 }  // namespace
