@@ -16,6 +16,7 @@ std::string plan_to_json(const Plan& plan, const learn::Pattern& pattern, const 
   if (!plan.fits) j["unfit_position"] = plan.unfit_position;
   j["swaps"] = plan.swaps;
   j["recomputes"] = plan.recomputes;
+  j["delayed_evictions"] = plan.delayed_evictions;  // swaps across the boundary evicted in the next iteration
   j["expected_overhead_s"] = plan.expected_overhead_s;
   j["time_scale"] = plan.time_scale;
   j["plan_time_s"] = plan.plan_time_s;

@@ -598,9 +598,11 @@ Expected<SegmentPlan, std::string> plan_segment(const SegmentJob& job, const Pla
   // The plan in the segment's terms (positions, tensors by place).
   auto to_segment = [&](const Plan& p) {
     SegmentPlan out;
-    out.summary = fmt::format("plan from iteration {} (cut at {} of {} events): {} decisions ({} swaps, {} recomputes), "
+    out.summary = fmt::format("plan from iteration {} (cut at {} of {} events): {} decisions ({} swaps, {} recomputes{}), "
                               "natural peak {}, planned peak {}, budget {}, baseline {}{}{}",
-                              job.segment, cut, n, p.decisions.size(), p.swaps, p.recomputes, p.natural_peak_bytes,
+                              job.segment, cut, n, p.decisions.size(), p.swaps, p.recomputes,
+                              p.delayed_evictions > 0 ? fmt::format("; {} swaps evicted in the next iteration", p.delayed_evictions) : std::string(),
+                              p.natural_peak_bytes,
                               p.planned_peak_bytes, job.budget, baseline, p.passive || p.fits ? "" : " (does not fit)",
                               p.passive ? fmt::format("; no plan: the pressure rules alone replay fastest ({:.3f} ms)", p.replay_s * 1e3)
                               : p.replay_s > 0 ? fmt::format("; replayed {:.3f} ms, planned on a timeline with {:.3f} ms of waits{}{}", p.replay_s * 1e3, p.planned_stall_s * 1e3,

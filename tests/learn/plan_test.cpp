@@ -638,6 +638,7 @@ TEST(Plan, OptimizerStateIsEvictedInTheNextIterationWhenItsCopyOutCannotEndBefor
   EXPECT_TRUE(with.fits);
   EXPECT_EQ(with.expected_overhead_s, 0.0);
   EXPECT_EQ(with.delayed_evictions, 1u);
+  EXPECT_EQ(nlohmann::json::parse(plan_to_json(with, pat, f.t)).value("delayed_evictions", -1), 1);  // what the plan dump says
   EXPECT_LE(with.planned_peak_bytes, 2'200'000u);
   const auto ev = evicts_s(with);
   ASSERT_NE(ev, with.decisions.end());

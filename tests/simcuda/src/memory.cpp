@@ -8,8 +8,9 @@
 //
 // Contract: device pages are readable/writable only while allocated or mapped+accessible;
 // freed, unmapped and reserved-but-unmapped pages are PROT_NONE. Freed pages keep their
-// contents (up to the devices' capacity in bytes), so a new allocation holds stale data, as on
-// a real device (cuMemAlloc: "The memory is not cleared"); reserved ranges hold no pages. Stream-ordered frees
+// physical pages (up to the devices' capacity in bytes), filled with a poison byte (0xA5), so
+// a new allocation holds neither zeros nor what the range held before (cuMemAlloc: "The memory
+// is not cleared"); past that bound they are given back (zeros); reserved ranges hold no pages. Stream-ordered frees
 // (cuMemFreeAsync) release capacity at call time (so peaks do not depend on worker timing),
 // may be reused at once by an allocation on the same stream of exactly the same span (stream
 // order makes that safe, as in the real pool), and return to the shared free list only when
@@ -30,6 +31,7 @@ namespace simcuda {
 namespace {
 
 constexpr size_t kPage = 4096;
+constexpr int kFreedPoison = 0xA5;  // each byte of a freed range (float 0xA5A5A5A5: -2.9e-16)
 
 size_t round_up(size_t v, size_t a) { return (v + a - 1) / a * a; }
 
@@ -144,6 +146,11 @@ void Memory::va_release(uintptr_t base, size_t span) {
 }
 
 void Memory::protect(uintptr_t base, size_t span) {
+  // What a freed range held must not survive into its next allocation: a program (or capuchin's
+  // executor) that reads memory it never wrote, such as a recomputation that did not run, would
+  // find the old, right values there and pass. Poison is what it finds instead (zeros, which
+  // giving the pages back made it, look like real data too often: gradients, ReLU outputs).
+  std::memset(reinterpret_cast<void*>(base), kFreedPoison, span);
   mprotect(reinterpret_cast<void*>(base), span, PROT_NONE);
   retained_[base] = span;  // freed ranges are disjoint from retained ones (unretain at allocation)
   retained_bytes_ += span;

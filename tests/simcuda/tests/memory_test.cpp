@@ -87,10 +87,12 @@ TEST_F(Simcuda, IllegalAddressIsStickyAfterFree) {
   EXPECT_EQ(mprotect(reinterpret_cast<void*>(d), 4096, PROT_NONE), 0);
 }
 
-// Freed pages keep their contents for reuse (up to the capacity), split where a smaller
-// allocation takes part of a freed range; a range freed again is protected again, and churning
-// more than the capacity through the allocator (the retained pages then given back) stays legal.
-TEST_F(Simcuda, FreedRangesAreReusedInPartsAndProtectedAgain) {
+// Freed pages are kept for reuse (up to the capacity), split where a smaller allocation takes
+// part of a freed range, and hold neither zeros nor their old contents when handed out again
+// (a read of memory never written must not pass for the right data); a range freed again is
+// protected again, and churning more than the capacity through the allocator (the kept pages
+// then given back) stays legal.
+TEST_F(Simcuda, FreedRangesAreReusedInPartsPoisonedAndProtectedAgain) {
   CUdeviceptr x = 0, y = 0, z = 0;
   ASSERT_EQ(cuMemAlloc(&x, 4 * 4096), CUDA_SUCCESS);
   ASSERT_EQ(launch(k.fill, nullptr, reinterpret_cast<float*>(x), 4 * 1024, 1.0f), CUDA_SUCCESS);
@@ -99,6 +101,10 @@ TEST_F(Simcuda, FreedRangesAreReusedInPartsAndProtectedAgain) {
   ASSERT_EQ(y, x);  // first fit: the freed range's first page
   ASSERT_EQ(cuMemAlloc(&z, 2 * 4096), CUDA_SUCCESS);
   ASSERT_EQ(z, x + 4096);
+  std::vector<unsigned char> fresh(4096);
+  ASSERT_EQ(cuMemcpyDtoH(fresh.data(), y, 4096), CUDA_SUCCESS);
+  EXPECT_EQ(fresh[0], 0xA5);
+  EXPECT_EQ(fresh[4095], 0xA5);
   ASSERT_EQ(launch(k.fill, nullptr, reinterpret_cast<float*>(y), 1024, 2.0f), CUDA_SUCCESS);
   ASSERT_EQ(launch(k.fill, nullptr, reinterpret_cast<float*>(z), 2 * 1024, 3.0f), CUDA_SUCCESS);
   std::vector<float> back(3 * 1024);
