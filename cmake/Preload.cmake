@@ -26,6 +26,12 @@ foreach(_rt asan tsan ubsan)
     endif()
     execute_process(COMMAND ${CMAKE_CXX_COMPILER} -print-file-name=${_name}
                     OUTPUT_VARIABLE _path OUTPUT_STRIP_TRAILING_WHITESPACE)
+    if(NOT EXISTS "${_path}" AND CMAKE_CXX_COMPILER_ID STREQUAL "Clang")
+      # Newer LLVMs keep runtimes per target triple, without the architecture in the name.
+      string(REPLACE "-${CMAKE_SYSTEM_PROCESSOR}.so" ".so" _name "${_name}")
+      execute_process(COMMAND ${CMAKE_CXX_COMPILER} -print-file-name=${_name}
+                      OUTPUT_VARIABLE _path OUTPUT_STRIP_TRAILING_WHITESPACE)
+    endif()
     if(EXISTS "${_path}")
       list(APPEND CAPUCHIN_PRELOAD_PREFIX "${_path}")
       if(CMAKE_CXX_COMPILER_ID STREQUAL "Clang")

@@ -7,10 +7,12 @@
 // mappings made accessible to it) is checked per device.
 //
 // Contract: device pages are readable/writable only while allocated or mapped+accessible;
-// freed, unmapped and reserved-but-unmapped pages are PROT_NONE. Freed pages keep their
-// physical pages (up to the devices' capacity in bytes), filled with a poison byte (0xA5), so
-// a new allocation holds neither zeros nor what the range held before (cuMemAlloc: "The memory
-// is not cleared"); past that bound they are given back (zeros); reserved ranges hold no pages. Stream-ordered frees
+// freed, unmapped and reserved-but-unmapped pages are PROT_NONE. Freed ranges keep their
+// physical pages (up to the devices' capacity in bytes), filled with a poison byte (0xFF: NaN
+// as any float), so a new allocation holds neither zeros nor what the range held before
+// (cuMemAlloc: "The memory is not cleared"); past that bound they are given back and read as
+// zeros; a stream-ordered reuse on the same stream keeps its old contents, as the real pool
+// does; reserved ranges hold no pages. Stream-ordered frees
 // (cuMemFreeAsync) release capacity at call time (so peaks do not depend on worker timing),
 // may be reused at once by an allocation on the same stream of exactly the same span (stream
 // order makes that safe, as in the real pool), and return to the shared free list only when
@@ -31,7 +33,7 @@ namespace simcuda {
 namespace {
 
 constexpr size_t kPage = 4096;
-constexpr int kFreedPoison = 0xA5;  // each byte of a freed range (float 0xA5A5A5A5: -2.9e-16)
+constexpr int kFreedPoison = 0xFF;  // each byte of a freed range: NaN in fp16/bf16/fp32/fp64, -1 as an integer
 
 size_t round_up(size_t v, size_t a) { return (v + a - 1) / a * a; }
 
@@ -146,15 +148,21 @@ void Memory::va_release(uintptr_t base, size_t span) {
 }
 
 void Memory::protect(uintptr_t base, size_t span) {
+  void* p = reinterpret_cast<void*>(base);
+  if (retained_bytes_ + span > retain_limit_) discard_retained();
+  if (span > retain_limit_) {  // not kept: its pages go back (zeros when handed out again)
+    madvise(p, span, MADV_DONTNEED);
+    mprotect(p, span, PROT_NONE);
+    return;
+  }
   // What a freed range held must not survive into its next allocation: a program (or capuchin's
   // executor) that reads memory it never wrote, such as a recomputation that did not run, would
   // find the old, right values there and pass. Poison is what it finds instead (zeros, which
   // giving the pages back made it, look like real data too often: gradients, ReLU outputs).
-  std::memset(reinterpret_cast<void*>(base), kFreedPoison, span);
-  mprotect(reinterpret_cast<void*>(base), span, PROT_NONE);
+  std::memset(p, kFreedPoison, span);
+  mprotect(p, span, PROT_NONE);
   retained_[base] = span;  // freed ranges are disjoint from retained ones (unretain at allocation)
   retained_bytes_ += span;
-  if (retained_bytes_ > retain_limit_) discard_retained();
 }
 
 void Memory::discard_retained() {
