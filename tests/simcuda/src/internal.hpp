@@ -338,12 +338,12 @@ class Memory {
   uintptr_t region_ = 0;
   size_t region_bytes_ = 0;
   std::map<uintptr_t, size_t> va_free_;  // base -> bytes
-  // Freed ranges that keep their physical pages (PROT_NONE, poisoned with 0xFF): base -> bytes, disjoint.
-  // A real device does not clear memory it hands out again (cuMemAlloc: "The memory is not
-  // cleared"), and reusing populated pages spares the host a page fault per 4 KiB: giving them
-  // back at every free made a mobilenet_v2 replay fault 11 GB in 8 iterations, two thirds of
-  // its time. At most retain_limit_ bytes (all devices' capacity) are kept; past it all are
-  // given back.
+  // Freed ranges that keep their physical pages (PROT_NONE, poisoned with 0xFF): base -> bytes,
+  // disjoint. A real device does not clear memory it hands out again (cuMemAlloc: "The memory
+  // is not cleared"), and reusing populated pages spares the host a page fault per 4 KiB: giving
+  // them back at every free made a mobilenet_v2 replay fault 11 GB in 8 iterations, two thirds
+  // of its time. At most retain_limit_ bytes (all devices' capacity) are kept; past it all are
+  // given back. retained_bytes_ is their sum (kept, not summed at every free).
   std::map<uintptr_t, size_t> retained_;
   uint64_t retained_bytes_ = 0;
   uint64_t retain_limit_ = 0;
