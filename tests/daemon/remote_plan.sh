@@ -41,21 +41,7 @@ run_job() {  # iters outfile decision-log [hold-file [iteration]]: with a hold f
     LD_PRELOAD="$PRELOAD_PREFIX" "$CAPUCHIN" run --socket "$sock" --budget "$B" -- "$TRAIN" $args --iters "$1" $hold > "$2" 2> "$2.err"
 }
 
-attached_session() {  # the id of the session attached now, or nothing
-  "$CAPUCHIN" --socket "$sock" sessions --json | python3 -c '
-import json, sys
-s = [x for x in json.load(sys.stdin) if x["state"] == "attached"]
-print(s[0]["id"] if s else "")'
-}
-
 . "$(dirname "$0")/until_within.sh"
-# session_ready [plan]: sets ready_sid to the attached session's id; succeeds once there is one
-# (with "plan": once `capuchin plan` shows the job's iteration for it).
-session_ready() {
-  ready_sid=$(attached_session) || return 1
-  [ -n "$ready_sid" ] || return 1
-  [ $# -eq 0 ] || "$CAPUCHIN" --socket "$sock" plan "$ready_sid" --json 2>/dev/null | grep -q "the job's iteration"
-}
 held_job_failed() {  # what FAIL needs to say when a held job was not seen: its log and the daemon's view
   echo "FAIL: $1"; tail -5 "$2.err"; "$CAPUCHIN" --socket "$sock" sessions --json; tail -5 "$out/daemon.log"
   touch "$3"; wait $job || true; exit 1
@@ -66,7 +52,7 @@ held_job_failed() {  # what FAIL needs to say when a held job was not seen: its 
 #    under ASan once the job's GEMMs were not instrumented, left it no iteration to follow one).
 "$TRAIN" $args --iters 6 > "$out/reference6.txt"
 run_job 6 "$out/run6.txt" "$out/decisions6.jsonl" "$out/go6" 4 & job=$!
-until_within 120 session_ready plan || held_job_failed "the first job had no plan within 120 s" "$out/run6.txt" "$out/go6"
+until_within 120 session_ready "$sock" plan || held_job_failed "the first job had no plan within 120 s" "$out/run6.txt" "$out/go6"
 touch "$out/go6"
 wait $job || { echo "FAIL: the job failed"; tail "$out/run6.txt.err"; exit 1; }
 cmp -s "$out/reference6.txt" "$out/run6.txt" || { echo "FAIL: output differs under capuchin with the daemon"; exit 1; }
@@ -84,7 +70,7 @@ echo "1. daemon-made plans applied: $(grep -c '"reason":"capuchind"' "$out/decis
 # 2. set-budget on a running job (held before iteration 10 until set-budget was sent).
 "$TRAIN" $args --iters 60 > "$out/reference60.txt"
 run_job 60 "$out/run60.txt" "$out/decisions60.jsonl" "$out/go60" & job=$!
-until_within 120 session_ready || held_job_failed "the second job did not attach within 120 s" "$out/run60.txt" "$out/go60"
+until_within 120 session_ready "$sock" || held_job_failed "the second job did not attach within 120 s" "$out/run60.txt" "$out/go60"
 sid=$ready_sid
 "$CAPUCHIN" --socket "$sock" set-budget "$sid" "$B2" > /dev/null
 touch "$out/go60"
@@ -118,7 +104,7 @@ PY
 #    runs on unharmed (it was accepted, and the job died at its next iteration).
 "$TRAIN" $args --iters 25 > "$out/reference25.txt"
 run_job 25 "$out/run25.txt" "$out/decisions25.jsonl" "$out/go25" & job=$!
-until_within 120 session_ready plan || held_job_failed "the third job had no plan within 120 s" "$out/run25.txt" "$out/go25"
+until_within 120 session_ready "$sock" plan || held_job_failed "the third job had no plan within 120 s" "$out/run25.txt" "$out/go25"
 sid3=$ready_sid
 rc=0
 "$CAPUCHIN" --socket "$sock" set-budget "$sid3" 4096 > "$out/low.txt" 2>&1 || rc=$?
