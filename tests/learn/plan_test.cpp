@@ -450,7 +450,10 @@ TEST(Plan, SwapInsComeLastAtTheirPosition) {
   // of its own; a direct run of the binary does not).
   const char* user_dump = std::getenv("CAPUCHIN_PLAN_DUMP");
   const std::string kept_dump = user_dump != nullptr ? user_dump : "";
-  for (int percent : {60, 50, 40}) {  // a folder each: plans are named by segment
+  // A folder each: plans are named by segment. Under a sanitizer the middle budget only (CI
+  // time: 21 s under ASan for the three; the order is checked the same way at each).
+  const std::vector<int> percents = sim::kSanitized ? std::vector<int>{50} : std::vector<int>{60, 50, 40};
+  for (int percent : percents) {
     const fs::path sub = dir / std::to_string(percent);
     fs::create_directories(sub);
     ::setenv("CAPUCHIN_PLAN_DUMP", sub.c_str(), 1);
