@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "capuchin/flat_map.hpp"
+#include "device_chunks.hpp"
 #include "event_pool.hpp"
 #include "host_pool.hpp"
 
@@ -168,8 +169,27 @@ class Ledger {
   bool fits(std::uint64_t more) const { return resident_ + more <= budget; }
   void move(Block& b, Where to) {
     if (charged(b.where) && !charged(to)) resident_ -= b.span, unlist(b);
-    if (!charged(b.where) && charged(to)) resident_ += b.span, peak_ = std::max(peak_, resident_), list(b);
+    if (!charged(b.where) && charged(to)) {
+      resident_ += b.span, peak_ = std::max(peak_, resident_), list(b);
+      if (idle_ != nullptr && idle_->idle_bytes() != 0) trim_idle();
+    }
     b.where = to;
+  }
+  // Idle device chunks (device_chunks.hpp) are device memory not charged here; with managed
+  // moves out still in flight (`outs`: bytes uncharged, not yet gone from the device) they stay
+  // within the budget: every charge, and trim_idle() after the budget changed, releases what
+  // is past it.
+  void watch_idle(DeviceChunks* idle, const std::uint64_t* outs) {
+    idle_ = idle;
+    outs_ = outs;
+  }
+  // The idle bytes a new charge of `more` leaves room for.
+  std::uint64_t idle_room(std::uint64_t more) const {
+    const std::uint64_t used = resident_ + (outs_ != nullptr ? *outs_ : 0) + more;
+    return used < budget ? budget - used : 0;
+  }
+  void trim_idle() {
+    if (idle_ != nullptr) idle_->trim(idle_room(0));
   }
   void forget(Block& b) {  // a block given back to the driver (a second forget changes nothing)
     if (listed(b)) resident_ -= b.span, unlist(b);
@@ -194,6 +214,8 @@ class Ledger {
   }
   std::uint64_t resident_ = 0, peak_ = 0;
   std::vector<Block*> charged_;
+  DeviceChunks* idle_ = nullptr;
+  const std::uint64_t* outs_ = nullptr;
 };
 
 // Blocks by allocation id and by address. A block keeps its base from its creation to its

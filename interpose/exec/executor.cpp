@@ -184,7 +184,9 @@ CUresult start(Executor& e) {
   if (e.opt.backend == Backend::Pinned) {
     if (e.opt.pool_limit == 0) e.opt.pool_limit = std::max<std::uint64_t>(4 * e.ledger.budget, 1ull << 30);
     e.pool.configure(&e.api, e.vmm_gran, e.opt.pool_limit, e.host_location);
-    e.vmm = make_vmm_memory(e.moves, e.vmm_gran, e.pool);
+    e.chunks.configure(&e.api, e.moves.device);
+    e.ledger.watch_idle(&e.chunks, &e.moves.managed_out_bytes);
+    e.vmm = make_vmm_memory(e.moves, e.vmm_gran, e.pool, e.chunks);
   }
   PlanningOptions po;
   po.enabled = !(env("CAPUCHIN_PLAN") != nullptr && std::strcmp(env("CAPUCHIN_PLAN"), "0") == 0);
@@ -549,6 +551,7 @@ void Executor::adopt_daemon_budget() {
 void Executor::adopt_budget(std::uint64_t bytes, const char* reason, const char* note, std::string source) {
   decisions.record(Action::Budget, kNoBlockId, bytes, reason, -1, note);
   ledger.budget = bytes;
+  ledger.trim_idle();  // idle device chunks past a lower budget go now
   budget_source = std::move(source);
   pending_peak_multiple = 0;
   need.warned = false;
@@ -666,14 +669,14 @@ void shutdown() {
       "executor summary: backend=%s budget=%" PRIu64 " peak_resident=%" PRIu64 " min_needed=%" PRIu64 " evictions=%" PRIu64
       " prefetches=%" PRIu64 " on_demand=%" PRIu64 " stalls=%" PRIu64 " drops=%" PRIu64 " recomputes=%" PRIu64
       " fallbacks=%" PRIu64 " iterations=%" PRIu64 " period=%u plans=%" PRIu64 " planned_iterations=%" PRIu64
-      " relearns=%" PRIu64 " timed_launches=%" PRIu64 "/%" PRIu64 " host_pool_peak=%" PRIu64 " on_demand_per_iteration=[%s]"
+      " relearns=%" PRIu64 " timed_launches=%" PRIu64 "/%" PRIu64 " host_pool_peak=%" PRIu64 " device_chunks=%" PRIu64 "/%" PRIu64 " on_demand_per_iteration=[%s]"
       " probations=%" PRIu64 " probation_bytes=%" PRIu64 " probation_copied=%" PRIu64 " checksum=%s"
       " replayable_shapes=%" PRIu64 " form_locks=%" PRIu64 " resized_events=%" PRIu64 " tolerated_events=%" PRIu64 " rebased=%" PRIu64 " longer_found=%" PRIu64
       " link_out_gbps=%.2f link_in_gbps=%.2f",
       e.opt.backend == Backend::Pinned ? "pinned" : "uvm", e.pending_peak_multiple > 0 ? 0 : e.ledger.budget, e.ledger.peak(), e.need.min_needed, t.of(Action::Evict), t.of(Action::Prefetch),
       t.of(Action::SwapinOnDemand), t.of(Action::Stall), t.of(Action::Drop), t.of(Action::Recompute), t.of(Action::Fallback),
       cs.iterations, e.planning.controller().period(), cs.plans_adopted, cs.iterations_followed, cs.relearns,
-      e.planning.launches_timed(), e.planning.launches_seen(), e.pool.peak_bytes(), per.c_str(), e.write_sets.probations(),
+      e.planning.launches_timed(), e.planning.launches_seen(), e.pool.peak_bytes(), e.chunks.reused(), e.chunks.created() + e.chunks.reused(), per.c_str(), e.write_sets.probations(),
       e.write_sets.bytes_hashed(), e.write_sets.bytes_copied(), e.checksums.used() ? "device" : "host",
       e.write_sets.replayable_shapes(), cs.form_locks, cs.resized, cs.tolerated, cs.rebased, cs.longer_found,
       e.planning.link().bytes_per_s(true, e.planning.link_latency_s()) * 1e-9,

@@ -94,6 +94,7 @@ class Executor {
   StreamActivity activity;  // every stream's latest forwarded work (ordering.hpp)
   MoveContext moves;
   HostPool pool;
+  DeviceChunks chunks;  // pinned: device chunks idle between moves (the ledger trims them)
   std::unique_ptr<BlockMemory> managed, vmm;  // vmm: pinned backend only
   std::size_t vmm_gran = 2u << 20;
   CUmemLocation host_location{CU_MEM_LOCATION_TYPE_HOST, 0};  // where host copies are created (pinned)

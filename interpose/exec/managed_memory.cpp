@@ -121,15 +121,17 @@ class ManagedMemory final : public BlockMemory {
   // discard (a fill, no transfer). Without room as well: the driver then makes its own (slower,
   // never wrong).
   CUresult fill(Block& b, bool, CUstream s) override {
+    // Counted before the pages are asked for, as prefetch does: a charge releases idle device
+    // chunks past the budget (device_chunks.hpp), which must be gone before the pages land.
+    c_.ledger->move(b, Where::Device);
     if (b.ready && !c_.events->done(b.ready) && c_.events->order(s, b.ready) != CUDA_SUCCESS)
       log(LogLevel::Error, "executor: ordering a recomputation after its discard failed");
-    if (Ev room = room_after_managed_outs(c_, b.span); room && c_.events->order(s, room) != CUDA_SUCCESS)
+    if (Ev room = room_after_managed_outs(c_); room && c_.events->order(s, room) != CUDA_SUCCESS)
       log(LogLevel::Error, "executor: ordering a recomputation after moves out failed");
     c_.events->unref(b.ready);
     CUmemLocation dev{CU_MEM_LOCATION_TYPE_DEVICE, c_.device};
     if (CUresult r = c_.api->mem_prefetch(b.base, b.bytes, dev, 0, s); r != CUDA_SUCCESS)
       log(LogLevel::Warn, "executor: populating tensor %" PRIu64 " for its recomputation failed (CUresult %d)", b.id, static_cast<int>(r));
-    c_.ledger->move(b, Where::Device);
     return CUDA_SUCCESS;
   }
   bool movable(const Block& b) const override { return b.where == Where::Device || b.where == Where::Incoming; }

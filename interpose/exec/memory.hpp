@@ -123,7 +123,7 @@ class BlockMemory {
 
 std::unique_ptr<BlockMemory> make_managed_memory(MoveContext& ctx, std::size_t page);
 // granularity: the VMM allocation granularity; pool: the host pool it evicts into.
-std::unique_ptr<BlockMemory> make_vmm_memory(MoveContext& ctx, std::size_t granularity, HostPool& pool);
+std::unique_ptr<BlockMemory> make_vmm_memory(MoveContext& ctx, std::size_t granularity, HostPool& pool, DeviceChunks& chunks);
 
 // A managed move out of `bytes` was just issued on ctx.out (or a discard): its event, with a
 // reference for the caller (the block's `ready`: its move back in waits for it).

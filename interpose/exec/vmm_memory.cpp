@@ -23,7 +23,8 @@ namespace {
 
 class VmmMemory final : public BlockMemory {
  public:
-  VmmMemory(MoveContext& ctx, std::size_t gran, HostPool& pool) : c_(ctx), gran_(gran), pool_(pool) {}
+  VmmMemory(MoveContext& ctx, std::size_t gran, HostPool& pool, DeviceChunks& chunks)
+      : c_(ctx), gran_(gran), pool_(pool), chunks_(chunks) {}
 
   Kind kind() const override { return Kind::Vmm; }
   std::size_t span_for(std::size_t bytes) const override { return (bytes + gran_ - 1) / gran_ * gran_; }
@@ -62,19 +63,19 @@ class VmmMemory final : public BlockMemory {
   void release(Block& b) override {
     c_.ledger->forget(b);
     const CUdeviceptr staging = b.base + b.span;
+    bool dev_unmapped = true;  // the device chunk, where it is mapped
     if (b.staging_mapped) {
       if (b.where == Where::Evicting) unmap_pieces(staging, b.host, b.id) ? give(b.host) : leak(b.host);
-      else unmap_logged(staging, b.span, b.id);  // a device chunk moving in
+      else dev_unmapped = unmap_logged(staging, b.span, b.id);  // a device chunk moving in
     }
     if (!b.retiring.empty()) unmap_pieces(staging, b.retiring, b.id) ? give(b.retiring) : leak(b.retiring);
     c_.events->unref(b.retire_after);
     if (b.where == Where::Host || (b.where == Where::Incoming && b.staging_mapped)) {
       unmap_pieces(b.base, b.host, b.id) ? give(b.host) : leak(b.host);
     } else if (b.dev != 0 && b.where != Where::Dropped) {
-      unmap_logged(b.base, b.span, b.id);
+      dev_unmapped = unmap_logged(b.base, b.span, b.id);
     }
-    if (b.dev != 0 && c_.api->mem_release(b.dev) != CUDA_SUCCESS) log(LogLevel::Warn, "executor: releasing device memory failed");
-    b.dev = 0;
+    if (b.dev != 0) release_dev(b, dev_unmapped);
     if (c_.api->address_free(b.base, b.reserved) != CUDA_SUCCESS) log(LogLevel::Warn, "executor: freeing a reservation failed");
   }
 
@@ -133,7 +134,7 @@ class VmmMemory final : public BlockMemory {
       c_.ledger->move(b, Where::Device);
       return;
     }
-    release_dev(b);
+    release_dev(b, true);
     c_.ledger->move(b, Where::Host);
   }
 
@@ -149,9 +150,8 @@ class VmmMemory final : public BlockMemory {
 
   bool prefetch(Block& b, bool keep_data, const CUstream*) override {
     if (!retire(b)) return false;
-    const CUmemAllocationProp p = device_prop();
     CUmemGenericAllocationHandle d = 0;
-    if (CUresult r = c_.api->mem_create(&d, b.span, &p, 0); r != CUDA_SUCCESS) {
+    if (CUresult r = take_chunk(b.span, &d); r != CUDA_SUCCESS) {
       log(LogLevel::Info, "executor: no device memory for tensor %" PRIu64 " (CUresult %d)", b.id, static_cast<int>(r));
       return false;
     }
@@ -159,15 +159,15 @@ class VmmMemory final : public BlockMemory {
       const CUdeviceptr staging = b.base + b.span;
       if (CUresult r = map_one(staging, b.span, d); r != CUDA_SUCCESS) {
         log(LogLevel::Error, "executor: cannot map device memory for tensor %" PRIu64 " (CUresult %d)", b.id, static_cast<int>(r));
-        release_handle(d);
+        chunks_.give(d, b.span);  // map_one leaves nothing mapped
         return false;
       }
       order_after_uses(*c_.events, b, c_.in);  // work still writing the host copy (an upload into it, a replay)
       if (CUresult r = timed_move(c_, c_.in, b.bytes, false, true, [&] { return c_.api->memcpy_async(staging, b.base, b.bytes, c_.in); });
           r != CUDA_SUCCESS) {
         log(LogLevel::Error, "executor: the copy in of tensor %" PRIu64 " failed (CUresult %d)", b.id, static_cast<int>(r));
-        unmap_logged(staging, b.span, b.id);
-        release_handle(d);
+        // (no copy was queued: once unmapped, nothing uses the chunk)
+        unmap_logged(staging, b.span, b.id) ? chunks_.give(d, b.span) : release_handle(d);
         return false;
       }
       b.dev = d;
@@ -180,12 +180,12 @@ class VmmMemory final : public BlockMemory {
     // No data to keep (a dropped block, or a host-backed one whose bytes are undefined): the
     // device chunk replaces whatever is at base.
     if (!b.host.empty() && !unmap_pieces(b.base, b.host, b.id)) {
-      release_handle(d);
+      chunks_.give(d, b.span);
       return false;
     }
     if (CUresult r = map_one(b.base, b.span, d); r != CUDA_SUCCESS) {
       log(LogLevel::Error, "executor: cannot map device memory for tensor %" PRIu64 " (CUresult %d)", b.id, static_cast<int>(r));
-      release_handle(d);
+      chunks_.give(d, b.span);
       if (!b.host.empty() && map_pieces(b.base, b.host) != CUDA_SUCCESS)
         log(LogLevel::Error, "executor: tensor %" PRIu64 " could not be mapped back: its address is invalid", b.id);
       return false;
@@ -208,16 +208,16 @@ class VmmMemory final : public BlockMemory {
     if (b.staging_stale) {  // the host copy was written while the copy ran: the staged one is stale
       b.staging_stale = false;
       b.staging_mapped = false;
-      if (unmap_logged(b.base + b.span, b.span, b.id)) release_dev(b);
+      if (unmap_logged(b.base + b.span, b.span, b.id)) release_dev(b, true);
       else b.dev = 0;  // still mapped at staging: never released (logged), the tensor stays on the host
       c_.ledger->move(b, Where::Host);
       return;
     }
     const bool host_unmapped = unmap_pieces(b.base, b.host, b.id);
-    unmap_logged(b.base + b.span, b.span, b.id);
+    const bool staging_unmapped = unmap_logged(b.base + b.span, b.span, b.id);
     b.staging_mapped = false;
     if (!host_unmapped) {  // the host copy is still at the address, and whole: it stays there
-      release_dev(b);
+      release_dev(b, staging_unmapped);
       c_.ledger->move(b, Where::Host);
       return;
     }
@@ -226,7 +226,7 @@ class VmmMemory final : public BlockMemory {
           b.id, static_cast<int>(r));
       if (map_pieces(b.base, b.host) != CUDA_SUCCESS)
         log(LogLevel::Error, "executor: tensor %" PRIu64 " could not be mapped back: its address is invalid", b.id);
-      release_dev(b);
+      release_dev(b, staging_unmapped);
       c_.ledger->move(b, Where::Host);
       return;
     }
@@ -243,17 +243,16 @@ class VmmMemory final : public BlockMemory {
     }
     if (b.where != Where::Device) return;
     if (!unmap_logged(b.base, b.span, b.id)) return;  // still mapped: stays resident
-    release_dev(b);
+    release_dev(b, true);
     c_.ledger->move(b, Where::Dropped);
   }
 
   // Device memory when the caller made room, else (or when the driver has none) host pieces.
   CUresult fill(Block& b, bool room, CUstream) override {
     if (room) {
-      const CUmemAllocationProp p = device_prop();
       CUmemGenericAllocationHandle h = 0;
-      CUresult r = c_.api->mem_create(&h, b.span, &p, 0);
-      if (r == CUDA_SUCCESS && (r = map_one(b.base, b.span, h)) != CUDA_SUCCESS) release_handle(h);
+      CUresult r = take_chunk(b.span, &h);
+      if (r == CUDA_SUCCESS && (r = map_one(b.base, b.span, h)) != CUDA_SUCCESS) chunks_.give(h, b.span);
       if (r == CUDA_SUCCESS) {
         b.dev = h;
         c_.ledger->move(b, Where::Device);
@@ -272,12 +271,10 @@ class VmmMemory final : public BlockMemory {
   }
 
  private:
-  CUmemAllocationProp device_prop() const {
-    CUmemAllocationProp p{};
-    p.type = CU_MEM_ALLOCATION_TYPE_PINNED;
-    p.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-    p.location.id = c_.device;
-    return p;
+  // A device chunk for a block the caller made room for: an idle one of its span, else a new
+  // one once idle chunks past what the budget leaves beside it are released.
+  CUresult take_chunk(std::size_t span, CUmemGenericAllocationHandle* out) {
+    return chunks_.take(span, c_.ledger->idle_room(span), out);
   }
 
   CUresult map_one(CUdeviceptr at, std::size_t bytes, CUmemGenericAllocationHandle h) const {
@@ -355,21 +352,24 @@ class VmmMemory final : public BlockMemory {
   void release_handle(CUmemGenericAllocationHandle h) const {
     if (c_.api->mem_release(h) != CUDA_SUCCESS) log(LogLevel::Warn, "executor: releasing device memory failed");
   }
-  void release_dev(Block& b) {
-    release_handle(b.dev);
+  // The block's device chunk goes idle when nothing maps it any longer (`unmapped`), else back
+  // to the driver (a chunk still mapped somewhere must never be mapped again elsewhere).
+  void release_dev(Block& b, bool unmapped) {
+    unmapped ? chunks_.give(b.dev, b.span) : release_handle(b.dev);
     b.dev = 0;
   }
 
   MoveContext& c_;
   std::size_t gran_;
   HostPool& pool_;
+  DeviceChunks& chunks_;
   bool exhausted_ = false;
 };
 
 }  // namespace
 
-std::unique_ptr<BlockMemory> make_vmm_memory(MoveContext& ctx, std::size_t granularity, HostPool& pool) {
-  return std::make_unique<VmmMemory>(ctx, granularity, pool);
+std::unique_ptr<BlockMemory> make_vmm_memory(MoveContext& ctx, std::size_t granularity, HostPool& pool, DeviceChunks& chunks) {
+  return std::make_unique<VmmMemory>(ctx, granularity, pool, chunks);
 }
 
 }  // namespace capuchin::interpose::exec

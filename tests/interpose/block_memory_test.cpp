@@ -6,6 +6,7 @@
 // each move, and that a failed driver call leaves a block where it was, mapped.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
 #include <set>
 #include <string>
@@ -44,6 +45,7 @@ struct Fake {
   std::vector<CUcontext> pushed;
   std::vector<CUcontext> event_ctx;
   bool check_contexts = false;
+  std::size_t device_peak = 0;  // of device_bytes(), at each creation
   std::size_t device_bytes() const {
     std::size_t s = 0;
     for (const auto& [h, x] : handles) s += x.host ? 0 : x.bytes;
@@ -119,11 +121,13 @@ CUresult f_address_free(CUdeviceptr p, size_t) { return g.reserved.erase(p) ? CU
 CUresult f_create(CUmemGenericAllocationHandle* h, size_t n, const CUmemAllocationProp* p, unsigned long long) {
   *h = g.next_handle++;
   g.handles[*h] = {n, p->location.type == CU_MEM_LOCATION_TYPE_HOST};
+  g.device_peak = std::max(g.device_peak, g.device_bytes());
   return CUDA_SUCCESS;
 }
 CUresult f_release(CUmemGenericAllocationHandle h) {
   for (const auto& [at, x] : g.mapped)
     if (x == h) return CUDA_ERROR_INVALID_VALUE;  // still mapped
+  g.ops.push_back("release");
   return g.handles.erase(h) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 CUresult f_map(CUdeviceptr at, size_t, size_t, CUmemGenericAllocationHandle h, unsigned long long) {
@@ -186,7 +190,9 @@ class BlockMemoryTest : public ::testing::Test {
     ctx.in = kIn;
     pool.configure(&api, kGran, 1ull << 30);
     managed = make_managed_memory(ctx, kPage);
-    vmm = make_vmm_memory(ctx, kGran, pool);
+    chunks.configure(&api, 0);
+    ledger.watch_idle(&chunks, &ctx.managed_out_bytes);
+    vmm = make_vmm_memory(ctx, kGran, pool, chunks);
   }
   void complete(Ev e) { g.event_done[reinterpret_cast<std::uintptr_t>(events.handle(e)) - 1] = true; }
   bool has(const std::string& op) const {
@@ -205,6 +211,7 @@ class BlockMemoryTest : public ::testing::Test {
   Ledger ledger;
   MoveContext ctx;
   HostPool pool;
+  DeviceChunks chunks;
   std::unique_ptr<BlockMemory> managed, vmm;
 };
 
@@ -303,10 +310,18 @@ TEST_F(BlockMemoryTest, VmmEvictionCopiesOutThenSwapsTheMappings) {
   ASSERT_NE(at(b.base), 0u);
   EXPECT_TRUE(host_handle(at(b.base)));  // the host copy at the tensor's own address
   EXPECT_EQ(at(b.base + b.span), 0u);
-  EXPECT_EQ(g.device_bytes(), 0u);
   EXPECT_EQ(ledger.resident(), 0u);
-  // Back in: a device chunk at staging, copied into, then swapped to the address.
+  // The device chunk, unmapped, waits idle (uncharged, within the budget) for the move back.
+  EXPECT_EQ(g.handles.count(dev), 1u);
+  EXPECT_EQ(chunks.idle_bytes(), 2 * kGran);
+  EXPECT_EQ(g.device_bytes(), 2 * kGran);
+  // Back in: a device chunk at staging (the same one, no new one), copied into, then swapped
+  // to the address.
   ASSERT_TRUE(vmm->prefetch(b, true, nullptr));
+  EXPECT_EQ(at(b.base + b.span), dev);
+  EXPECT_EQ(chunks.idle_bytes(), 0u);
+  EXPECT_EQ(chunks.created(), 1u);
+  EXPECT_EQ(chunks.reused(), 1u);
   EXPECT_EQ(b.where, Where::Incoming);
   EXPECT_TRUE(vmm->host_completes(b));  // the mappings swap on the host once the copy ended
   EXPECT_TRUE(host_handle(at(b.base)));
@@ -317,6 +332,80 @@ TEST_F(BlockMemoryTest, VmmEvictionCopiesOutThenSwapsTheMappings) {
   EXPECT_FALSE(host_handle(at(b.base)));
   EXPECT_EQ(at(b.base + b.span), 0u);
   EXPECT_EQ(pool.free_bytes(), pool.bytes());  // the host pieces went back to the pool
+}
+
+// Idle device chunks never take the device past the budget: a chunk of another span is
+// created only once idle ones make room for it, and a charge of any kind (here a managed
+// block moving in) releases the idle chunks past what it leaves.
+TEST_F(BlockMemoryTest, VmmIdleChunksStayWithinTheBudget) {
+  ledger.budget = 4 * kGran;
+  Block a, b;
+  a.bytes = 2 * kGran;
+  b.bytes = 2 * kGran;
+  ASSERT_EQ(vmm->create(a, true), CUDA_SUCCESS);
+  ASSERT_EQ(vmm->create(b, true), CUDA_SUCCESS);
+  for (Block* x : {&a, &b}) {
+    ASSERT_TRUE(vmm->evict(*x));
+    complete(x->ready);
+    vmm->complete_evict(*x);
+    ASSERT_EQ(x->where, Where::Host);
+  }
+  EXPECT_EQ(ledger.resident(), 0u);
+  EXPECT_EQ(chunks.idle_bytes(), 4 * kGran);
+  EXPECT_EQ(g.device_bytes(), 4 * kGran);
+  // A 3-granule tensor: no idle chunk of its span; both idle ones go before it is created
+  // (one would leave 1 granule, less than the 2 it holds).
+  Block c;
+  c.bytes = 3 * kGran;
+  ASSERT_EQ(vmm->create(c, true), CUDA_SUCCESS);
+  ASSERT_EQ(c.where, Where::Device);
+  EXPECT_EQ(chunks.idle_bytes(), 0u);
+  EXPECT_EQ(g.device_bytes(), 3 * kGran);
+  EXPECT_LE(g.device_peak, ledger.budget);
+  // c's chunk idle again; a managed block of 2 granules charged: 1 granule of room is left, so
+  // the 3-granule chunk goes.
+  ASSERT_TRUE(vmm->evict(c));
+  complete(c.ready);
+  vmm->complete_evict(c);
+  EXPECT_EQ(chunks.idle_bytes(), 3 * kGran);
+  Block m;
+  m.bytes = 2 * kGran;
+  ASSERT_EQ(managed->create(m, false), CUDA_SUCCESS);
+  ASSERT_TRUE(managed->prefetch(m, false, &kJob));
+  EXPECT_EQ(ledger.resident(), 2 * kGran);
+  EXPECT_EQ(chunks.idle_bytes(), 0u);
+  EXPECT_EQ(g.device_bytes(), 0u);
+  // A lower budget: trim_idle() leaves only what fits beside the charged bytes.
+  Block d;
+  d.bytes = kGran;
+  ASSERT_EQ(vmm->create(d, true), CUDA_SUCCESS);
+  vmm->drop(d);
+  EXPECT_EQ(chunks.idle_bytes(), kGran);
+  ledger.budget = 2 * kGran;
+  ledger.trim_idle();
+  EXPECT_EQ(chunks.idle_bytes(), 0u);
+  EXPECT_EQ(g.device_bytes(), 0u);
+}
+
+// A managed block populated for its recomputation is charged before its pages are asked for,
+// so the idle chunks that charge releases are gone before the pages land (the driver runs the
+// prefetch on its stream at once: simcuda found the device full and evicted managed pages).
+TEST_F(BlockMemoryTest, ManagedFillReleasesIdleDeviceChunksBeforeItsPagesAreAskedFor) {
+  ledger.budget = 2 * kGran;
+  Block v;
+  v.bytes = 2 * kGran;
+  ASSERT_EQ(vmm->create(v, true), CUDA_SUCCESS);
+  vmm->drop(v);
+  ASSERT_EQ(chunks.idle_bytes(), 2 * kGran);
+  Block m;
+  m.bytes = kPage;
+  ASSERT_EQ(managed->create(m, false), CUDA_SUCCESS);
+  g.ops.clear();
+  ASSERT_EQ(managed->fill(m, true, kJob), CUDA_SUCCESS);
+  EXPECT_EQ(chunks.idle_bytes(), 0u);
+  ASSERT_EQ(g.ops.size(), 2u);
+  EXPECT_EQ(g.ops[0], "release");
+  EXPECT_EQ(g.ops[1], "prefetch-dev@" + sname(kJob));
 }
 
 TEST_F(BlockMemoryTest, VmmAFailedMapLeavesTheTensorResidentAndMapped) {
