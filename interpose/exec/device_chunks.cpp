@@ -19,7 +19,13 @@ CUresult DeviceChunks::take(std::size_t span, std::uint64_t keep_idle, CUmemGene
   p.type = CU_MEM_ALLOCATION_TYPE_PINNED;
   p.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
   p.location.id = device_;
-  const CUresult r = api_->mem_create(out, span, &p, 0);
+  CUresult r = api_->mem_create(out, span, &p, 0);
+  // The device may hold less free memory than the budget says (memory the executor does not
+  // serve, a budget above the device): idle chunks of other spans go, and it is asked again.
+  if (r == CUDA_ERROR_OUT_OF_MEMORY && !idle_.empty()) {
+    trim(0);
+    r = api_->mem_create(out, span, &p, 0);
+  }
   if (r == CUDA_SUCCESS) ++created_;
   return r;
 }

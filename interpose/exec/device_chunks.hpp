@@ -35,8 +35,9 @@ class DeviceChunks {
     device_ = device;
   }
   // A chunk of exactly `span` bytes: the newest idle one of that span, else a new one from the
-  // driver, created once idle chunks (oldest first) are released down to `keep_idle` bytes.
-  // Returns the driver's result of the creation unchanged.
+  // driver, created once idle chunks (oldest first) are released down to `keep_idle` bytes (all
+  // of them, and asked again, where the driver has no memory). Returns the driver's result of
+  // the creation unchanged.
   CUresult take(std::size_t span, std::uint64_t keep_idle, CUmemGenericAllocationHandle* out);
   // An unmapped chunk no work uses, kept for a later take (past kMaxIdle the oldest goes).
   void give(CUmemGenericAllocationHandle h, std::size_t span);

@@ -159,7 +159,7 @@ class VmmMemory final : public BlockMemory {
       const CUdeviceptr staging = b.base + b.span;
       if (CUresult r = map_one(staging, b.span, d); r != CUDA_SUCCESS) {
         log(LogLevel::Error, "executor: cannot map device memory for tensor %" PRIu64 " (CUresult %d)", b.id, static_cast<int>(r));
-        chunks_.give(d, b.span);  // map_one leaves nothing mapped
+        release_handle(d);  // not kept idle: map_one's undo may have failed too
         return false;
       }
       order_after_uses(*c_.events, b, c_.in);  // work still writing the host copy (an upload into it, a replay)
@@ -185,7 +185,7 @@ class VmmMemory final : public BlockMemory {
     }
     if (CUresult r = map_one(b.base, b.span, d); r != CUDA_SUCCESS) {
       log(LogLevel::Error, "executor: cannot map device memory for tensor %" PRIu64 " (CUresult %d)", b.id, static_cast<int>(r));
-      chunks_.give(d, b.span);
+      release_handle(d);  // not kept idle: map_one's undo may have failed too
       if (!b.host.empty() && map_pieces(b.base, b.host) != CUDA_SUCCESS)
         log(LogLevel::Error, "executor: tensor %" PRIu64 " could not be mapped back: its address is invalid", b.id);
       return false;
@@ -226,7 +226,7 @@ class VmmMemory final : public BlockMemory {
           b.id, static_cast<int>(r));
       if (map_pieces(b.base, b.host) != CUDA_SUCCESS)
         log(LogLevel::Error, "executor: tensor %" PRIu64 " could not be mapped back: its address is invalid", b.id);
-      release_dev(b, staging_unmapped);
+      release_dev(b, false);  // not kept idle: map_one's undo may have failed too
       c_.ledger->move(b, Where::Host);
       return;
     }
@@ -252,7 +252,7 @@ class VmmMemory final : public BlockMemory {
     if (room) {
       CUmemGenericAllocationHandle h = 0;
       CUresult r = take_chunk(b.span, &h);
-      if (r == CUDA_SUCCESS && (r = map_one(b.base, b.span, h)) != CUDA_SUCCESS) chunks_.give(h, b.span);
+      if (r == CUDA_SUCCESS && (r = map_one(b.base, b.span, h)) != CUDA_SUCCESS) release_handle(h);  // (its undo may have failed)
       if (r == CUDA_SUCCESS) {
         b.dev = h;
         c_.ledger->move(b, Where::Device);

@@ -46,6 +46,7 @@ struct Fake {
   std::vector<CUcontext> event_ctx;
   bool check_contexts = false;
   std::size_t device_peak = 0;  // of device_bytes(), at each creation
+  std::size_t device_capacity = ~std::size_t{0};  // a device creation past it: out of memory
   std::size_t device_bytes() const {
     std::size_t s = 0;
     for (const auto& [h, x] : handles) s += x.host ? 0 : x.bytes;
@@ -119,8 +120,10 @@ CUresult f_reserve(CUdeviceptr* p, size_t n, size_t, CUdeviceptr, unsigned long 
 }
 CUresult f_address_free(CUdeviceptr p, size_t) { return g.reserved.erase(p) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE; }
 CUresult f_create(CUmemGenericAllocationHandle* h, size_t n, const CUmemAllocationProp* p, unsigned long long) {
+  const bool host = p->location.type == CU_MEM_LOCATION_TYPE_HOST;
+  if (!host && g.device_bytes() + n > g.device_capacity) return CUDA_ERROR_OUT_OF_MEMORY;
   *h = g.next_handle++;
-  g.handles[*h] = {n, p->location.type == CU_MEM_LOCATION_TYPE_HOST};
+  g.handles[*h] = {n, host};
   g.device_peak = std::max(g.device_peak, g.device_bytes());
   return CUDA_SUCCESS;
 }
@@ -385,6 +388,26 @@ TEST_F(BlockMemoryTest, VmmIdleChunksStayWithinTheBudget) {
   ledger.trim_idle();
   EXPECT_EQ(chunks.idle_bytes(), 0u);
   EXPECT_EQ(g.device_bytes(), 0u);
+}
+
+// A device with less free memory than the budget says (memory the executor does not serve):
+// where the driver has no memory for a new chunk, the idle ones go and it is asked again.
+TEST_F(BlockMemoryTest, VmmIdleChunksGoWhenTheDriverHasNoMemory) {
+  ledger.budget = 8 * kGran;
+  g.device_capacity = 4 * kGran;
+  Block a, b;
+  a.bytes = b.bytes = 2 * kGran;
+  ASSERT_EQ(vmm->create(a, true), CUDA_SUCCESS);
+  ASSERT_EQ(vmm->create(b, true), CUDA_SUCCESS);
+  vmm->drop(a);
+  vmm->drop(b);
+  ASSERT_EQ(chunks.idle_bytes(), 4 * kGran);  // within the budget: kept
+  Block c;
+  c.bytes = 3 * kGran;
+  ASSERT_EQ(vmm->create(c, true), CUDA_SUCCESS);
+  EXPECT_EQ(c.where, Where::Device);  // not host pieces
+  EXPECT_EQ(chunks.idle_bytes(), 0u);
+  EXPECT_EQ(g.device_bytes(), 3 * kGran);
 }
 
 // A managed block populated for its recomputation is charged before its pages are asked for,
