@@ -1,7 +1,9 @@
 // Sanity relations of every baseline on real-model traces (tests/data always, and
 // ../shared/traces when present): ideal <= every feasible policy; `none` feasible exactly
 // from the natural peak on; feasible runs never hold more than the budget; each baseline
-// feasible where it should be; no policy issues actions the simulator must reject.
+// feasible where it should be; no policy issues actions the simulator must reject; the lower
+// bound (sim.hpp) never above any policy, infeasible only where every policy is, never rising
+// with the budget (checked on the same runs: a second sweep of every policy cost 56 s of CI).
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -40,6 +42,7 @@ class SharedTraces : public ::testing::TestWithParam<std::string> {};
 TEST_P(SharedTraces, SanityRelations) {
   const auto files = trace_files();
   ASSERT_GE(files.size(), 1u);
+  int bound_compared = 0, bound_binds = 0;
   auto gpu = find_gpu_profile(GetParam());
   ASSERT_TRUE(gpu);
   for (const auto& file : files) {
@@ -65,10 +68,18 @@ TEST_P(SharedTraces, SanityRelations) {
     EXPECT_GT(below.where.line, 1u);
     EXPECT_NE(below.where.tensor, trace::kNone);
 
-    for (const auto& pol : policy_names()) {
-      for (double frac : kSanitized ? std::vector<double>{1.0, 0.5, 0.3} : std::vector<double>{1.0, 0.8, 0.6, 0.5, 0.4, 0.3}) {
+    // The lower bound (sim.hpp) at each budget: never above any policy's result, infeasible only
+    // where every policy is, never rising as the budget grows, and binding somewhere.
+    double last_bound = 0;
+    for (double frac : kSanitized ? std::vector<double>{1.0, 0.5, 0.3} : std::vector<double>{1.0, 0.8, 0.6, 0.5, 0.4, 0.3}) {
+      const auto budget = static_cast<std::uint64_t>(frac * static_cast<double>(peak));
+      const Bound b = lower_bound(*p, budget);
+      const double bound = b.feasible ? b.ratio(ideal) : 1e300;
+      EXPECT_GE(bound, last_bound) << "the bound rose with the budget at " << frac;
+      last_bound = bound;
+      bound_binds += b.feasible && bound > 1.0;
+      for (const auto& pol : policy_names()) {
         SCOPED_TRACE(pol + " at " + std::to_string(frac));
-        const auto budget = static_cast<std::uint64_t>(frac * static_cast<double>(peak));
         auto r = run(*p, pol, budget);
         EXPECT_EQ(r.rejected_actions, 0u);
         if (!r.feasible) {
@@ -76,7 +87,12 @@ TEST_P(SharedTraces, SanityRelations) {
           continue;
         }
         EXPECT_GE(r.time_s, ideal * (1 - 1e-12));
-        if (pol != "ideal") EXPECT_LE(r.peak_bytes, budget);
+        if (pol != "ideal") {  // `ideal` ignores the budget
+          EXPECT_LE(r.peak_bytes, budget);
+          EXPECT_TRUE(b.feasible) << pol << " runs where the bound says none can";
+          EXPECT_LE(bound, r.time_s / ideal * (1 + 1e-9)) << "the bound is above " << pol;
+          ++bound_compared;
+        }
         EXPECT_GE(r.stall_s, 0);
         // No cause takes negative time; the sites are the run's own waits, largest first.
         for (double d : r.stall_by_cause_s) EXPECT_GE(d, 0);
@@ -113,6 +129,9 @@ TEST_P(SharedTraces, SanityRelations) {
     EXPECT_GT(lru.stall_s, 0);
     EXPECT_FALSE(run(*p, "lru-uvm", ws - 1).feasible);
   }
+  EXPECT_GT(bound_compared, kSanitized ? 10 : 50);
+  EXPECT_GT(bound_binds, kSanitized ? 0 : 4);  // not vacuous: the bound exceeds 1 at the tighter budgets
+  std::printf("compared %d policy runs with the lower bound, which binds at %d budgets\n", bound_compared, bound_binds);
 }
 
 // Under a sanitizer one profile (trace_files.hpp: the p100 sweep runs the same code as h200's).
