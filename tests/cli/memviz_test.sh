@@ -8,7 +8,8 @@
 #     the peak of live bytes is the trace's own (computed here from the trace file); with one,
 #     swap-outs, prefetches, on-demand swap-ins, drops and recomputes appear and the peak stays
 #     within it; an infeasible budget ends in an 'oom' entry; bad input gets one error line, a
-#     non-zero exit and no output file.
+#     non-zero exit and no output file. SANITIZED=1 (CI time): mobilenet_v2 at half its peak,
+#     10 of the test's 29 s under ASan, is left to the release build.
 #   MODE log: decision logs of two workloads run under the executor on simcuda (a real model's
 #     trace replayed at half its peak: evictions, prefetches, swap-ins on demand; the MLP with
 #     declared kernel outputs: drops and recomputations), one gzipped, exported with a trace:
@@ -68,10 +69,12 @@ if [ "$mode" = trace ]; then
     --expect "alloc=capuchin: swapped in on demand" --expect "free_completed=capuchin: dropped" \
     --expect "alloc=capuchin: recomputed by aten::"
 
-  mb=$(trace_file mobilenet_v2-b16.jsonl.gz)
-  mbpeak=$(trace_peak "$mb")
-  "$cap" export memory-viz "$mb" --budget 0.5x -o "$out/mobilenet.pickle"
-  check "$out/mobilenet.pickle" --peak-le $((mbpeak / 2)) --tensor-frames --expect "free_completed=capuchin: swapped out to host"
+  if [ "${SANITIZED:-0}" != 1 ]; then
+    mb=$(trace_file mobilenet_v2-b16.jsonl.gz)
+    mbpeak=$(trace_peak "$mb")
+    "$cap" export memory-viz "$mb" --budget 0.5x -o "$out/mobilenet.pickle"
+    check "$out/mobilenet.pickle" --peak-le $((mbpeak / 2)) --tensor-frames --expect "free_completed=capuchin: swapped out to host"
+  fi
 
   "$cap" export memory-viz "$r18" --budget 0.3x -o "$out/oom.pickle" 2> "$out/oom.err" || fail "an infeasible budget is not an error"
   grep -q "warning: the capuchin policy cannot run" "$out/oom.err" || fail "no warning for an infeasible budget: $(cat "$out/oom.err")"

@@ -1,9 +1,15 @@
 #!/usr/bin/env bash
 # `capuchin sim` and `capuchin sim sweep` end to end: JSON fields, infeasible reports,
 # errors naming the problem, the sweep's files (SVG checked as XML when python3 exists).
-# Usage: sim_cli_test.sh CAPUCHIN_BIN DATA_DIR
+# Usage: sim_cli_test.sh CAPUCHIN_BIN DATA_DIR [sanitized]
+# `sanitized` (CI time): the checks of where waits are named use lru-uvm instead of capuchin,
+# and the sweep's explain.md (capuchin's) is left to the release build. Those four capuchin runs
+# at 0.5x took 47 of the test's 55 s under ASan (its planner runs 6x slower there than in
+# release); what they check is the CLI's, and the planner has its own sanitized tests.
 set -u
 bin=$1 data=$2
+waits_policy=capuchin
+[ "${3:-}" = sanitized ] && waits_policy=lru-uvm
 trace="$data/resnet18-b16.jsonl.gz"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -136,19 +142,21 @@ for s in sites:
     assert s["trace_line"] > 1 and json.loads(lines[s["trace_line"] - 1])["name"] == s["name"], s
 assert len(sys.argv) < 4 or j["bound"]["trace_line"] > 1' "$@"
 }
-out=$("$bin" sim --trace "$trace" --budget 0.5x --policy capuchin --iters 8 --json)
+out=$("$bin" sim --trace "$trace" --budget 0.5x --policy $waits_policy --iters 8 --json)
 check "the trace's own line of each wait holds its kernel" waits_on_their_lines "$out" "$trace" bound
 # The same where the iterations are learned (no markers in the file, as `capuchin run --record`
 # writes): the lines are the file's, not those of the trace with the markers added.
 python3 -c 'import gzip, sys; gzip.open(sys.argv[2], "wt").writelines(l for l in gzip.open(sys.argv[1], "rt") if "\"op\":\"iter\"" not in l)' \
   "$trace" "$tmp/noiter.jsonl.gz"
 for iters in "" "--iters 6"; do
-  out=$("$bin" sim --trace "$tmp/noiter.jsonl.gz" --budget 0.5x --policy capuchin $iters --json 2>/dev/null)
+  out=$("$bin" sim --trace "$tmp/noiter.jsonl.gz" --budget 0.5x --policy $waits_policy $iters --json 2>/dev/null)
   check "learned iterations${iters:+, $iters}: each wait's line of the file holds its kernel" \
     waits_on_their_lines "$out" "$tmp/noiter.jsonl.gz"
 done
-out=$("$bin" sim sweep --trace "$trace" --budgets 0.5x --policies vdnn,capuchin --iters 6 --out "$tmp/ex")
-check "a sweep with capuchin says where its time goes" grep -q "^| resnet18-b16 | 0.5x | [0-9.]* | [0-9.]* | [0-9.]* | [0-9.]* | [0-9.]* at line [0-9]* (iteration [0-9]*, line [0-9]* of the trace) | .*| line [0-9]* (.*; iteration 6, line [0-9]* of the trace): [0-9.]* ms, " "$tmp/ex/explain.md"
+if [ $waits_policy = capuchin ]; then
+  out=$("$bin" sim sweep --trace "$trace" --budgets 0.5x --policies vdnn,capuchin --iters 6 --out "$tmp/ex")
+  check "a sweep with capuchin says where its time goes" grep -q "^| resnet18-b16 | 0.5x | [0-9.]* | [0-9.]* | [0-9.]* | [0-9.]* | [0-9.]* at line [0-9]* (iteration [0-9]*, line [0-9]* of the trace) | .*| line [0-9]* (.*; iteration 6, line [0-9]* of the trace): [0-9.]* ms, " "$tmp/ex/explain.md"
+fi
 check "a sweep without capuchin writes no explain.md" test ! -e "$tmp/sl/explain.md"
 
 echo "$fails failed"
