@@ -1,13 +1,15 @@
 # What a sanitized build (asan, tsan presets) compiles differently, in one place.
 #
 # capuchin_cold_under_sanitizer(targets...): under a sanitizer, the named targets compile at -O0.
-#   For test programs whose own code no test waits on (unit-test bodies): the sanitizer checks
-#   it as fully as at -O1, and clang's optimiser and code generator, which were 80% of an
-#   instrumented -O1 compile (53 of 66 s for a CLI batch, -ftime-trace), no longer run. Code
-#   tests wait on stays at the preset's -O1 (the core, the interposer, simcuda, the workloads,
-#   the daemon, the CLI): a target at -O0 may also give the linker -O0 copies of the inline code
-#   it shares with a library (Asio's, the core's templates). At -O0 the CLI's tests took twice as
-#   long (cli.sim 41 -> 84 s) and the daemon's flood test five times, for 15-85 s less compile.
+#   For test programs whose own code no test waits on (unit-test bodies, the capture checker):
+#   the sanitizer checks it as fully as at -O1, and clang's optimiser and code generator, which
+#   were 80% of an instrumented -O1 compile (53 of 66 s for a CLI batch, -ftime-trace), no
+#   longer run. Header-only code they compile in runs at -O0 too (DistinctWords' randomized
+#   check: 8 s instead of 0.2). Code tests wait on stays at the preset's -O1 (the core, the
+#   interposer, simcuda, the workloads, the daemon, the CLI): a target at -O0 may also give the
+#   linker -O0 copies of the inline code it shares with a library (Asio's, the core's
+#   templates). At -O0 the CLI's tests took twice as long (cli.sim 41 -> 84 s) and the daemon's
+#   flood test five times, for 15-85 s less compile.
 # capuchin_vendor_under_sanitizer(target): the target is built uninstrumented at -O2, as a
 #   vendor library (cuBLAS) is never built with the job's sanitizer.
 # CAPUCHIN_SANITIZED: TRUE in such a build.

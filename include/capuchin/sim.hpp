@@ -365,7 +365,7 @@ double ideal_time_s(const PreparedTrace& p);
 // can do some of the first measured iteration's copies in the unmeasured first one, or skip the
 // last iteration's copies out for an iteration that never comes (a trace that reads a tensor in
 // its last iteration only can even be faster on average); on the repeated shared traces no
-// result of any policy came below it (tests/sim/bound_test.cpp, and 539 runs by hand).
+// result of any policy came below it (tests/sim/traces_test.cpp's sanity sweep, and 539 runs by hand).
 struct Bound {
   bool feasible = true;       // false: some kernel's own tensors exceed the budget
   double compute_s = 0;       // C: the steady iteration's kernels, back to back

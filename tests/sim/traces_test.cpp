@@ -4,11 +4,13 @@
 // feasible where it should be; no policy issues actions the simulator must reject; the lower
 // bound (sim.hpp) never above any policy, infeasible only where every policy is, never rising
 // with the budget (checked on the same runs: a second sweep of every policy cost 56 s of CI).
+// Each trace runs as the steady run a job settles into (its last iteration repeated).
 #include <gtest/gtest.h>
 
 #include <filesystem>
 
 #include "capuchin/sim.hpp"
+#include "capuchin/trace_repeat.hpp"
 #include "trace_files.hpp"
 
 namespace capuchin::sim {
@@ -47,8 +49,12 @@ TEST_P(SharedTraces, SanityRelations) {
   ASSERT_TRUE(gpu);
   for (const auto& file : files) {
     SCOPED_TRACE(file);
-    auto t = trace::load_trace(file);
-    ASSERT_TRUE(t) << t.error().message();
+    auto raw = trace::load_trace(file);
+    ASSERT_TRUE(raw) << raw.error().message();
+    // The steady run a job settles into (`sim --iters 4`): the lower bound is a bound there
+    // (sim.hpp: not strictly on a finite run of the raw trace's differing iterations).
+    auto t = trace::repeat_last_iteration(*raw, 4);
+    ASSERT_TRUE(t) << t.error().message;
     auto p = prepare(*t, *gpu);
     ASSERT_TRUE(p);
     const std::uint64_t peak = p->liveness.peak_bytes;
@@ -129,8 +135,11 @@ TEST_P(SharedTraces, SanityRelations) {
     EXPECT_GT(lru.stall_s, 0);
     EXPECT_FALSE(run(*p, "lru-uvm", ws - 1).feasible);
   }
-  EXPECT_GT(bound_compared, kSanitized ? 10 : 50);
-  EXPECT_GT(bound_binds, kSanitized ? 0 : 4);  // not vacuous: the bound exceeds 1 at the tighter budgets
+  // Not vacuous: policies ran at most budgets, and the bound exceeds 1 at the tighter ones
+  // (about once per trace under a sanitizer's three budgets; without ../shared, resnet18 only).
+  const int traces = static_cast<int>(files.size());
+  EXPECT_GT(bound_compared, (kSanitized ? 8 : 15) * traces);
+  EXPECT_GE(bound_binds, traces);
   std::printf("compared %d policy runs with the lower bound, which binds at %d budgets\n", bound_compared, bound_binds);
 }
 
