@@ -12,7 +12,8 @@
 #   flood test five times, for 15-85 s less compile.
 # capuchin_vendor_under_sanitizer(target): the target is built uninstrumented at -O2, as a
 #   vendor library (cuBLAS) is never built with the job's sanitizer.
-# CAPUCHIN_SANITIZED: TRUE in such a build.
+# CAPUCHIN_SANITIZED: TRUE in such a build; the CMake files ask it (Preload.cmake and the
+#   ASan-only tests ask which sanitizer).
 if(CMAKE_CXX_FLAGS MATCHES "-fsanitize")
   set(CAPUCHIN_SANITIZED TRUE)
 else()
