@@ -1,15 +1,23 @@
-# What a sanitized build (asan, tsan presets) compiles differently, in one place.
+# What the test programs, and a sanitized build (asan, tsan presets), compile differently, in
+# one place. Product code (the core, the interposer, the daemon, the CLI), simcuda, the workloads
+# and the benchmarks always compile at their preset's level.
 #
-# capuchin_cold_under_sanitizer(targets...): under a sanitizer, the named targets compile at -O0.
-#   For test programs whose own code no test waits on (unit-test bodies, the capture checker):
-#   the sanitizer checks it as fully as at -O1, and clang's optimiser and code generator, which
-#   were 80% of an instrumented -O1 compile (53 of 66 s for a CLI batch, -ftime-trace), no
-#   longer run. Header-only code they compile in runs at -O0 too (DistinctWords' randomized
-#   check: 8 s instead of 0.2). Code tests wait on stays at the preset's -O1 (the core, the
-#   interposer, simcuda, the workloads, the daemon, the CLI): a target at -O0 may also give the
-#   linker -O0 copies of the inline code it shares with a library (Asio's, the core's
-#   templates). At -O0 the CLI's tests took twice as long (cli.sim 41 -> 84 s) and the daemon's
-#   flood test five times, for 15-85 s less compile.
+# capuchin_test_code(targets...): programs made of test code only (unit-test bodies, fuzz
+#   drivers): in release they compile at -O1, not -O3. GCC's optimiser was 77% of a release
+#   compile (-ftime-report), and -O1 compiles a batch in 60% of -O3's time (30 against 51 s
+#   for a CLI batch); these programs' time goes to the library code they call, which keeps
+#   -O3 (sim_tests ran 57 s against 54, learn_tests 25 against 28, 2026-12-07).
+#   Under a sanitizer they keep the preset's -O1.
+# capuchin_cold_test_code(targets...): the same, and under a sanitizer -O0: for test programs
+#   whose own code no test waits on (unit-test bodies, the capture checker). The sanitizer
+#   checks it as fully as at -O1, and clang's optimiser and code generator, which were 80% of an
+#   instrumented -O1 compile (53 of 66 s for a CLI batch, -ftime-trace), no longer run.
+#   Header-only code they compile in runs at -O0 too (DistinctWords' randomized check: 8 s
+#   instead of 0.2). Code tests wait on stays at the preset's -O1 (the core, the interposer,
+#   simcuda, the workloads, the daemon, the CLI, learn_tests, sim_tests): a target at -O0 may
+#   also give the linker -O0 copies of the inline code it shares with a library (Asio's, the
+#   core's templates). At -O0 the CLI's tests took twice as long (cli.sim 41 -> 84 s) and the
+#   daemon's flood test five times, for 15-85 s less compile.
 # capuchin_vendor_under_sanitizer(target): the target is built uninstrumented at -O2, as a
 #   vendor library (cuBLAS) is never built with the job's sanitizer.
 # CAPUCHIN_SANITIZED: TRUE in such a build; the CMake files ask it (Preload.cmake and the
@@ -20,12 +28,22 @@ else()
   set(CAPUCHIN_SANITIZED FALSE)
 endif()
 
-function(capuchin_cold_under_sanitizer)
-  if(CAPUCHIN_SANITIZED)
+function(capuchin_test_code)
+  if(NOT CAPUCHIN_SANITIZED)
     foreach(_t IN LISTS ARGN)
-      target_compile_options(${_t} PRIVATE -O0)
+      target_compile_options(${_t} PRIVATE $<$<CONFIG:Release>:-O1>)
     endforeach()
   endif()
+endfunction()
+
+function(capuchin_cold_test_code)
+  foreach(_t IN LISTS ARGN)
+    if(CAPUCHIN_SANITIZED)
+      target_compile_options(${_t} PRIVATE -O0)
+    else()
+      capuchin_test_code(${_t})
+    endif()
+  endforeach()
 endfunction()
 
 function(capuchin_vendor_under_sanitizer target)

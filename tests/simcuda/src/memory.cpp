@@ -56,6 +56,33 @@ uint64_t env_bytes(const char* name, uint64_t fallback) {
   return v;
 }
 
+// Fills a memfd with kFreedPoison through pwrite(2): its pages are overwritten where they lie,
+// without mapping them anywhere.
+bool poison_memfd(int fd, size_t bytes) {
+  static const std::vector<unsigned char> poison(SIMCUDA_VMM_GRANULARITY, static_cast<unsigned char>(kFreedPoison));
+  size_t done = 0;
+  while (done < bytes) {
+    const ssize_t w = pwrite(fd, poison.data(), std::min(poison.size(), bytes - done), static_cast<off_t>(done));
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) return false;
+    done += static_cast<size_t>(w);
+  }
+  return true;
+}
+
+// Maps every page of a range that just became accessible, in one call: what is mapped is about
+// to be written (a tensor copied in), and a fault per 4 KiB page was most of a pinned-backend
+// run's host time. A kernel without MADV_POPULATE_WRITE (before Linux 5.14) faults them in as
+// they are touched instead.
+void populate(uintptr_t base, size_t bytes) {
+#ifndef MADV_POPULATE_WRITE
+  constexpr int MADV_POPULATE_WRITE = 23;  // linux/mman.h
+#endif
+  const int saved = errno;
+  madvise(reinterpret_cast<void*>(base), bytes, MADV_POPULATE_WRITE);
+  errno = saved;
+}
+
 int read_device_count() {
   const char* s = std::getenv("SIMCUDA_DEVICES");
   if (s == nullptr || *s == '\0') return 1;
@@ -106,6 +133,7 @@ Memory::Memory() {
   // Address space only (MAP_NORESERVE, PROT_NONE): managed memory may oversubscribe capacity.
   const uint64_t all_devices = capacity_ * static_cast<uint64_t>(device_count());
   retain_limit_ = all_devices;
+  spare_memfds_.set_limit(std::min<uint64_t>(all_devices, 2ull << 30));
   region_bytes_ = std::max<uint64_t>(64ull << 30, round_up(all_devices * 4 + (16ull << 30), 1ull << 30));
   void* p = mmap(nullptr, region_bytes_ + SIMCUDA_VMM_GRANULARITY, PROT_NONE,
                  MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
@@ -695,6 +723,33 @@ CUresult Memory::address_free(CUdeviceptr ptr, size_t bytes) {
   return CUDA_SUCCESS;
 }
 
+// ---- recycled VMM memfds -------------------------------------------------------------------
+int SpareMemfds::take(size_t bytes) {
+  for (auto it = spares_.rbegin(); it != spares_.rend(); ++it) {  // newest first: its pages are warm
+    if (it->bytes != bytes) continue;
+    const int fd = it->fd;
+    bytes_ -= bytes;
+    spares_.erase(std::next(it).base());
+    ++recycled_;
+    return fd;
+  }
+  return -1;
+}
+
+void SpareMemfds::give(int fd, size_t bytes) {
+  if (bytes > limit_ || !poison_memfd(fd, bytes)) {
+    close(fd);
+    return;
+  }
+  while (bytes_ + bytes > limit_ && !spares_.empty()) {
+    close(spares_.front().fd);
+    bytes_ -= spares_.front().bytes;
+    spares_.erase(spares_.begin());
+  }
+  spares_.push_back({fd, bytes});
+  bytes_ += bytes;
+}
+
 CUresult Memory::create(size_t bytes, const CUmemAllocationProp& prop, CUmemGenericAllocationHandle* out) {
   if (bytes == 0 || bytes % SIMCUDA_VMM_GRANULARITY != 0) return CUDA_ERROR_INVALID_VALUE;
   if (prop.type != CU_MEM_ALLOCATION_TYPE_PINNED) return CUDA_ERROR_INVALID_VALUE;
@@ -713,11 +768,14 @@ CUresult Memory::create(size_t bytes, const CUmemAllocationProp& prop, CUmemGene
   const int device = on_host ? 0 : prop.location.id;
   std::lock_guard<std::mutex> lock(mu_);
   if (!on_host && !reserve_capacity(device, bytes)) return CUDA_ERROR_OUT_OF_MEMORY;
-  int fd = memfd_create("simcuda-vmm", MFD_CLOEXEC);
-  if (fd < 0 || ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
-    if (fd >= 0) close(fd);
-    if (!on_host) uncharge(device, bytes);
-    return CUDA_ERROR_OUT_OF_MEMORY;
+  int fd = spare_memfds_.take(bytes);  // a recycled one is this size and poisoned
+  if (fd < 0) {
+    fd = memfd_create("simcuda-vmm", MFD_CLOEXEC);
+    if (fd < 0 || ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
+      if (fd >= 0) close(fd);
+      if (!on_host) uncharge(device, bytes);
+      return CUDA_ERROR_OUT_OF_MEMORY;
+    }
   }
   const CUmemGenericAllocationHandle h = next_handle_++;
   handles_[h] = VmmHandle{fd, bytes, on_host, device, false, 0};
@@ -734,12 +792,14 @@ CUresult Memory::release(CUmemGenericAllocationHandle handle) {
     return CUDA_SUCCESS;
   }
   it->second.released = true;
-  if (it->second.mappings == 0) {  // else freed when the last mapping goes, as on the driver
-    close(it->second.fd);
-    if (!it->second.on_host) uncharge(it->second.device, it->second.bytes);
-    handles_.erase(it);
-  }
+  if (it->second.mappings == 0) retire_handle(it);  // else when the last mapping goes, as on the driver
   return CUDA_SUCCESS;
+}
+
+void Memory::retire_handle(std::unordered_map<CUmemGenericAllocationHandle, VmmHandle>::iterator h) {
+  spare_memfds_.give(h->second.fd, h->second.bytes);
+  if (!h->second.on_host) uncharge(h->second.device, h->second.bytes);
+  handles_.erase(h);
 }
 
 // cuda.h: "the same handle value used to map the memory"; any address in a mapped range; "If
@@ -792,11 +852,7 @@ CUresult Memory::unmap(CUdeviceptr ptr, size_t bytes) {
          MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
     mappings_.erase(base);
     auto h = handles_.find(m.handle);
-    if (h != handles_.end() && --h->second.mappings == 0 && h->second.released) {
-      close(h->second.fd);
-      if (!h->second.on_host) uncharge(h->second.device, h->second.bytes);
-      handles_.erase(h);
-    }
+    if (h != handles_.end() && --h->second.mappings == 0 && h->second.released) retire_handle(h);
   }
   return CUDA_SUCCESS;
 }
@@ -813,8 +869,10 @@ CUresult Memory::set_access(CUdeviceptr ptr, size_t bytes, DeviceMask grant, Dev
   }
   if (touched.empty() || p != ptr + bytes) return CUDA_ERROR_INVALID_VALUE;
   for (VmmMapping* m : touched) {
+    const bool was_accessible = m->access != 0;
     m->access = (m->access & ~revoke) | grant;
     mprotect(reinterpret_cast<void*>(m->base), m->bytes, m->access != 0 ? PROT_READ | PROT_WRITE : PROT_NONE);
+    if (!was_accessible && m->access != 0) populate(m->base, m->bytes);
   }
   return CUDA_SUCCESS;
 }

@@ -3,6 +3,7 @@
 // evicted, VMM (device- and host-located), and illegal addresses becoming the sticky error.
 #include <sys/mman.h>
 
+#include <algorithm>
 #include <cstring>
 #include <vector>
 
@@ -333,6 +334,45 @@ TEST_F(Simcuda, VmmMapAccessUnmapAndHostLocatedMemory) {
   // Touching the unmapped second half stops the kernel: sticky illegal address.
   ASSERT_EQ(launch(k.fill, nullptr, reinterpret_cast<float*>(va + gran), 16, 1.0f), CUDA_SUCCESS);
   EXPECT_EQ(cuCtxSynchronize(), CUDA_ERROR_ILLEGAL_ADDRESS);
+}
+
+// A released handle's pages serve a later cuMemCreate of the same size (host time: a fresh memfd
+// is zeroed page by page), filled with poison first: the new handle holds neither the old
+// contents nor zeros, as a freed cuMemAlloc range does not. A handle of another size is new.
+TEST_F(Simcuda, VmmHandleOfAReleasedOnesSizeHoldsPoisonNotItsContents) {
+  CUmemAllocationProp prop{};
+  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  prop.location = {CU_MEM_LOCATION_TYPE_DEVICE, 0};
+  const size_t gran = SIMCUDA_VMM_GRANULARITY;
+  CUdeviceptr va = 0;
+  ASSERT_EQ(cuMemAddressReserve(&va, 2 * gran, 0, 0, 0), CUDA_SUCCESS);
+  const CUmemAccessDesc access{{CU_MEM_LOCATION_TYPE_DEVICE, 0}, CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
+  auto map_new = [&](size_t bytes, CUmemGenericAllocationHandle* h) {
+    ASSERT_EQ(cuMemCreate(h, bytes, &prop, 0), CUDA_SUCCESS);
+    ASSERT_EQ(cuMemMap(va, bytes, 0, *h, 0), CUDA_SUCCESS);
+    ASSERT_EQ(cuMemSetAccess(va, bytes, &access, 1), CUDA_SUCCESS);
+  };
+  auto unmap_release = [&](size_t bytes, CUmemGenericAllocationHandle h) {
+    ASSERT_EQ(cuMemUnmap(va, bytes), CUDA_SUCCESS);
+    ASSERT_EQ(cuMemRelease(h), CUDA_SUCCESS);
+  };
+  CUmemGenericAllocationHandle h = 0;
+  map_new(gran, &h);
+  std::vector<unsigned char> bytes(gran, 0x5A);
+  ASSERT_EQ(cuMemcpyHtoD(va, bytes.data(), gran), CUDA_SUCCESS);
+  unmap_release(gran, h);
+  EXPECT_EQ(stats().device_bytes_in_use, 0u);  // released: no longer device memory in use
+  map_new(gran, &h);
+  EXPECT_EQ(stats().device_bytes_in_use, gran);
+  ASSERT_EQ(cuMemcpyDtoH(bytes.data(), va, gran), CUDA_SUCCESS);
+  EXPECT_EQ(std::count(bytes.begin(), bytes.end(), 0xFF), static_cast<std::ptrdiff_t>(gran));
+  unmap_release(gran, h);
+  map_new(2 * gran, &h);  // no released handle of this size: a new one (zeros)
+  std::vector<unsigned char> big(2 * gran, 0x5A);
+  ASSERT_EQ(cuMemcpyDtoH(big.data(), va, 2 * gran), CUDA_SUCCESS);
+  EXPECT_EQ(std::count(big.begin(), big.end(), 0), static_cast<std::ptrdiff_t>(2 * gran));
+  unmap_release(2 * gran, h);
+  ASSERT_EQ(cuMemAddressFree(va, 2 * gran), CUDA_SUCCESS);
 }
 
 // Host-located VMM memory is host memory the device can address: a copy between it and device
