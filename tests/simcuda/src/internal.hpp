@@ -231,10 +231,11 @@ struct VmmHandle {
 // A new memfd is zeroed by the kernel page by page as it is first touched, and a closed one
 // gives its pages back: the pinned backend moves tensors through cuMemCreate / cuMemRelease, and
 // a mobilenet_v2 replay at half its peak spent three quarters of its time in the host kernel
-// doing that (32 of 42 s). A recycled memfd is filled with poison (0xFF, as freed device ranges
-// are) before it is handed out again, so it holds neither zeros nor its last contents. At most
-// `limit` bytes are kept (all devices' capacity, at most 2 GiB); past it the oldest are closed. Not locked:
-// Memory holds it under its mutex.
+// (32 of 42 s), most of it allocating, zeroing, faulting in and freeing those pages. A recycled
+// memfd is filled with poison (0xFF, as freed device ranges are) before it is handed out again,
+// so it holds neither zeros nor its last contents. At most `limit` bytes are kept (all devices'
+// capacity, at most 2 GiB); past it the oldest are closed. Not locked: Memory holds it under its
+// mutex.
 class SpareMemfds {
  public:
   void set_limit(uint64_t limit) { limit_ = limit; }
