@@ -1,12 +1,13 @@
 # What the test programs, and a sanitized build (asan, tsan presets), compile differently, in
 # one place. Product code (the core, the interposer, the daemon, the CLI), simcuda, the workloads
-# and the benchmarks always compile at their preset's level.
+# and the benchmarks compile at their preset's level (simblas, below, excepted).
 #
 # capuchin_test_code(targets...): programs made of test code only (unit-test bodies, fuzz
 #   drivers): in release they compile at -O1, not -O3. GCC's optimiser was 77% of a release
 #   compile (-ftime-report), and -O1 compiles a batch in 60% of -O3's time (30 against 51 s
 #   for a CLI batch); these programs' time goes to the library code they call, which keeps
-#   -O3 (sim_tests ran 57 s against 54, learn_tests 25 against 28, 2026-12-07).
+#   -O3 (sim_tests ran 57 s against 54, learn_tests 25 against 28, 2026-12-07). The linker
+#   may take their -O1 copies of inline code they share with a static library (as below).
 #   Under a sanitizer they keep the preset's -O1.
 # capuchin_cold_test_code(targets...): the same, and under a sanitizer -O0: for test programs
 #   whose own code no test waits on (unit-test bodies, the capture checker). The sanitizer

@@ -29,7 +29,7 @@ class RangeMaxTree {
     for (std::size_t i = size_ - 1; i >= 1; --i) mx_[i] = std::max(mx_[2 * i], mx_[2 * i + 1]);
   }
 
-  // Adds d to positions [l, r).
+  // Adds d to positions [l, r); r <= n (the size built).
   void add(std::size_t l, std::size_t r, std::int64_t d) {
     if (l >= r) return;
     const std::size_t l0 = l + size_, r0 = r - 1 + size_;
@@ -41,7 +41,7 @@ class RangeMaxTree {
     pull_up(r0);
   }
 
-  // Max over [l, r); kLow when empty.
+  // Max over [l, r), r <= n; kLow when empty.
   std::int64_t max(std::size_t l, std::size_t r) const {
     if (l >= r) return kLow;
     // The nodes taken on the left all lie under node l - 1 of the level reached (the left end

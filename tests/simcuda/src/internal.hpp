@@ -230,12 +230,13 @@ struct VmmHandle {
 // Released VMM handles' physical pages (memfds), kept for a later cuMemCreate of the same size.
 // A new memfd is zeroed by the kernel page by page as it is first touched, and a closed one
 // gives its pages back: the pinned backend moves tensors through cuMemCreate / cuMemRelease, and
-// a mobilenet_v2 replay at half its peak spent three quarters of its time in the host kernel
-// (32 of 42 s), most of it allocating, zeroing, faulting in and freeing those pages. A recycled
-// memfd is filled with poison (0xFF, as freed device ranges are) before it is handed out again,
-// so it holds neither zeros nor its last contents. At most `limit` bytes are kept (all devices'
-// capacity, at most 2 GiB); past it the oldest are closed. Not locked: Memory holds it under its
-// mutex.
+// a mobilenet_v2 replay at half its peak (6 iterations) spent three quarters of its time in the
+// host kernel (32 of 42 s), most of it allocating, zeroing, faulting in and freeing those pages.
+// A recycled memfd is filled with poison (0xFF, as freed device ranges are) before it is handed
+// out again, so it holds neither zeros nor its last contents. At most `limit` bytes (all
+// devices' capacity, at most 2 GiB) in at most kMaxSpares memfds are kept (each is an open
+// file: a process's soft limit is often 1024); past that the oldest are closed. Poisoning
+// writes every page of the memfd, touched or not. Not locked: Memory holds it under its mutex.
 class SpareMemfds {
  public:
   void set_limit(uint64_t limit) { limit_ = limit; }
@@ -243,7 +244,7 @@ class SpareMemfds {
   int take(size_t bytes);
   // Keeps `fd` (of `bytes`) for a later take, or closes it (and, past the limit, older ones).
   void give(int fd, size_t bytes);
-  uint64_t recycled() const { return recycled_; }
+  static constexpr size_t kMaxSpares = 128;
 
  private:
   struct Spare {
@@ -251,7 +252,7 @@ class SpareMemfds {
     size_t bytes;
   };
   std::vector<Spare> spares_;  // oldest first
-  uint64_t bytes_ = 0, limit_ = 0, recycled_ = 0;
+  uint64_t bytes_ = 0, limit_ = 0;
 };
 
 struct VmmMapping {

@@ -730,7 +730,6 @@ int SpareMemfds::take(size_t bytes) {
     const int fd = it->fd;
     bytes_ -= bytes;
     spares_.erase(std::next(it).base());
-    ++recycled_;
     return fd;
   }
   return -1;
@@ -741,7 +740,7 @@ void SpareMemfds::give(int fd, size_t bytes) {
     close(fd);
     return;
   }
-  while (bytes_ + bytes > limit_ && !spares_.empty()) {
+  while ((bytes_ + bytes > limit_ || spares_.size() >= kMaxSpares) && !spares_.empty()) {
     close(spares_.front().fd);
     bytes_ -= spares_.front().bytes;
     spares_.erase(spares_.begin());
