@@ -20,12 +20,11 @@ namespace capuchin::plan {
 class RangeMaxTree {
  public:
   void build(const std::vector<std::int64_t>& v) {
-    n_ = v.size();
     size_ = 1;
-    while (size_ < std::max<std::size_t>(n_, 1)) size_ <<= 1;
+    while (size_ < std::max<std::size_t>(v.size(), 1)) size_ <<= 1;
     mx_.assign(2 * size_, kLow);
     lz_.assign(2 * size_, 0);
-    for (std::size_t i = 0; i < n_; ++i) mx_[size_ + i] = v[i];
+    std::copy(v.begin(), v.end(), mx_.begin() + static_cast<std::ptrdiff_t>(size_));
     for (std::size_t i = size_ - 1; i >= 1; --i) mx_[i] = std::max(mx_[2 * i], mx_[2 * i + 1]);
   }
 
@@ -97,7 +96,7 @@ class RangeMaxTree {
     return s;
   }
 
-  std::size_t n_ = 0, size_ = 1;
+  std::size_t size_ = 1;
   std::vector<std::int64_t> mx_, lz_;  // lz_ of leaves stays 0
 };
 

@@ -78,9 +78,7 @@ void populate(uintptr_t base, size_t bytes) {
 #ifndef MADV_POPULATE_WRITE
   constexpr int MADV_POPULATE_WRITE = 23;  // linux/mman.h
 #endif
-  const int saved = errno;
   madvise(reinterpret_cast<void*>(base), bytes, MADV_POPULATE_WRITE);
-  errno = saved;
 }
 
 int read_device_count() {
