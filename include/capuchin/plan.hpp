@@ -40,6 +40,7 @@ enum class Reason : std::uint8_t {
   LeastSwapCost,   // swap with a stall, cheaper per byte than any recompute
   Msps,            // recompute: the best memory saving per second of recomputation
   CrossIteration,  // a persistent tensor (parameter, optimizer state) swapped between uses
+  ReplayVictim,    // the pressure rules' victim in the plan's replay, swapped out after its last use instead
 };
 std::string_view to_string(Reason r);
 
@@ -141,7 +142,7 @@ struct Plan {
   double replay_s = 0;   // its iteration in the simulator (replay_plan), when a planner compared candidates
   bool passive = false;  // the chosen candidate was no plan: the pressure rules alone replayed faster
   bool no_drops = false;  // made and replayed without recomputation (the pressure rules must not drop either)
-  std::uint32_t refined_moves = 0;  // in-triggers refine_prefetches moved (0: as chosen)
+  std::uint32_t refined_moves = 0;  // changes refine_prefetches / refine_from_replay kept (0: as chosen)
 };
 
 Plan make_plan(const sim::PreparedTrace& p, const learn::Pattern& pattern, const PlanOptions& opt);
@@ -149,8 +150,21 @@ Plan make_plan(const sim::PreparedTrace& p, const learn::Pattern& pattern, const
 // decisions issued where they apply and the rest under pressure by the capuchin policies'
 // rules): its time in seconds, +infinity when the simulator finds it infeasible. What a
 // planner compares candidate plans by (plan_segment); each replay is one simulated iteration.
+// What a replay saw besides its time (replay_plan's `notes`).
+struct ReplayNotes {
+  // A victim the pressure rules chose (what the plan left over the budget there): the trace
+  // event being run, the tensor, its accesses before and after (kNone: none).
+  struct Victim {
+    std::uint32_t event, tensor, last_access, next_access;
+    bool dropped;
+  };
+  std::vector<Victim> victims;
+  // Evictions cancelled before their copy ended (the tensor accessed, prefetched or freed while
+  // Evicting): (trace event, tensor). Link time spent for nothing.
+  std::vector<std::pair<std::uint32_t, std::uint32_t>> cancelled;
+};
 double replay_plan(const sim::PreparedTrace& p, const learn::Pattern& pattern, const Plan& plan, std::uint64_t budget,
-                   bool allow_recompute);
+                   bool allow_recompute, ReplayNotes* notes = nullptr);
 
 // A chosen plan improved by its replay (anytime refinement). The planner places each swap-in
 // on its ideal timeline; where the replayed iteration stalls (the link is busier than that
@@ -166,10 +180,28 @@ double replay_plan(const sim::PreparedTrace& p, const learn::Pattern& pattern, c
 // cost_s) still describe its placement before the moves: replay_s is the refined plan's figure.
 struct RefineLimits {
   std::size_t max_replays = 2000;
+  std::size_t max_replays_from_notes = 8;  // per refine_from_replay call
   std::size_t max_replayed_events = 4'000'000;  // a 50k-event iteration: 80 replays (per refine_prefetches call)
 };
 Plan refine_prefetches(const sim::PreparedTrace& p, const learn::Pattern& pattern, Plan plan, std::uint64_t budget,
                        bool allow_recompute, const RefineLimits& limits = {});
+
+// A chosen plan improved by what its replay saw besides its time (replay_plan's ReplayNotes),
+// in rounds, each replaying the plan again for its notes:
+//   - swaps whose eviction the replay cancelled (the tensor was needed, prefetched or freed
+//     before its copy out ended: link time for nothing) are left out, all of them, else one
+//     at a time;
+//   - else the pressure rules' swapped victims become planned swaps (Reason::ReplayVictim):
+//     out right after the access before the pressure, in from the latest position that hides
+//     the copy on the ideal timeline, where the gap hides both copies. Capuchin's passive mode
+//     learns its evictions the same way, from the iteration it ran.
+// A change is kept when the whole iteration replays faster (as in refine_prefetches); rounds
+// stop at the first change not kept. Contract as refine_prefetches' (`plan.replay_s` its
+// finite replay, deterministic, bounded by RefineLimits::max_replays_from_notes and the
+// replayed events, never slower), except that swaps are added and removed: `swaps` counts
+// them, while planned_peak_bytes, fits and expected_overhead_s still describe the plan as made.
+Plan refine_from_replay(const sim::PreparedTrace& p, const learn::Pattern& pattern, Plan plan, std::uint64_t budget,
+                        bool allow_recompute, const RefineLimits& limits = {});
 
 std::string plan_to_json(const Plan& plan, const learn::Pattern& pattern, const trace::Trace& t);
 

@@ -69,7 +69,7 @@ struct SegmentPlan {
   double replay_s = 0;                 // its iteration as the simulator replays it (0: not replayed)
   bool passive = false;                // no decisions because the pressure rules alone replayed faster
   bool no_drops = false;               // made and replayed without recomputation: pressure swaps only
-  std::uint32_t refined_moves = 0;     // in-triggers moved by the replay's refinement (0: as chosen)
+  std::uint32_t refined_moves = 0;     // changes the replay's refinement kept (0: as chosen)
   std::uint64_t budget = 0;            // the budget it was made for
   std::uint64_t natural_peak = 0, planned_peak = 0;
   std::string summary;                 // one line for logs

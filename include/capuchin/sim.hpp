@@ -229,6 +229,9 @@ struct SimOptions {
   // Filled when set: every MemoryChange of the run (swap-outs still in flight at its end
   // included), not in time order (a swap-out's release is found late): sort by t_s, stably.
   std::vector<MemoryChange>* memory = nullptr;
+  // Filled when set: each eviction cancelled before its copy ended (the tensor needed, prefetched
+  // or freed while Evicting: SimResult::cancelled_out_link_s), as (event being run, tensor).
+  std::vector<std::pair<std::uint32_t, std::uint32_t>>* cancelled = nullptr;
   // Only events [first_event, end_event): tensors live at first_event start resident, but those
   // in start_on_host and, when they exceed the budget, the policy's victims (a what-if over one
   // iteration, e.g. for a planner comparing candidate plans).

@@ -1,11 +1,13 @@
-// plan_refine.cpp: refine_prefetches (see plan.hpp): earlier in-triggers where the replay of
-// the iteration says they pay.
+// plan_refine.cpp: a chosen plan improved by replaying it (see plan.hpp): refine_prefetches
+// (earlier in-triggers where the replay of the iteration says they pay) and refine_from_replay
+// (what the replay saw: swaps whose evictions it cancelled, victims its pressure rules chose).
 #include "capuchin/plan.hpp"
 
 #include <algorithm>
 #include <cmath>
 #include <iterator>
 #include <map>
+#include <span>
 #include <vector>
 
 namespace capuchin::plan {
@@ -33,7 +35,135 @@ std::vector<std::uint32_t> prefetch_floors(const Plan& plan) {
   return floor;
 }
 
+// Trace event -> pattern position (kNone when the event is not one of the pattern's).
+std::uint32_t position_of(const learn::Pattern& pattern, std::uint32_t event) {
+  auto it = std::lower_bound(pattern.events.begin(), pattern.events.end(), event,
+                             [](const learn::PatternEvent& e, std::uint32_t x) { return e.trace_event < x; });
+  if (it == pattern.events.end() || it->trace_event != event) return trace::kNone;
+  return static_cast<std::uint32_t>(it - pattern.events.begin());
+}
+
+// What refine_from_replay needs of the pattern: each position's start on the ideal timeline,
+// and each trace tensor as a plan names it.
+struct PatternIndex {
+  std::vector<double> start;            // position -> ideal start (n + 1 entries)
+  std::vector<std::uint32_t> local_of;  // trace tensor -> local index, kNone for a carried one
+  PatternIndex(const sim::PreparedTrace& prep, const learn::Pattern& pattern)
+      : start(pattern.events.size() + 1, 0.0), local_of(prep.trace->tensors.size(), trace::kNone) {
+    for (std::size_t i = 0; i < pattern.events.size(); ++i) start[i + 1] = start[i] + prep.duration_s[pattern.events[i].trace_event];
+    for (std::uint32_t k = 0; k < pattern.local_tensors.size(); ++k) local_of[pattern.local_tensors[k]] = k;
+  }
+  TensorRef ref(std::uint32_t tn) const { return local_of[tn] != trace::kNone ? TensorRef{true, local_of[tn]} : TensorRef{false, tn}; }
+};
+
+// A planned swap as decision indices: its eviction and the prefetch after it (decisions.size()
+// when it has none).
+using SwapIndices = std::pair<std::size_t, std::size_t>;
+
+// The plan's swaps whose eviction the replay cancelled: for each cancellation, the tensor's
+// last planned eviction at or before it and the prefetch that follows that eviction.
+std::vector<SwapIndices> cancelled_swaps(const Plan& plan, const learn::Pattern& pattern, const PatternIndex& ix,
+                                         const ReplayNotes& notes) {
+  std::vector<SwapIndices> found;
+  const std::size_t none = plan.decisions.size();
+  for (const auto& [event, tn] : notes.cancelled) {
+    const std::uint32_t at = position_of(pattern, event);
+    if (at == trace::kNone) continue;
+    const TensorRef ref = ix.ref(tn);
+    std::size_t out = none, in = none;
+    for (std::size_t k = 0; k < plan.decisions.size(); ++k) {
+      const Decision& d = plan.decisions[k];
+      if (!(d.tensor == ref)) continue;
+      if (d.act == Act::Evict && d.at <= at) out = k, in = none;
+      else if (d.act == Act::Prefetch && out != none && in == none) in = k;
+    }
+    if (out != none && std::find(found.begin(), found.end(), SwapIndices{out, in}) == found.end()) found.emplace_back(out, in);
+  }
+  return found;
+}
+
+Plan without_swaps(const Plan& plan, std::span<const SwapIndices> swaps) {
+  Plan q = plan;
+  std::vector<bool> gone(q.decisions.size(), false);
+  for (const auto& [out, in] : swaps) {
+    gone[out] = true;
+    if (in < gone.size()) gone[in] = true;
+  }
+  std::size_t k = 0;
+  std::erase_if(q.decisions, [&](const Decision&) { return gone[k++]; });
+  q.swaps -= static_cast<std::uint32_t>(std::min<std::size_t>(q.swaps, swaps.size()));
+  return q;
+}
+
+// The replay's swapped pressure victims as planned swaps: evicted right after the access before
+// the pressure, brought back from the latest position whose ideal start leaves the copy in (with
+// a tenth to spare) before the next access, where the copy out fits in between and the plan has
+// no decision on the tensor in that gap. Victims dropped, or with no access on either side
+// within the iteration, are left to the pressure rules. Returns how many swaps were added.
+std::size_t add_victim_swaps(const sim::PreparedTrace& prep, const learn::Pattern& pattern, const PatternIndex& ix,
+                             const ReplayNotes& notes, Plan& q) {
+  std::vector<std::uint32_t> taken;
+  for (const ReplayNotes::Victim& v : notes.victims) {
+    if (v.dropped || v.last_access == trace::kNone || v.next_access == trace::kNone) continue;
+    const std::uint32_t a = position_of(pattern, v.last_access), b = position_of(pattern, v.next_access);
+    if (a == trace::kNone || b == trace::kNone || b <= a + 1) continue;
+    if (std::find(taken.begin(), taken.end(), v.tensor) != taken.end()) continue;
+    const TensorRef ref = ix.ref(v.tensor);
+    const std::uint32_t out_at = a + 1;
+    if (std::any_of(q.decisions.begin(), q.decisions.end(), [&](const Decision& d) { return d.tensor == ref && d.at >= out_at && d.at <= b; }))
+      continue;
+    const std::uint64_t bytes = prep.trace->tensors[v.tensor].bytes;
+    const double out_s = sim::swap_out_s(prep.gpu, prep.eff, bytes), in_s = sim::swap_in_s(prep.gpu, prep.eff, bytes);
+    std::uint32_t in_at = b;
+    while (in_at > out_at && ix.start[b] - ix.start[in_at] < 1.1 * in_s) --in_at;
+    if (in_at <= out_at || ix.start[in_at] - ix.start[out_at] < out_s) continue;  // the gap cannot hide the round trip
+    taken.push_back(v.tensor);
+    const double slack = ix.start[b] - ix.start[out_at] - out_s - in_s;
+    q.decisions.push_back({out_at, Act::Evict, ref, bytes, a, Reason::ReplayVictim, slack, 0, 0});
+    q.decisions.push_back({in_at, Act::Prefetch, ref, bytes, b, Reason::ReplayVictim, slack, 0, 0});
+    ++q.swaps;
+  }
+  std::stable_sort(q.decisions.begin(), q.decisions.end(), issued_before<Decision>);
+  return taken.size();
+}
+
 }  // namespace
+
+Plan refine_from_replay(const sim::PreparedTrace& prep, const learn::Pattern& pattern, Plan plan, std::uint64_t budget,
+                        bool allow_recompute, const RefineLimits& limits) {
+  if (!std::isfinite(plan.replay_s) || pattern.events.empty()) return plan;
+  const std::size_t max_replays = std::min(limits.max_replays_from_notes, limits.max_replayed_events / pattern.events.size());
+  const PatternIndex ix(prep, pattern);
+  std::size_t replays = 0;
+  // Keeps q when its replay is faster (by refine_prefetches' margin).
+  auto try_plan = [&](Plan& q) {
+    ++replays;
+    const double s = replay_plan(prep, pattern, q, budget, allow_recompute);
+    if (!(s < plan.replay_s * (1 - 1e-4))) return false;
+    q.replay_s = s;
+    ++q.refined_moves;
+    plan = std::move(q);
+    return true;
+  };
+  while (replays + 2 <= max_replays) {
+    ReplayNotes notes;
+    ++replays;
+    // The plan's own replay again, for its notes (a replay is deterministic; were it not, the
+    // notes would describe another run: stop).
+    if (replay_plan(prep, pattern, plan, budget, allow_recompute, &notes) != plan.replay_s) break;
+    // Cancelled swaps: all of them left out, else each alone.
+    const std::vector<SwapIndices> wasted = cancelled_swaps(plan, pattern, ix, notes);
+    bool kept = false;
+    for (std::size_t w = wasted.size() > 1 ? 0 : 1; w <= wasted.size() && !kept && replays < max_replays; ++w) {
+      Plan q = w == 0 ? without_swaps(plan, wasted) : without_swaps(plan, std::span(wasted).subspan(w - 1, 1));
+      kept = try_plan(q);
+    }
+    if (kept) continue;
+    Plan q = plan;
+    if (replays >= max_replays || add_victim_swaps(prep, pattern, ix, notes, q) == 0 || !try_plan(q)) break;
+  }
+  return plan;
+}
 
 Plan refine_prefetches(const sim::PreparedTrace& prep, const learn::Pattern& pattern, Plan plan, std::uint64_t budget,
                        bool allow_recompute, const RefineLimits& limits) {

@@ -17,7 +17,8 @@ namespace {
 
 class PlanReplay final : public sim::Policy {
  public:
-  PlanReplay(const Plan& plan, const learn::Pattern& pat, bool allow_recompute) : allow_recompute_(allow_recompute) {
+  PlanReplay(const Plan& plan, const learn::Pattern& pat, bool allow_recompute, ReplayNotes* notes)
+      : allow_recompute_(allow_recompute), notes_(notes) {
     for (const Decision& d : plan.decisions) {
       if (d.at >= pat.events.size()) continue;
       const std::uint32_t tn = d.tensor.local ? (d.tensor.index < pat.local_tensors.size() ? pat.local_tensors[d.tensor.index] : trace::kNone)
@@ -36,14 +37,19 @@ class PlanReplay final : public sim::Policy {
     const std::uint32_t i = s.event;
     ++tick_;
     while (next_ < steps_.size() && steps_[next_].event < i) ++next_;
-    for (; next_ < steps_.size() && steps_[next_].event == i; ++next_) issue_action(s, steps_[next_].act, steps_[next_].tensor, allow_recompute_, out);
     const trace::Trace& t = *s.prep->trace;
     const trace::Event& e = t.events[i];
+    for (; next_ < steps_.size() && steps_[next_].event == i; ++next_) issue_action(s, steps_[next_].act, steps_[next_].tensor, allow_recompute_, out);
     for (std::uint32_t a = e.access_begin; a < e.access_end; ++a) idle_since_[t.accesses[a].tensor] = tick_;
     if (e.op == trace::Op::Alloc) idle_since_[e.tensor] = tick_;
   }
   void on_memory_pressure(const sim::SimState& s, std::uint64_t bytes_short, std::vector<sim::Action>& out) override {
+    const std::size_t first = out.size();
     pressure_victims(s, allow_recompute_, idle_since_, tick_, bytes_short, cands_, out);
+    if (notes_ != nullptr)
+      for (std::size_t k = first; k < out.size(); ++k)
+        notes_->victims.push_back({s.event, out[k].tensor, s.last_access(out[k].tensor), s.next_access(out[k].tensor),
+                             out[k].kind == sim::ActionKind::Drop});
   }
 
  private:
@@ -52,6 +58,7 @@ class PlanReplay final : public sim::Policy {
     Act act;
   };
   const bool allow_recompute_;
+  ReplayNotes* notes_;
   std::vector<Step> steps_;
   std::size_t next_ = 0;
   std::uint64_t tick_ = 0;
@@ -62,13 +69,14 @@ class PlanReplay final : public sim::Policy {
 }  // namespace
 
 double replay_plan(const sim::PreparedTrace& p, const learn::Pattern& pattern, const Plan& plan, std::uint64_t budget,
-                   bool allow_recompute) {
+                   bool allow_recompute, ReplayNotes* notes) {
   if (pattern.events.empty()) return 0;
-  PlanReplay policy(plan, pattern, allow_recompute);
+  PlanReplay policy(plan, pattern, allow_recompute, notes);
   sim::SimOptions o;
   o.budget_bytes = budget;
   o.first_event = pattern.events.front().trace_event;
   o.start_on_host = plan.off_at_start;
+  if (notes != nullptr) o.cancelled = &notes->cancelled;
   const sim::SimResult r = sim::simulate(p, policy, o);
   if (!r.feasible) return std::numeric_limits<double>::infinity();
   // The next iteration starts as this one did: what the run leaves off the device that it

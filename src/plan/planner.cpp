@@ -559,6 +559,7 @@ std::string_view to_string(Reason r) {
     case Reason::LeastSwapCost: return "least-swap-cost";
     case Reason::Msps: return "msps";
     case Reason::CrossIteration: return "cross-iteration";
+    case Reason::ReplayVictim: return "replay-victim";
   }
   return "?";
 }

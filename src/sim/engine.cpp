@@ -172,6 +172,7 @@ class Engine {
   // The tensor stays (its data never left): the copy out's link time was spent for nothing.
   void cancel_eviction(std::uint32_t t) {
     tot_.cancelled_out_link += out_time(s_.bytes(t));
+    if (opt_.cancelled) opt_.cancelled->emplace_back(s_.event, t);
     ++gen_[t];
     pending_bytes_ -= s_.bytes(t);
     add_resident(t);

@@ -97,7 +97,7 @@ if expect_plan:
     if not timed: errors.append("no timed_launches in the summary")
     elif planned and int(planned.group(1)) >= 2 and not int(timed.group(1)) < int(timed.group(2)):
         errors.append(f"every launch was timed ({timed.group(0)}) though {planned.group(1)} iterations followed a plan")
-    plan_reasons = {"free-time", "least-swap-cost", "cross-iteration", "msps"}
+    plan_reasons = {"free-time", "least-swap-cost", "cross-iteration", "replay-victim", "msps"}
     if not any(r["action"] in ("evict", "drop") and r.get("reason") in plan_reasons for r in recs):
         errors.append("no eviction the plan made (only passive ones)")
 print((m.group(0) if m else "")[:300])
