@@ -12,7 +12,7 @@
 //              note the kernel)
 //   tensor     the allocation id (as in recorded traces), absent for whole-job records
 //   bytes      bytes concerned
-//   reason     free-time | least-swap-cost | msps | cross-iteration | passive | pressure |
+//   reason     free-time | least-swap-cost | msps | cross-iteration | replay-victim | passive | pressure |
 //              pattern-changed | ... (free text allowed)
 //   expected_s the planner's expected cost (stall or recomputation), seconds
 //   actual_s   what it cost when measured (stall length, copy time), seconds

@@ -40,8 +40,10 @@ enum class Reason : std::uint8_t {
   LeastSwapCost,   // swap with a stall, cheaper per byte than any recompute
   Msps,            // recompute: the best memory saving per second of recomputation
   CrossIteration,  // a persistent tensor (parameter, optimizer state) swapped between uses
-  ReplayVictim,    // the pressure rules' victim in the plan's replay, swapped out after its last use instead
+  ReplayVictim,    // the pressure rules' victim in the plan's replay, swapped out after its access before the pressure instead
 };
+// The largest Reason (wire decoders refuse larger codes): keep it the last enumerator.
+inline constexpr std::uint8_t kLastReason = static_cast<std::uint8_t>(Reason::ReplayVictim);
 std::string_view to_string(Reason r);
 
 // Which tensor a decision is about, as the next iteration will know it.
@@ -51,6 +53,10 @@ struct TensorRef {
   bool operator<(const TensorRef& o) const { return local != o.local ? local < o.local : index < o.index; }
   bool operator==(const TensorRef& o) const { return local == o.local && index == o.index; }
 };
+
+// Each trace tensor (0 .. tensors-1) as a plan names it: the pattern's k-th local tensor, else
+// a carried tensor by its trace index.
+std::vector<TensorRef> tensor_refs(const learn::Pattern& pattern, std::size_t tensors);
 
 struct Decision {
   std::uint32_t at = 0;       // pattern position: issued just before this event
@@ -146,23 +152,26 @@ struct Plan {
 };
 
 Plan make_plan(const sim::PreparedTrace& p, const learn::Pattern& pattern, const PlanOptions& opt);
-// The plan's iteration as the simulator runs it (the pattern's events, at `budget`, the plan's
-// decisions issued where they apply and the rest under pressure by the capuchin policies'
-// rules): its time in seconds, +infinity when the simulator finds it infeasible. What a
-// planner compares candidate plans by (plan_segment); each replay is one simulated iteration.
-// What a replay saw besides its time (replay_plan's `notes`).
+
+// What a replay saw besides its time (replay_plan's `notes`, appended to, not cleared). Events
+// are the trace's; some may lie outside the pattern (the replay runs to the trace's end).
 struct ReplayNotes {
   // A victim the pressure rules chose (what the plan left over the budget there): the trace
-  // event being run, the tensor, its accesses before and after (kNone: none).
+  // event being run, the tensor, its accesses before and after (kNone: none; the victims of a
+  // live set over the budget at the replay's start have no access before).
   struct Victim {
     std::uint32_t event, tensor, last_access, next_access;
     bool dropped;
   };
   std::vector<Victim> victims;
   // Evictions cancelled before their copy ended (the tensor accessed, prefetched or freed while
-  // Evicting): (trace event, tensor). Link time spent for nothing.
+  // Evicting; planned or the pressure rules'): (trace event, tensor). Link time for nothing.
   std::vector<std::pair<std::uint32_t, std::uint32_t>> cancelled;
 };
+// The plan's iteration as the simulator runs it (the pattern's events, at `budget`, the plan's
+// decisions issued where they apply and the rest under pressure by the capuchin policies'
+// rules): its time in seconds, +infinity when the simulator finds it infeasible. What a
+// planner compares candidate plans by (plan_segment); each replay is one simulated iteration.
 double replay_plan(const sim::PreparedTrace& p, const learn::Pattern& pattern, const Plan& plan, std::uint64_t budget,
                    bool allow_recompute, ReplayNotes* notes = nullptr);
 
@@ -180,8 +189,10 @@ double replay_plan(const sim::PreparedTrace& p, const learn::Pattern& pattern, c
 // cost_s) still describe its placement before the moves: replay_s is the refined plan's figure.
 struct RefineLimits {
   std::size_t max_replays = 2000;
-  std::size_t max_replays_from_notes = 8;  // per refine_from_replay call
-  std::size_t max_replayed_events = 4'000'000;  // a 50k-event iteration: 80 replays (per refine_prefetches call)
+  // Per refine_from_replay call: each round replays the plan for its notes and tries one or a
+  // few changes; on the shared traces no call kept more than 3 changes.
+  std::size_t max_replays_from_notes = 8;
+  std::size_t max_replayed_events = 4'000'000;  // a 50k-event iteration: 80 replays (per call of either refinement)
 };
 Plan refine_prefetches(const sim::PreparedTrace& p, const learn::Pattern& pattern, Plan plan, std::uint64_t budget,
                        bool allow_recompute, const RefineLimits& limits = {});
@@ -196,10 +207,12 @@ Plan refine_prefetches(const sim::PreparedTrace& p, const learn::Pattern& patter
 //     the copy on the ideal timeline, where the gap hides both copies. Capuchin's passive mode
 //     learns its evictions the same way, from the iteration it ran.
 // A change is kept when the whole iteration replays faster (as in refine_prefetches); rounds
-// stop at the first change not kept. Contract as refine_prefetches' (`plan.replay_s` its
-// finite replay, deterministic, bounded by RefineLimits::max_replays_from_notes and the
-// replayed events, never slower), except that swaps are added and removed: `swaps` counts
-// them, while planned_peak_bytes, fits and expected_overhead_s still describe the plan as made.
+// stop when the victims' swaps are not kept (or there are none). Contract as refine_prefetches'
+// (`plan.replay_s` its finite replay, deterministic, bounded by
+// RefineLimits::max_replays_from_notes and the replayed events, never slower), except that
+// swaps are added and removed: `swaps` and `delayed_evictions` count them, while
+// planned_peak_bytes, fits and expected_overhead_s still describe the plan as made. Swaps
+// brought back only in the next iteration are never removed.
 Plan refine_from_replay(const sim::PreparedTrace& p, const learn::Pattern& pattern, Plan plan, std::uint64_t budget,
                         bool allow_recompute, const RefineLimits& limits = {});
 

@@ -34,7 +34,7 @@ namespace capuchin::proto {
 static_assert(std::endian::native == std::endian::little, "the wire format is little-endian");
 
 inline constexpr std::uint32_t kMagic = 0x4e435043u;  // "CPCN" in memory order
-inline constexpr std::uint16_t kProtocolVersion = 6;  // 2: plan requests carry late arrivals; 3: budget kinds, run tag, executor peaks; 4: keep_plan, plan replies carry their replay time; 5: segment events say whether a touch is unreplayable; 6: plan requests carry the link rates the job measured
+inline constexpr std::uint16_t kProtocolVersion = 7;  // 2: plan requests carry late arrivals; 3: budget kinds, run tag, executor peaks; 4: keep_plan, plan replies carry their replay time; 5: segment events say whether a touch is unreplayable; 6: plan requests carry the link rates the job measured; 7: plan decisions may give reason replay-victim
 inline constexpr std::uint32_t kMaxFrameBytes = 8u << 20;  // payload limit
 inline constexpr std::uint32_t kMaxEventsPerBatch = 65536;
 inline constexpr std::uint32_t kMaxIdsPerBatch = 1u << 20;

@@ -123,8 +123,8 @@ struct SegmentJob {
   // profile's rate (sim::Efficiency::swap_out_link, swap_in_link). Not used where the caller
   // passes its own model (the simulator).
   double swap_out_bytes_per_s = 0, swap_in_bytes_per_s = 0;
-  // Anytime: called, on the planning thread, with the replay-chosen plan before its in-triggers
-  // are refined (plan::refine_prefetches: up to thousands of replays), so that a caller can
+  // Anytime: called, on the planning thread, with the replay-chosen plan before it is refined
+  // by its replays (plan::refine_from_replay, plan::refine_prefetches: up to thousands), so that a caller can
   // follow it while the refinement runs; plan_segment then returns the refined plan
   // (refined_moves == 0: the same plan). Not called for quick, keep_plan or paper jobs, nor
   // where no plan was replayed. Not sent to capuchind.

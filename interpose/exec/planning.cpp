@@ -144,7 +144,7 @@ void Planning::run() {
     // first is all the job asked for (CAPUCHIN_PLAN=always), or the iteration fits the budget
     // as it is, it is the only answer.
     // The replay-chosen plan is posted as soon as it is chosen, and again once the replays
-    // have refined its in-triggers, if they moved any: on simcuda, resnet18 at 0.5 of its peak,
+    // have refined it (swaps added or left out, in-triggers moved), if they kept any change: on simcuda, resnet18 at 0.5 of its peak,
     // the refined plan came three iterations after the chosen one, which those ran at 35.9 ms
     // against the planner's own plan's 65 (and the refined one at 34.9).
     const bool refine = !j.keep_plan;

@@ -35,6 +35,9 @@ std::vector<std::uint32_t> prefetch_floors(const Plan& plan) {
   return floor;
 }
 
+// A change is kept when the iteration replays this much faster.
+constexpr double kGain = 1e-4;
+
 // Trace event -> pattern position (kNone when the event is not one of the pattern's).
 std::uint32_t position_of(const learn::Pattern& pattern, std::uint32_t event) {
   auto it = std::lower_bound(pattern.events.begin(), pattern.events.end(), event,
@@ -43,25 +46,27 @@ std::uint32_t position_of(const learn::Pattern& pattern, std::uint32_t event) {
   return static_cast<std::uint32_t>(it - pattern.events.begin());
 }
 
-// What refine_from_replay needs of the pattern: each position's start on the ideal timeline,
-// and each trace tensor as a plan names it.
+// What refine_from_replay needs of the pattern: each position's start on the ideal timeline
+// (the kernels' own durations: no planned stalls, no stretch), and each trace tensor as a plan
+// names it.
 struct PatternIndex {
-  std::vector<double> start;            // position -> ideal start (n + 1 entries)
-  std::vector<std::uint32_t> local_of;  // trace tensor -> local index, kNone for a carried one
+  std::vector<double> start;    // position -> ideal start (n + 1 entries)
+  std::vector<TensorRef> refs;  // trace tensor -> TensorRef
   PatternIndex(const sim::PreparedTrace& prep, const learn::Pattern& pattern)
-      : start(pattern.events.size() + 1, 0.0), local_of(prep.trace->tensors.size(), trace::kNone) {
+      : start(pattern.events.size() + 1, 0.0), refs(tensor_refs(pattern, prep.trace->tensors.size())) {
     for (std::size_t i = 0; i < pattern.events.size(); ++i) start[i + 1] = start[i] + prep.duration_s[pattern.events[i].trace_event];
-    for (std::uint32_t k = 0; k < pattern.local_tensors.size(); ++k) local_of[pattern.local_tensors[k]] = k;
   }
-  TensorRef ref(std::uint32_t tn) const { return local_of[tn] != trace::kNone ? TensorRef{true, local_of[tn]} : TensorRef{false, tn}; }
+  TensorRef ref(std::uint32_t tn) const { return refs[tn]; }
 };
 
-// A planned swap as decision indices: its eviction and the prefetch after it (decisions.size()
-// when it has none).
+// A planned swap as decision indices: its eviction and the prefetch after it.
 using SwapIndices = std::pair<std::size_t, std::size_t>;
 
 // The plan's swaps whose eviction the replay cancelled: for each cancellation, the tensor's
-// last planned eviction at or before it and the prefetch that follows that eviction.
+// last planned eviction at or before it, where the prefetch that follows that eviction within
+// the iteration is not before the cancellation (else that swap ran its course and the cancelled
+// eviction was another: the pressure rules'). Swaps brought back only in the next iteration are
+// not taken (their prefetch and off_at_start would be left behind).
 std::vector<SwapIndices> cancelled_swaps(const Plan& plan, const learn::Pattern& pattern, const PatternIndex& ix,
                                          const ReplayNotes& notes) {
   std::vector<SwapIndices> found;
@@ -74,10 +79,15 @@ std::vector<SwapIndices> cancelled_swaps(const Plan& plan, const learn::Pattern&
     for (std::size_t k = 0; k < plan.decisions.size(); ++k) {
       const Decision& d = plan.decisions[k];
       if (!(d.tensor == ref)) continue;
-      if (d.act == Act::Evict && d.at <= at) out = k, in = none;
-      else if (d.act == Act::Prefetch && out != none && in == none) in = k;
+      if (d.act == Act::Evict) {
+        if (d.at > at) break;  // decisions are in issue order: later swaps are not this one
+        out = k, in = none;
+      } else if (d.act == Act::Prefetch && out != none && in == none) {
+        in = k;
+      }
     }
-    if (out != none && std::find(found.begin(), found.end(), SwapIndices{out, in}) == found.end()) found.emplace_back(out, in);
+    if (out == none || in == none || plan.decisions[in].at < at) continue;
+    if (std::find(found.begin(), found.end(), SwapIndices{out, in}) == found.end()) found.emplace_back(out, in);
   }
   return found;
 }
@@ -86,8 +96,9 @@ Plan without_swaps(const Plan& plan, std::span<const SwapIndices> swaps) {
   Plan q = plan;
   std::vector<bool> gone(q.decisions.size(), false);
   for (const auto& [out, in] : swaps) {
-    gone[out] = true;
-    if (in < gone.size()) gone[in] = true;
+    gone[out] = gone[in] = true;
+    const Decision& d = plan.decisions[out];
+    if (d.access >= d.at && q.delayed_evictions > 0) --q.delayed_evictions;  // its access was in the iteration before
   }
   std::size_t k = 0;
   std::erase_if(q.decisions, [&](const Decision&) { return gone[k++]; });
@@ -98,7 +109,8 @@ Plan without_swaps(const Plan& plan, std::span<const SwapIndices> swaps) {
 // The replay's swapped pressure victims as planned swaps: evicted right after the access before
 // the pressure, brought back from the latest position whose ideal start leaves the copy in (with
 // a tenth to spare) before the next access, where the copy out fits in between and the plan has
-// no decision on the tensor in that gap. Victims dropped, or with no access on either side
+// no decision on the tensor in that gap. (A swap that takes an input a planned recomputation
+// needs in that gap, or that is not worth the link, is left to the replay to refuse.) Victims dropped, or with no access on either side
 // within the iteration, are left to the pressure rules. Returns how many swaps were added.
 std::size_t add_victim_swaps(const sim::PreparedTrace& prep, const learn::Pattern& pattern, const PatternIndex& ix,
                              const ReplayNotes& notes, Plan& q) {
@@ -114,6 +126,8 @@ std::size_t add_victim_swaps(const sim::PreparedTrace& prep, const learn::Patter
       continue;
     const std::uint64_t bytes = prep.trace->tensors[v.tensor].bytes;
     const double out_s = sim::swap_out_s(prep.gpu, prep.eff, bytes), in_s = sim::swap_in_s(prep.gpu, prep.eff, bytes);
+    // A tenth to spare: the replay's copies in queue behind others, which the ideal timeline
+    // does not see (refine_prefetches moves a late one earlier afterwards).
     std::uint32_t in_at = b;
     while (in_at > out_at && ix.start[b] - ix.start[in_at] < 1.1 * in_s) --in_at;
     if (in_at <= out_at || ix.start[in_at] - ix.start[out_at] < out_s) continue;  // the gap cannot hide the round trip
@@ -135,11 +149,10 @@ Plan refine_from_replay(const sim::PreparedTrace& prep, const learn::Pattern& pa
   const std::size_t max_replays = std::min(limits.max_replays_from_notes, limits.max_replayed_events / pattern.events.size());
   const PatternIndex ix(prep, pattern);
   std::size_t replays = 0;
-  // Keeps q when its replay is faster (by refine_prefetches' margin).
-  auto try_plan = [&](Plan& q) {
+  auto try_plan = [&](Plan& q) {  // kept when it replays faster
     ++replays;
     const double s = replay_plan(prep, pattern, q, budget, allow_recompute);
-    if (!(s < plan.replay_s * (1 - 1e-4))) return false;
+    if (!(s < plan.replay_s * (1 - kGain))) return false;
     q.replay_s = s;
     ++q.refined_moves;
     plan = std::move(q);
@@ -170,7 +183,6 @@ Plan refine_prefetches(const sim::PreparedTrace& prep, const learn::Pattern& pat
   if (!std::isfinite(plan.replay_s) || pattern.events.empty()) return plan;
   const std::size_t per_replay = pattern.events.size();
   const std::size_t max_replays = std::min(limits.max_replays, limits.max_replayed_events / per_replay);
-  constexpr double kGain = 1e-4;  // a move is kept when the iteration replays this much faster
   const std::vector<std::uint32_t> floor = prefetch_floors(plan);
   std::size_t replays = 0;
   // Decisions keep their indices (and leave `at` order) while moves are tried: the replay

@@ -402,10 +402,7 @@ Plan Planner::run() {
   off_.assign(nt, {});
   needed_at_.assign(nt, {});
   std::vector<std::int64_t> mem(n_, static_cast<std::int64_t>(opt_.baseline_bytes));
-  std::vector<std::uint32_t> local_of(nt, kNone);
-  for (std::uint32_t k = 0; k < pat_.local_tensors.size(); ++k) local_of[pat_.local_tensors[k]] = k;
-  ref_of_.resize(nt);
-  for (std::uint32_t tn = 0; tn < nt; ++tn) ref_of_[tn] = local_of[tn] != kNone ? TensorRef{true, local_of[tn]} : TensorRef{false, tn};
+  ref_of_ = tensor_refs(pat_, nt);
   std::vector<std::vector<std::uint32_t>> acc(nt);
   std::vector<std::uint32_t> alloc_pos(nt, kNone), free_pos(nt, kNone);
   for (std::uint32_t i = 0; i < n_; ++i) {
@@ -562,6 +559,13 @@ std::string_view to_string(Reason r) {
     case Reason::ReplayVictim: return "replay-victim";
   }
   return "?";
+}
+
+std::vector<TensorRef> tensor_refs(const learn::Pattern& pattern, std::size_t tensors) {
+  std::vector<TensorRef> refs(tensors);
+  for (std::uint32_t tn = 0; tn < tensors; ++tn) refs[tn] = TensorRef{false, tn};
+  for (std::uint32_t k = 0; k < pattern.local_tensors.size(); ++k) refs[pattern.local_tensors[k]] = TensorRef{true, k};
+  return refs;
 }
 
 Plan make_plan(const sim::PreparedTrace& p, const learn::Pattern& pattern, const PlanOptions& opt) {

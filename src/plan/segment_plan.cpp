@@ -352,12 +352,15 @@ Plan choose_plan(const sim::PreparedTrace& prep, const learn::Pattern& pattern, 
   std::vector<Plan> refined;
   for (Plan& q : top) {
     const bool allow_recompute = !q.no_drops;
-    // What the replay saw first, then earlier in-triggers, then what the replay of that sees
-    // (simulated, h200 and p100 sweeps: the second pass gained p100 tiny_transformer at 0.5x
-    // 2.041 -> 2.008, the first alone nothing there).
+    // What the replay saw first, then earlier in-triggers, then, where those moved, what the
+    // replay of that sees (simulated, h200 and p100 sweeps: the second pass gained p100
+    // tiny_transformer at 0.5x 2.041 -> 2.008, the first alone nothing there; where nothing
+    // moved it would repeat the first pass's refused tries).
     Plan seen = refine_from_replay(prep, pattern, std::move(q), base.budget_bytes, allow_recompute, limits);
+    const std::uint32_t kept = seen.refined_moves;
     Plan moved = refine_prefetches(prep, pattern, std::move(seen), base.budget_bytes, allow_recompute, limits);
-    refined.push_back(refine_from_replay(prep, pattern, std::move(moved), base.budget_bytes, allow_recompute, limits));
+    if (moved.refined_moves != kept) moved = refine_from_replay(prep, pattern, std::move(moved), base.budget_bytes, allow_recompute, limits);
+    refined.push_back(std::move(moved));
   }
   return pick(refined);
 }

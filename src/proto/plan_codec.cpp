@@ -300,7 +300,7 @@ ProtoExpected<PlanReply> decode_plan_reply(std::span<const std::uint8_t> payload
   if (r.left() != 0) return fail(ProtoErrc::BadPayload, "plan reply: bytes after the decisions");
   std::uint32_t last_at = 0;
   for (const WireSegDecision& x : ds) {
-    if (x.act > 3 || x.reason > 3 || x.local > 1 || x.prev > 1) return fail(ProtoErrc::BadPayload, "plan reply: malformed decision");
+    if (x.act > 3 || x.reason > plan::kLastReason || x.local > 1 || x.prev > 1) return fail(ProtoErrc::BadPayload, "plan reply: malformed decision");
     if (x.at >= p.sigs.size() || x.at < last_at) return fail(ProtoErrc::BadPayload, "plan reply: decision positions out of order");
     last_at = x.at;
     plan::SegmentDecision d;

@@ -263,7 +263,7 @@ ProtoExpected<PlanMessage> decode_plan(std::span<const std::uint8_t> payload) {
   p.json = std::string(r.str(kMaxFrameBytes));
   if (!r.ok || r.left() != 0) return fail(ProtoErrc::Truncated, "plan payload: bad JSON section");
   for (const auto& d : p.decisions)
-    if (d.act > 3 || d.reason > 3 || d.tensor_local > 1) return fail(ProtoErrc::BadPayload, "plan: malformed decision");
+    if (d.act > 3 || d.reason > plan::kLastReason || d.tensor_local > 1) return fail(ProtoErrc::BadPayload, "plan: malformed decision");
   return p;
 }
 

@@ -287,6 +287,22 @@ TEST(Protocol, PlanRequestAndReplyRoundTripAndRejectBadInput) {
   EXPECT_EQ(rback->plan.sigs, there->sigs);
   EXPECT_EQ(rback->plan.decisions.size(), there->decisions.size());
   EXPECT_EQ(rback->plan.budget, 10u << 20);
+  // Every reason a planner gives travels (a decoder that stopped at cross-iteration made the job
+  // drop, after its timeout, any plan with a replay-victim swap); a code past the last is refused.
+  ASSERT_FALSE(rep.plan.sigs.empty());
+  rep.plan.decisions.assign(1, plan::SegmentDecision{});  // an eviction at the first position
+  for (std::uint8_t code = 0; code <= plan::kLastReason + 1; ++code) {
+    rep.plan.decisions[0].reason = static_cast<plan::Reason>(code);
+    out.clear();
+    proto::encode_plan_reply(out, rep);
+    auto coded = proto::decode_plan_reply(std::span<const std::uint8_t>(out).subspan(sizeof(proto::FrameHeader)));
+    if (code > plan::kLastReason) {
+      EXPECT_FALSE(coded.has_value()) << int{code};
+      continue;
+    }
+    ASSERT_TRUE(coded.has_value()) << int{code} << ": " << coded.error().message;
+    EXPECT_EQ(coded->plan.decisions[0].reason, static_cast<plan::Reason>(code));
+  }
   // Malformed requests: a kernel name out of range, ids past the array, a truncated payload.
   auto bad_name = job;
   bad_name.events[1].name = 9;
