@@ -108,7 +108,7 @@ int main(int argc, char** argv) {
   expect("garbage", r.find("\"bad-request\"") != std::string::npos && closed, r);
   r = exchange(frame(MsgType::Events, "", 1, 0xfffffff0u), false, &closed);
   expect("huge length", is_error_frame(r) && r.find("exceeds the limit") != std::string::npos && closed, r);
-  r = exchange(frame(MsgType::Hello, "", 7), false, &closed);
+  r = exchange(frame(MsgType::Hello, "", static_cast<std::uint16_t>(capuchin::proto::kProtocolVersion + 1)), false, &closed);
   expect("wrong protocol version", is_error_frame(r) && r.find("version") != std::string::npos && closed, r);
   r = exchange(frame(MsgType::Events, std::string(8, '\0')), false, &closed);
   expect("events before hello", is_error_frame(r) && r.find("before hello") != std::string::npos && closed, r);
