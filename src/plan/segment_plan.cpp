@@ -197,8 +197,8 @@ bool variant_options(const PlanOptions& base, Variant variant, double margin, do
 //   - no plan at all (the pressure rules alone).
 // The kRefined fastest plans on the ideal timeline, and the fastest on a stretched one, are
 // refined by their replays (refine_from_replay: swaps the replay cancelled left out, the pressure
-// rules' victims planned; then refine_prefetches: in-triggers moved earlier; then
-// refine_from_replay again), and the fastest of those is kept; on_chosen (if set) gets the choice
+// rules' victims planned; then refine_prefetches: in-triggers moved earlier; then, where those
+// moved, refine_from_replay again), and the fastest of those is kept; on_chosen (if set) gets the choice
 // made before that refinement.
 Plan choose_plan(const sim::PreparedTrace& prep, const learn::Pattern& pattern, PlanOptions opt, bool paper, bool keep_plan,
                  const std::function<void(const Plan&)>& on_chosen) {
@@ -355,7 +355,8 @@ Plan choose_plan(const sim::PreparedTrace& prep, const learn::Pattern& pattern, 
     // What the replay saw first, then earlier in-triggers, then, where those moved, what the
     // replay of that sees (simulated, h200 and p100 sweeps: the second pass gained p100
     // tiny_transformer at 0.5x 2.041 -> 2.008, the first alone nothing there; where nothing
-    // moved it would repeat the first pass's refused tries).
+    // moved it would repeat the first pass's refused tries, unless the first stopped at its
+    // replay limit).
     Plan seen = refine_from_replay(prep, pattern, std::move(q), base.budget_bytes, allow_recompute, limits);
     const std::uint32_t kept = seen.refined_moves;
     Plan moved = refine_prefetches(prep, pattern, std::move(seen), base.budget_bytes, allow_recompute, limits);

@@ -303,6 +303,17 @@ TEST(Protocol, PlanRequestAndReplyRoundTripAndRejectBadInput) {
     ASSERT_TRUE(coded.has_value()) << int{code} << ": " << coded.error().message;
     EXPECT_EQ(coded->plan.decisions[0].reason, static_cast<plan::Reason>(code));
   }
+  // The same for the daemon's advisory Plan message.
+  proto::PlanMessage advisory;
+  advisory.decisions.resize(1);
+  for (std::uint8_t code = 0; code <= plan::kLastReason + 1; ++code) {
+    advisory.decisions[0].reason = code;
+    out.clear();
+    proto::encode_plan(out, advisory);
+    auto coded = proto::decode_plan(std::span<const std::uint8_t>(out).subspan(sizeof(proto::FrameHeader)));
+    EXPECT_EQ(coded.has_value(), code <= plan::kLastReason) << int{code};
+    if (coded.has_value()) EXPECT_EQ(coded->decisions[0].reason, code);
+  }
   // Malformed requests: a kernel name out of range, ids past the array, a truncated payload.
   auto bad_name = job;
   bad_name.events[1].name = 9;

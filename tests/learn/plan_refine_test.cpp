@@ -15,6 +15,13 @@ namespace {
 
 using namespace toy;
 
+// kLastReason names the last Reason: the wire decoders refuse codes above it, so a reason added
+// after it without moving it would make a daemon's plans unreadable to its jobs.
+TEST(Plan, TheLastReasonIsKLastReason) {
+  EXPECT_NE(to_string(static_cast<Reason>(kLastReason)), "?");
+  EXPECT_EQ(to_string(static_cast<Reason>(kLastReason + 1)), "?");
+}
+
 // refine_prefetches: A's swap-in moved to just before bwd arrives 1 ms late (its copy takes
 // 1 ms); the refinement moves the in-trigger earlier until the replay hides the copy again,
 // never before A's swap-out, and reports the replayed time.
