@@ -64,16 +64,24 @@ inline std::string toy_trace(int iters, double fwd_ms, double pre_ms, double mid
   return s;
 }
 
+// A trace and its preparation, which points at it: moving one points the copy at its own trace
+// (returned by name from prepare_text, where the copy may or may not be elided).
 struct Fixture {
   trace::Trace t;
   sim::PreparedTrace p;
+  Fixture() = default;
+  Fixture(Fixture&& o) noexcept : t(std::move(o.t)), p(std::move(o.p)) { p.trace = &t; }
+  Fixture(const Fixture&) = delete;
+  Fixture& operator=(const Fixture&) = delete;
+  Fixture& operator=(Fixture&&) = delete;
 };
 
 // A hand-made trace's text, parsed and prepared on the toy GPU.
 inline Fixture prepare_text(const std::string& text) {
   auto t = trace::parse_trace(text);
   EXPECT_TRUE(t) << t.error().message();
-  Fixture f{std::move(*t), {}};
+  Fixture f;
+  f.t = std::move(*t);
   auto p = sim::prepare(f.t, toy_gpu(), exact());
   EXPECT_TRUE(p);
   f.p = std::move(*p);
