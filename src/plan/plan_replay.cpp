@@ -37,9 +37,9 @@ class PlanReplay final : public sim::Policy {
     const std::uint32_t i = s.event;
     ++tick_;
     while (next_ < steps_.size() && steps_[next_].event < i) ++next_;
+    for (; next_ < steps_.size() && steps_[next_].event == i; ++next_) issue_action(s, steps_[next_].act, steps_[next_].tensor, allow_recompute_, out);
     const trace::Trace& t = *s.prep->trace;
     const trace::Event& e = t.events[i];
-    for (; next_ < steps_.size() && steps_[next_].event == i; ++next_) issue_action(s, steps_[next_].act, steps_[next_].tensor, allow_recompute_, out);
     for (std::uint32_t a = e.access_begin; a < e.access_end; ++a) idle_since_[t.accesses[a].tensor] = tick_;
     if (e.op == trace::Op::Alloc) idle_since_[e.tensor] = tick_;
   }
@@ -49,7 +49,7 @@ class PlanReplay final : public sim::Policy {
     if (notes_ != nullptr)
       for (std::size_t k = first; k < out.size(); ++k)
         notes_->victims.push_back({s.event, out[k].tensor, s.last_access(out[k].tensor), s.next_access(out[k].tensor),
-                             out[k].kind == sim::ActionKind::Drop});
+                                   out[k].kind == sim::ActionKind::Drop});
   }
 
  private:
