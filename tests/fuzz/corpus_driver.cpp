@@ -1,6 +1,8 @@
 // Runs a fuzz target without libFuzzer: every file of a corpus directory, then seeded
 // mutations of each (truncations, byte flips, insertions, splices), so ctest exercises the
-// target on every build. Usage: corpus_driver DIR [MUTATIONS_PER_FILE].
+// target on every build. Usage: corpus_driver DIR [MUTATIONS_PER_FILE]. A target may define
+// fuzz_target_report(): called after the last input, it prints how far the inputs got and
+// returns non-zero when they never reached what the target is for (the driver then fails).
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
@@ -11,6 +13,7 @@
 #include <vector>
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size);
+extern "C" __attribute__((weak)) int fuzz_target_report();
 
 namespace {
 
@@ -67,5 +70,9 @@ int main(int argc, char** argv) {
     for (int i = 0; i < mutations; ++i, ++runs) run(mutate(s, corpus, rng));
   }
   std::printf("corpus_driver: %zu inputs (%zu corpus files), no crash\n", runs, corpus.size());
+  if (fuzz_target_report != nullptr && fuzz_target_report() != 0) {
+    std::fprintf(stderr, "corpus_driver: the inputs never reached what the target tests (see its report above)\n");
+    return 1;
+  }
   return 0;
 }

@@ -1,0 +1,214 @@
+// Writes the daemon frame fuzzer's seed corpus, encoded by this build's own encoders, into a
+// directory (ctest runs it before fuzz.proto.corpus). Seeds checked into the tree went stale at
+// each protocol version: the frame reader refused every one of them at its header ("another
+// protocol version") and the fuzzer's mutations never reached a payload decoder or a session.
+// Generated here, they always carry kProtocolVersion.
+//
+// Seeds: a whole session (hello, names, 24 iterations of a small training loop, executor stats,
+// decisions, a plan request, a set-budget, a plan, a welcome, an error, a bye); a plan request
+// with a late arrival and a touch-list kernel; a plan reply; and one hello of the next version.
+// Usage: fuzz_proto_seeds OUT_DIR. Exits 1 when a file cannot be written.
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "capuchin/plan.hpp"
+#include "capuchin/protocol.hpp"
+
+namespace {
+
+using namespace capuchin;
+using Bytes = std::vector<std::uint8_t>;
+
+// A training loop's events: weights set up once; per iteration activations allocated, kernels
+// over weights and activations (one with a touch list), an upload copy, a sync, frees.
+struct LoopEvents {
+  std::vector<proto::WireEvent> ev;
+  std::vector<std::uint64_t> ids;
+  std::uint64_t next_id = 100;
+
+  void alloc(std::uint64_t id, std::uint64_t bytes) { ev.push_back({0, 0, 0, 0, 0, 0, id, bytes}); }
+  void free_(std::uint64_t id) { ev.push_back({1, 0, 0, 0, 0, 0, id, 0}); }
+  void kernel(std::uint32_t name, std::vector<std::uint64_t> r, std::vector<std::uint64_t> w) {
+    ev.push_back({2, 0, trace::kHasReadsWrites, 0, name, 0, proto::pack_counts(r.size(), w.size(), 0), 0});
+    ids.insert(ids.end(), r.begin(), r.end());
+    ids.insert(ids.end(), w.begin(), w.end());
+  }
+  void touch(std::uint32_t name, std::vector<std::uint64_t> t) {
+    ev.push_back({2, 0, 0, 0, name, 0, proto::pack_counts(0, 0, t.size()), 0});
+    ids.insert(ids.end(), t.begin(), t.end());
+  }
+  void upload(std::uint64_t dst, std::uint64_t bytes) {
+    ev.push_back({3, static_cast<std::uint8_t>(trace::CopyDir::H2D), trace::kHasDst, 0, 0, 0, proto::pack_counts(0, 1, 0),
+                  bytes});
+    ids.push_back(dst);
+  }
+  void sync() { ev.push_back({5, 0, 0, 0, 0, 0, 0, 0}); }
+  void setup() {
+    for (std::uint64_t w = 1; w <= 3; ++w) alloc(w, 1 << 20);
+  }
+  void iteration() {
+    const std::uint64_t x = next_id++, a = next_id++, b = next_id++;
+    alloc(x, 1 << 20);
+    upload(x, 1 << 20);
+    alloc(a, 4 << 20);
+    kernel(0, {x, 1}, {a});
+    alloc(b, 8 << 20);
+    kernel(1, {a, 2}, {b});
+    touch(2, {b, 3});
+    kernel(3, {b, a}, {1, 2});
+    free_(b);
+    free_(a);
+    free_(x);
+    sync();
+  }
+};
+
+// The segment an executor would ask the daemon to plan: two carried weights, one iteration.
+plan::SegmentJob segment_job() {
+  using trace::Op;
+  plan::SegmentJob j;
+  j.segment = 3;
+  j.names = {"fwd", "bwd"};
+  j.carried = {{1, 1 << 20}, {2, 1 << 20}};
+  j.budget = 10 << 20;
+  j.simcuda = true;
+  auto ev = [&](Op op, std::uint64_t id, std::uint64_t bytes) {
+    plan::SegmentEvent e;
+    e.op = static_cast<std::uint8_t>(op);
+    e.id = id;
+    e.bytes = bytes;
+    e.sig = j.events.size() * 31 + 1;
+    j.events.push_back(e);
+  };
+  auto kernel = [&](std::uint32_t name, std::vector<std::uint64_t> r, std::vector<std::uint64_t> w, bool touch) {
+    plan::SegmentEvent e;
+    e.op = static_cast<std::uint8_t>(Op::Kernel);
+    e.name = name;
+    e.ids_off = static_cast<std::uint32_t>(j.ids.size());
+    e.nreads = static_cast<std::uint32_t>(r.size() + (touch ? w.size() : 0));
+    e.nwrites = touch ? 0 : static_cast<std::uint32_t>(w.size());
+    e.touch = e.unreplayable = touch;
+    e.dur_ns = 50000;
+    e.sig = j.events.size() * 31 + 1;
+    j.ids.insert(j.ids.end(), r.begin(), r.end());
+    j.ids.insert(j.ids.end(), w.begin(), w.end());
+    j.events.push_back(e);
+  };
+  ev(Op::Alloc, 10, 4 << 20);
+  kernel(0, {1}, {10}, false);
+  ev(Op::Alloc, 11, 4 << 20);
+  kernel(0, {10, 2}, {11}, false);
+  kernel(1, {11, 10}, {1}, true);
+  ev(Op::Free, 11, 0);
+  ev(Op::Free, 10, 0);
+  ev(Op::Sync, 0, 0);
+  j.late.push_back(plan::LateArrival{true, true, 1, 0, 3, 0.0025});
+  j.swap_out_bytes_per_s = 6.25e9;
+  j.swap_in_bytes_per_s = 24.5e9;
+  return j;
+}
+
+Bytes session_seed() {
+  Bytes out;
+  proto::HelloInfo h;
+  h.pid = 4242;
+  h.budget_of_peak = 0.6;
+  h.cmdline = "python train.py --epochs 1";
+  h.run_tag = "seed";
+  proto::encode_hello(out, h);
+  const std::string names[] = {"fwd1", "fwd2", "opaque", "bwd"};
+  proto::encode_names(out, 0, names);
+  LoopEvents g;
+  g.setup();
+  for (int batch = 0; batch < 3; ++batch) {  // several Events frames, as the drain sends them
+    for (int i = 0; i < 8; ++i) g.iteration();
+    proto::encode_events(out, g.ev, g.ids);
+    g.ev.clear();
+    g.ids.clear();
+  }
+  proto::ExecStats st;
+  st.evicted_bytes = 1 << 20;
+  st.stall_s = 0.001;
+  st.budget_bytes = 12 << 20;
+  st.iterations = 20;
+  proto::encode_exec_stats(out, st);
+  proto::encode_decisions(out, "{\"act\":\"evict\",\"tensor\":101}\n");
+  (void)proto::encode_plan_request(out, segment_job());
+  proto::encode_set_budget(out, 12 << 20);
+  proto::PlanMessage p;
+  p.plan_seq = 1;
+  p.pattern_events = 12;
+  p.iteration = 9;
+  p.budget_bytes = 12 << 20;
+  p.decisions.push_back(proto::WireDecision{2, static_cast<std::uint8_t>(plan::Act::Evict), 1, 0, 0, 1, 0, 1, 4 << 20});
+  p.json = "{}";
+  proto::encode_plan(out, p);
+  proto::encode_welcome(out, proto::Welcome{7});
+  proto::encode_error(out, 3, "seed error");
+  proto::encode_bye(out);
+  return out;
+}
+
+Bytes plan_reply_seed() {
+  Bytes out;
+  proto::encode_hello(out, proto::HelloInfo{});
+  const plan::SegmentJob job = segment_job();
+  (void)proto::encode_plan_request(out, job);
+  proto::PlanReply rep;
+  rep.segment = job.segment;
+  if (auto planned = plan::plan_segment(job)) {
+    rep.ok = true;
+    rep.plan = std::move(*planned);
+  } else {
+    rep.why = planned.error();
+  }
+  proto::encode_plan_reply(out, rep);
+  return out;
+}
+
+Bytes next_version_seed() {
+  Bytes out;
+  proto::HelloInfo h;
+  h.client_version = proto::kProtocolVersion + 1;
+  proto::encode_hello(out, h);
+  if (out.size() >= sizeof(proto::FrameHeader)) {  // the header's version too
+    proto::FrameHeader fh;
+    std::memcpy(&fh, out.data(), sizeof fh);
+    fh.version = proto::kProtocolVersion + 1;
+    std::memcpy(out.data(), &fh, sizeof fh);
+  }
+  return out;
+}
+
+bool write(const std::filesystem::path& path, const Bytes& b) {
+  std::ofstream f(path, std::ios::binary | std::ios::trunc);
+  f.write(reinterpret_cast<const char*>(b.data()), static_cast<std::streamsize>(b.size()));
+  f.close();
+  if (!f) std::fprintf(stderr, "fuzz_proto_seeds: cannot write %s\n", path.c_str());
+  return static_cast<bool>(f);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 2) {
+    std::fprintf(stderr, "usage: %s OUT_DIR\n", argv[0]);
+    return 2;
+  }
+  const std::filesystem::path dir = argv[1];
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) {
+    std::fprintf(stderr, "fuzz_proto_seeds: cannot create %s: %s\n", dir.c_str(), ec.message().c_str());
+    return 1;
+  }
+  const bool ok = write(dir / "session.bin", session_seed()) && write(dir / "plan_reply.bin", plan_reply_seed()) &&
+                  write(dir / "next_version.bin", next_version_seed());
+  if (ok) std::printf("fuzz_proto_seeds: 3 seeds (protocol version %u) in %s\n", unsigned{proto::kProtocolVersion}, dir.c_str());
+  return ok ? 0 : 1;
+}
