@@ -12,7 +12,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <map>
+#include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "capuchin/learn.hpp"
@@ -215,6 +217,18 @@ Plan refine_prefetches(const sim::PreparedTrace& p, const learn::Pattern& patter
 // brought back only in the next iteration are never removed.
 Plan refine_from_replay(const sim::PreparedTrace& p, const learn::Pattern& pattern, Plan plan, std::uint64_t budget,
                         bool allow_recompute, const RefineLimits& limits = {});
+
+// A planned swap as decision indices: its eviction and the prefetch that brings it back.
+using SwapIndices = std::pair<std::size_t, std::size_t>;
+// The planned swaps whose eviction a replay cancelled, as refine_from_replay takes them (public
+// for its tests). Each cancellation (notes.cancelled; `refs` maps trace tensors as tensor_refs
+// does) is paired with the tensor's last planned eviction at or before its position, and the
+// first prefetch after that eviction, not after a later eviction. It is left unpaired where the
+// swap ran its course before the cancellation (its prefetch comes first: the pressure rules
+// evicted the tensor again, and cancelled that), or is brought back only in the next iteration
+// (leaving it out would leave its prefetch and off_at_start behind). Each swap is listed once.
+std::vector<SwapIndices> cancelled_swaps(const learn::Pattern& pattern, std::span<const TensorRef> refs, const Plan& plan,
+                                         const ReplayNotes& notes);
 
 std::string plan_to_json(const Plan& plan, const learn::Pattern& pattern, const trace::Trace& t);
 

@@ -59,22 +59,18 @@ struct PatternIndex {
   TensorRef ref(std::uint32_t tn) const { return refs[tn]; }
 };
 
-// A planned swap as decision indices: its eviction and the prefetch after it.
-using SwapIndices = std::pair<std::size_t, std::size_t>;
+}  // namespace
 
-// The plan's swaps whose eviction the replay cancelled: for each cancellation, the tensor's
-// last planned eviction at or before it, where the prefetch that follows that eviction within
-// the iteration is not before the cancellation (else that swap ran its course and the cancelled
-// eviction was another: the pressure rules'). Swaps brought back only in the next iteration are
-// not taken (their prefetch and off_at_start would be left behind).
-std::vector<SwapIndices> cancelled_swaps(const Plan& plan, const learn::Pattern& pattern, const PatternIndex& ix,
+// What plan.hpp says: for each cancellation, the tensor's last planned eviction at or before it,
+// where the prefetch that follows within the iteration is not before the cancellation.
+std::vector<SwapIndices> cancelled_swaps(const learn::Pattern& pattern, std::span<const TensorRef> refs, const Plan& plan,
                                          const ReplayNotes& notes) {
   std::vector<SwapIndices> found;
   const std::size_t none = plan.decisions.size();
   for (const auto& [event, tn] : notes.cancelled) {
     const std::uint32_t at = position_of(pattern, event);
     if (at == trace::kNone) continue;
-    const TensorRef ref = ix.ref(tn);
+    const TensorRef ref = refs[tn];
     std::size_t out = none, in = none;
     for (std::size_t k = 0; k < plan.decisions.size(); ++k) {
       const Decision& d = plan.decisions[k];
@@ -91,6 +87,8 @@ std::vector<SwapIndices> cancelled_swaps(const Plan& plan, const learn::Pattern&
   }
   return found;
 }
+
+namespace {
 
 Plan without_swaps(const Plan& plan, std::span<const SwapIndices> swaps) {
   Plan q = plan;
@@ -167,7 +165,7 @@ Plan refine_from_replay(const sim::PreparedTrace& prep, const learn::Pattern& pa
     // and 0.3x, it always matched).
     if (replay_plan(prep, pattern, plan, budget, allow_recompute, &notes) != plan.replay_s) break;
     // Cancelled swaps: all of them left out, else each alone.
-    const std::vector<SwapIndices> wasted = cancelled_swaps(plan, pattern, ix, notes);
+    const std::vector<SwapIndices> wasted = cancelled_swaps(pattern, ix.refs, plan, notes);
     bool kept = false;
     for (std::size_t w = wasted.size() > 1 ? 0 : 1; w <= wasted.size() && !kept && replays < max_replays; ++w) {
       Plan q = w == 0 ? without_swaps(plan, wasted) : without_swaps(plan, std::span(wasted).subspan(w - 1, 1));

@@ -132,6 +132,38 @@ TEST(Plan, ReplayDropsSwapsWhoseEvictionItCancelled) {
   EXPECT_EQ(refined.refined_moves, 1u);
 }
 
+// cancelled_swaps pairs a cancellation with the planned swap whose eviction it cancelled, and
+// with nothing where no swap of the plan was cancelled there. A is the toy's tensor (accessed at
+// positions 1 and 8); the decision lists are made by hand, one per case.
+TEST(Plan, ACancellationIsPairedWithTheSwapItCancelled) {
+  const Fixture f = prepare_toy(2, 1.0, 2.0, 4.0, 2.0);
+  const learn::Pattern pat = second_iteration(f);
+  const std::vector<TensorRef> refs = tensor_refs(pat, f.t.tensors.size());
+  const std::uint32_t a = pat.local_tensors[0];
+  const auto pairs = [&](std::vector<Decision> decisions, std::vector<std::uint32_t> cancelled_at) {
+    Plan plan;
+    for (Decision& d : decisions) d.tensor = refs[a], d.bytes = 1'000'000;
+    plan.decisions = std::move(decisions);
+    ReplayNotes notes;
+    for (std::uint32_t pos : cancelled_at) notes.cancelled.emplace_back(pat.events[pos].trace_event, a);
+    return cancelled_swaps(pat, refs, plan, notes);
+  };
+  using Pairs = std::vector<SwapIndices>;
+  // Out after fwd, back before bwd; cancelled while out (twice: listed once).
+  EXPECT_EQ(pairs({{2, Act::Evict, {}, 0, 1}, {7, Act::Prefetch, {}, 0, 8}}, {5, 5}), (Pairs{{0, 1}}));
+  // The swap ran its course (back at 4) before the cancellation at 6: the pressure rules evicted
+  // A again and cancelled that. Not the plan's swap.
+  EXPECT_EQ(pairs({{2, Act::Evict, {}, 0, 1}, {4, Act::Prefetch, {}, 0, 8}}, {6}), Pairs{});
+  // An eviction with no prefetch before the next one (brought back on demand), cancelled at 3:
+  // the prefetch at 7 brings back the later swap (out at 5), not this one.
+  EXPECT_EQ(pairs({{2, Act::Evict, {}, 0, 1}, {5, Act::Evict, {}, 0, 1}, {7, Act::Prefetch, {}, 0, 8}}, {3}), Pairs{});
+  // ... while a cancellation at 6 is the later swap's.
+  EXPECT_EQ(pairs({{2, Act::Evict, {}, 0, 1}, {5, Act::Evict, {}, 0, 1}, {7, Act::Prefetch, {}, 0, 8}}, {6}), (Pairs{{1, 2}}));
+  // A swap across the boundary (out after bwd, back at 1 of the next iteration), cancelled at
+  // 10: never taken, since its prefetch serves the next iteration.
+  EXPECT_EQ(pairs({{1, Act::Prefetch, {}, 0, 1}, {9, Act::Evict, {}, 0, 8}}, {10}), Pairs{});
+}
+
 // The simulator's replay of a plan times the iteration as the simulated job would run it: the
 // hidden swap costs nothing (the iteration's 10 ms of kernels), while with no plan the pressure
 // rules drop A at B's allocation and bwd waits for fwd to be re-run.
