@@ -29,6 +29,13 @@ struct VictimCandidate {
 // thread's stack, holding its inputs pinned.
 inline constexpr int kMaxRecomputeChain = 8;
 
+// What the order ranks by, least first: restore cost per byte and idle event.
+inline double victim_key(const VictimCandidate& v) {
+  const double bytes = static_cast<double>(v.bytes > 0 ? v.bytes : 1);
+  const double idle = static_cast<double>(v.idle > 0 ? v.idle : 1);
+  return v.restore_s / (bytes * idle);
+}
+
 // Orders candidates best victim first.
 void order_victims(std::vector<VictimCandidate>& c);
 
@@ -40,6 +47,10 @@ void order_victims(std::vector<VictimCandidate>& c);
 class VictimOrder {
  public:
   explicit VictimOrder(std::vector<VictimCandidate>& c);
+  // Where the caller set every key to victim_key() while making the candidates (the executor,
+  // which prices every block on the device at each shortage: one pass over them, not two).
+  struct KeysSet {};
+  VictimOrder(std::vector<VictimCandidate>& c, KeysSet) : c_(c), left_(c.size()) {}
   bool done() const { return left_ == 0; }
   // The best candidate not yet returned (precondition: !done()); valid until `c` changes.
   const VictimCandidate& next();

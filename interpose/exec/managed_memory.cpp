@@ -17,7 +17,7 @@ namespace {
 
 class ManagedMemory final : public BlockMemory {
  public:
-  ManagedMemory(MoveContext& ctx, std::size_t page) : c_(ctx), page_(page) {}
+  ManagedMemory(MoveContext& ctx, std::size_t page) : BlockMemory(true), c_(ctx), page_(page) {}
 
   Kind kind() const override { return Kind::Managed; }
   std::size_t span_for(std::size_t bytes) const override { return (bytes + page_ - 1) / page_ * page_; }
@@ -134,7 +134,6 @@ class ManagedMemory final : public BlockMemory {
       log(LogLevel::Warn, "executor: populating tensor %" PRIu64 " for its recomputation failed (CUresult %d)", b.id, static_cast<int>(r));
     return CUDA_SUCCESS;
   }
-  bool movable(const Block& b) const override { return b.where == Where::Device || b.where == Where::Incoming; }
   bool host_completes(const Block&) const override { return false; }
   bool host_clock_memory() const override { return false; }
   bool droppable() const override { return c_.api->mem_discard != nullptr; }

@@ -57,6 +57,9 @@ CUresult timed_move(MoveContext& c, CUstream s, std::uint64_t bytes, bool to_hos
 
 class BlockMemory {
  public:
+  // moves_out_incoming: whether this kind's blocks may start moving out while a move in is in
+  // flight (Managed: stream-ordered; Vmm: not until the mappings swapped).
+  explicit BlockMemory(bool moves_out_incoming) : moves_out_incoming_(moves_out_incoming) {}
   virtual ~BlockMemory() = default;
   virtual Kind kind() const = 0;
   virtual std::size_t span_for(std::size_t bytes) const = 0;
@@ -105,8 +108,11 @@ class BlockMemory {
   virtual bool pool_exhausted() const { return false; }
 
   // What the residency code asks instead of the kind:
-  // whether b can start moving out now (Managed: also while a move in is in flight);
-  virtual bool movable(const Block& b) const = 0;
+  // whether b can start moving out now (Managed: also while a move in is in flight). Not
+  // virtual: start_victims asks it of every block on the device at each shortage;
+  bool movable(const Block& b) const {
+    return b.where == Where::Device || (moves_out_incoming_ && b.where == Where::Incoming);
+  }
   // whether the host itself must see b's move in end before b's first use (Vmm: the mappings
   // swap on the host once the copy ended; Managed: the use waits in stream order);
   virtual bool host_completes(const Block& b) const = 0;
@@ -119,6 +125,9 @@ class BlockMemory {
   // whether a freed block of this kind still on the device may go without waiting for its
   // last work (Managed: discarded in stream order; Vmm: unmapped, so only once quiet).
   virtual bool dead_goes_in_stream_order() const = 0;
+
+ private:
+  const bool moves_out_incoming_;
 };
 
 std::unique_ptr<BlockMemory> make_managed_memory(MoveContext& ctx, std::size_t page);

@@ -129,10 +129,11 @@ bool Executor::start_victims(std::uint64_t short_bytes, bool may_wait) {
     if (!mem(b).movable(b)) continue;
     const std::uint64_t idle = now - std::min(now, b.last_tick) + 1;
     const double swap = (link.latency + static_cast<double>(b.span) / link.out) + (link.latency + static_cast<double>(b.span) / link.in);
-    const double drop = drops ? pressure_drop_cost(b, swap) : -1;
-    cand.push_back({b.id, b.span, idle, drop >= 0 ? drop : swap, drop >= 0});
+    const double drop = drops && b.producer ? pressure_drop_cost(b, swap) : -1;  // no producer: no drop (the cheap test inline)
+    policy::VictimCandidate& c = cand.emplace_back(policy::VictimCandidate{b.id, b.span, idle, drop >= 0 ? drop : swap, drop >= 0});
+    c.key = policy::victim_key(c);  // here, not in a second pass over the candidates
   }
-  for (policy::VictimOrder order(cand); !order.done() && freed < short_bytes;) {
+  for (policy::VictimOrder order(cand, policy::VictimOrder::KeysSet{}); !order.done() && freed < short_bytes;) {
     if (moves_out_barred()) break;  // begun while an eviction or a drop waited
     const policy::VictimCandidate& v = order.next();
     Block* b = blocks.by_id(v.handle);  // evict() and try_drop() may wait: look each one up again

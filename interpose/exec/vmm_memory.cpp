@@ -24,12 +24,11 @@ namespace {
 class VmmMemory final : public BlockMemory {
  public:
   VmmMemory(MoveContext& ctx, std::size_t gran, HostPool& pool, DeviceChunks& chunks)
-      : c_(ctx), gran_(gran), pool_(pool), chunks_(chunks) {}
+      : BlockMemory(false), c_(ctx), gran_(gran), pool_(pool), chunks_(chunks) {}
 
   Kind kind() const override { return Kind::Vmm; }
   std::size_t span_for(std::size_t bytes) const override { return (bytes + gran_ - 1) / gran_ * gran_; }
   bool pool_exhausted() const override { return exhausted_; }
-  bool movable(const Block& b) const override { return b.where == Where::Device; }
   bool host_completes(const Block& b) const override { return b.where == Where::Incoming && b.staging_mapped; }
   bool host_clock_memory() const override { return true; }
   bool droppable() const override { return true; }

@@ -7,15 +7,9 @@ namespace capuchin::policy {
 
 namespace {
 
-double key_of(const VictimCandidate& v) {
-  const double bytes = static_cast<double>(std::max<std::uint64_t>(v.bytes, 1));
-  const double idle = static_cast<double>(std::max<std::uint64_t>(v.idle, 1));
-  return v.restore_s / (bytes * idle);
-}
-
 // Each candidate's key once, not two divisions per comparison (the heap compares ~2n times).
 void set_keys(std::vector<VictimCandidate>& c) {
-  for (VictimCandidate& v : c) v.key = key_of(v);
+  for (VictimCandidate& v : c) v.key = victim_key(v);
 }
 
 // a is a better victim than b (a total order: ties go to the smaller handle).
