@@ -153,6 +153,11 @@ class Controller {
   void note_late(const plan::LateArrival& place, double late_s);
   // The owner's circumstances changed (a new budget): the next boundary asks for a new plan.
   void invalidate_plan() { invalidated_ = true; }
+  // The owner fed no events for a while (the executor standing by) and feeds every one again
+  // from now on: the history and the learned iteration are forgotten (learning starts again, a
+  // relearn in the stats) and `live` (allocation id, bytes) is what is allocated now. A
+  // request or an answer still in flight is dropped; the event clock goes on.
+  void resume(std::span<const std::pair<std::uint64_t, std::uint64_t>> live);
 
   // The request made at the last boundary, if any (taken once).
   std::optional<PlanRequest> take_request();

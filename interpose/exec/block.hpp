@@ -166,11 +166,14 @@ class Ledger {
   std::uint64_t peak() const { return peak_; }
   // From now on the peak counts anew (a budget that applies only now: CAPUCHIN_BUDGET=Nx).
   void restart_peak() { peak_ = resident_; }
+  // The most held since restart_window() (an iteration's peak: the executor's standby).
+  std::uint64_t window_peak() const { return window_peak_; }
+  void restart_window() { window_peak_ = resident_; }
   bool fits(std::uint64_t more) const { return resident_ + more <= budget; }
   void move(Block& b, Where to) {
     if (charged(b.where) && !charged(to)) resident_ -= b.span, unlist(b);
     if (!charged(b.where) && charged(to)) {
-      resident_ += b.span, peak_ = std::max(peak_, resident_), list(b);
+      resident_ += b.span, peak_ = std::max(peak_, resident_), window_peak_ = std::max(window_peak_, resident_), list(b);
       if (idle_ != nullptr && idle_->idle_bytes() != 0) trim_idle();
     }
     b.where = to;
@@ -212,7 +215,7 @@ class Ledger {
     charged_.pop_back();
     b.charged_slot = kUnlisted;
   }
-  std::uint64_t resident_ = 0, peak_ = 0;
+  std::uint64_t resident_ = 0, peak_ = 0, window_peak_ = 0;
   std::vector<Block*> charged_;
   DeviceChunks* idle_ = nullptr;
   const std::uint64_t* outs_ = nullptr;

@@ -3,8 +3,9 @@
 // made resident or recomputed, pinned while the launch is forwarded without the lock, their
 // use recorded after), copies and memsets (the same), host syncs and graph launches. Each is
 // one event for the policy (planning.hpp), described by a signature the controller matches
-// iterations by: the op in the top byte, the rest hashed (sizes, function, direction).
-#include <dlfcn.h>
+// iterations by: the op in the top byte, the rest hashed (sizes, function, direction). While
+// the executor stands by (standby.hpp) launches, copies and graph launches pass to the driver
+// unwatched, and allocations, frees and syncs feed the policy nothing.
 
 #include <algorithm>
 #include <atomic>
@@ -19,6 +20,7 @@
 #include "capuchin/trace.hpp"
 #include "executor.hpp"
 #include "executor_impl.hpp"
+#include "call_site.hpp"
 #include "ordering.hpp"
 #include "scratch.hpp"
 
@@ -41,70 +43,6 @@ policy::Event event(Op op, std::uint64_t sig) {
 }
 
 Executor* running() { return g_ex != nullptr && is_started() ? g_ex : nullptr; }
-
-// CUDA libraries that allocate memory for themselves (communication buffers, workspaces,
-// handles): theirs is left to the driver. A framework's allocator is the application's.
-bool in_cuda_library(Executor& e, const void* caller) {
-  if (caller == nullptr) return false;  // not known (a driver-level call): the application's
-  auto [it, fresh] = e.library_callers.try_emplace(caller, false);
-  if (!fresh) return it->second;
-  Dl_info info{};
-  if (dladdr(caller, &info) == 0 || info.dli_fname == nullptr) return false;
-  const char* slash = std::strrchr(info.dli_fname, '/');
-  const std::string_view name = slash != nullptr ? slash + 1 : info.dli_fname;
-  // (Not libcudart: it calls the driver on the application's behalf, e.g. cudaMallocFromPoolAsync.)
-  static constexpr std::string_view kLibraries[] = {"libnccl",   "libcudnn",   "libcublas", "libcufft",  "libcusparse",
-                                                    "libcusolver", "libcurand", "libnvshmem", "libcutensor", "libnvjpeg",
-                                                    "libcupti"};
-  for (std::string_view lib : kLibraries)
-    if (name.substr(0, lib.size()) == lib) return it->second = true;
-  return false;
-}
-
-// The calling thread's current device; false when the driver cannot say (*why: its CUresult).
-bool current_device(const Executor& e, int* dev, CUresult* why = nullptr) {
-  CUdevice d = 0;
-  if (e.api.ctx_get_device == nullptr) d = e.moves.device;  // a driver without it: one device for us
-  else if (const CUresult r = e.api.ctx_get_device(&d); r != CUDA_SUCCESS) {
-    if (why != nullptr) *why = r;
-    return false;
-  }
-  *dev = static_cast<int>(d);
-  return true;
-}
-
-// Work issued while another device is current (cudaSetDevice): that device's, not the
-// executor's. Launches and copies there that touch none of its blocks are left alone (not
-// fed to the policy, not timed).
-bool other_device_current(const Executor& e) {
-  if (e.one_device) return false;
-  int dev = 0;
-  return current_device(e, &dev) && dev != e.moves.device;
-}
-
-// The executor serves the device it started on: its budget is that device's, and its
-// streams, managed prefetches and VMM chunks are there. An allocation made while another
-// device is current (cudaSetDevice) is passed through untouched; said once in the log.
-// `dev`: the current device, nullptr when the driver cannot say.
-bool on_executor_device(Executor& e, std::size_t bytes, const int* dev) {
-  if (dev == nullptr) {  // when in doubt, the driver's; counted and said once
-    if (!e.device_unknown_noted) {
-      e.device_unknown_noted = true;
-      log(LogLevel::Warn, "executor: the driver cannot say which device is current (cuCtxGetDevice fails); such "
-                          "allocations are passed through unmanaged");
-    }
-    e.decisions.record(Action::Fallback, kNoBlockId, bytes, "device-unknown", -1, "no current device: the driver's");
-    return false;
-  }
-  if (*dev == e.moves.device) return true;
-  if (!e.other_device_noted) {
-    e.other_device_noted = true;
-    log(LogLevel::Info, "executor: serves device %d only; allocations on device %d are passed through unmanaged",
-        e.moves.device, *dev);
-  }
-  e.decisions.record(Action::Fallback, kNoBlockId, bytes, "other-device", -1, "allocated on another device: the driver's");
-  return false;
-}
 
 // From the settle before work with unknown accesses until that work is counted in
 // unknown_in_flight (Executor::settling): nothing is dropped, and only this thread moves blocks
@@ -232,7 +170,11 @@ bool alloc(CUdeviceptr* out, std::size_t bytes, CUstream s, bool per_thread, boo
   ev.id = b->id;
   ev.bytes = b->span;
   ++b->pins;  // not a victim of its own allocation's commands
-  e.feed(ev, {});
+  if (!e.standby.on()) [[likely]] {
+    e.feed(ev, {});
+  } else if (b->where != Where::Device) {  // no launch will make it resident (nor charge it): now
+    if (e.ensure_resident(*b, ds) != CUDA_SUCCESS || b->where != Where::Device) e.wake("a new block could not be made resident");
+  }
   --b->pins;
   b->last_tick = e.tick();
   *out = b->base;
@@ -248,11 +190,16 @@ bool free(CUdeviceptr p, CUstream s, bool per_thread, bool stream_ordered, CUres
   Held held(e);
   Block* b = e.blocks.by_base(p);
   if (b == nullptr) return false;
+  // Outside stream order its reuse waits for its uses, which unwatched calls did not mark: the
+  // wake marks them (a stream-ordered free is ordered by its stream's deferred event, which
+  // covers every call forwarded on the stream).
+  if (!stream_ordered) e.wake("a free outside stream order");
   ++b->pins;
   policy::Event ev = event(Op::Free, op_signature(Op::Free, b->bytes));
   ev.form = learn::form_signature(Op::Free, 0);
   ev.id = b->id;
-  e.feed(ev, {});
+  if (!e.standby.on()) [[likely]]
+    e.feed(ev, {});
   e.materialize_dependents(*b);  // after the commands: a drop among them may depend on it
   --b->pins;
   if (b->exports > 0) {  // its handles' pin ends with it
@@ -346,9 +293,11 @@ void export_failed(CUdeviceptr p) {
 }
 
 CUresult before_unknown_work(CUstream s, bool per_thread) {
+  if (standby_pass(s, per_thread)) return CUDA_SUCCESS;
   Executor* ex = running();
   if (ex == nullptr) return CUDA_SUCCESS;
   Held held(*ex);
+  ex->wake("a graph launch on a stream that cannot be noted");
   SettleWindow settle(*ex);
   if (CUresult r = ex->settle_for_unknown_access(driver_stream(s, per_thread)); r != CUDA_SUCCESS) return r;
   ex->invalidate_producers();  // it may write anything: no replay may read what it changes
@@ -357,6 +306,7 @@ CUresult before_unknown_work(CUstream s, bool per_thread) {
 }
 
 void after_unknown_work(CUstream s, bool per_thread, bool launched) {
+  if (standby_done()) return;
   Executor* ex = running();
   if (ex == nullptr) return;
   Held held(*ex);
@@ -496,6 +446,10 @@ std::vector<Block*>& launch_blocks() { return scratch().launch; }
 
 CUresult before_launch(Launch& l, const std::uint64_t* words, unsigned nwords, std::vector<Block*>& touched) {
   touched.clear();
+  if (standby_pass(l.stream, l.per_thread)) [[unlikely]] {
+    l.standby = true;
+    return CUDA_SUCCESS;
+  }
   Executor* ex = running();
   if (ex == nullptr) return CUDA_SUCCESS;
   // Being captured into a graph: nothing may be enqueued around it; its accesses are made
@@ -505,6 +459,7 @@ CUresult before_launch(Launch& l, const std::uint64_t* words, unsigned nwords, s
   // The thread's device, asked of the driver before the lock (set-up state only is read).
   l.other_device = other_device_current(e);
   Held held(e);
+  e.wake("a launch on a stream that cannot be noted");
   std::vector<Block*>& cur = touched;
   // Each block once, in first-seen order: a stamp per launch, not a search of the blocks found so
   // far (an optimizer's multi-tensor launch names hundreds).
@@ -640,6 +595,11 @@ CUresult before_launch(Launch& l, const std::uint64_t* words, unsigned nwords, s
 }
 
 void after_launch(Launch& l, const std::vector<Block*>& touched, bool launched) {
+  if (l.standby) [[unlikely]] {
+    l.standby = false;
+    standby_done();
+    return;
+  }
   end_probation(l);  // before the lock: before_capture waits for it without the lock
   if (!l.active) return;
   l.active = false;
@@ -686,12 +646,17 @@ const Api& probation_api() { return g_ex->api; }
 
 CUresult before_copy(std::uint64_t dst, std::uint64_t src, std::size_t bytes, CUstream s, bool per_thread, bool memset,
                      CopyToken& t) {
+  if (standby_pass(s, per_thread)) [[unlikely]] {
+    t.standby = true;
+    return CUDA_SUCCESS;
+  }
   Executor* ex = running();
   if (ex == nullptr) return CUDA_SUCCESS;
   if (capture_sequence(reinterpret_cast<std::uint64_t>(s), per_thread) != 0) return CUDA_SUCCESS;  // see before_launch
   Executor& e = *ex;
   const bool other_device = other_device_current(e);  // asked of the driver before the lock
   Held held(e);
+  e.wake("a copy on a stream that cannot be noted");
   Block* d = dst != 0 ? e.blocks.by_addr(dst) : nullptr;
   Block* sb = !memset && src != 0 ? e.blocks.by_addr(src) : nullptr;
   if (!memset && d == nullptr && sb == nullptr) return CUDA_SUCCESS;  // not ours
@@ -752,6 +717,11 @@ CUresult before_copy(std::uint64_t dst, std::uint64_t src, std::size_t bytes, CU
 }
 
 void after_copy(CopyToken& t, bool ok) {
+  if (t.standby) [[unlikely]] {
+    t.standby = false;
+    standby_done();
+    return;
+  }
   if (!t.active) return;
   t.active = false;
   Executor& e = *g_ex;
@@ -775,6 +745,7 @@ void before_stream_destroy(CUstream s, bool per_thread) {
   Executor* ex = running();
   if (ex == nullptr) return;
   Held held(*ex);
+  ex->wake("a stream is destroyed");  // while the streams it noted exist
   ex->activity.settle(ex->events, driver_stream(s, per_thread));
 }
 
@@ -786,6 +757,7 @@ void before_capture() {
   g_no_more_probations.store(true, std::memory_order_seq_cst);
   while (g_probations_in_flight.load(std::memory_order_seq_cst) != 0) std::this_thread::yield();
   Held held(*ex);
+  ex->wake("a graph capture begins");  // its events are recorded before the capture
   ex->activity.settle_all(ex->events);
 }
 
@@ -794,6 +766,10 @@ void on_sync() {
   if (ex == nullptr) return;
   Executor& e = *ex;
   Held held(e);
+  if (e.standby.on()) {  // nothing fed; a budget set meanwhile (capuchin budget) is taken here
+    e.adopt_daemon_budget();
+    return;
+  }
   e.feed(event(Op::Sync, op_signature(Op::Sync, 0)), {});
   e.reclaim_finished_evictions();
   e.planning.poll_timings(true);

@@ -423,6 +423,7 @@ void Executor::end_iteration() {
   adopt_daemon_budget();
   decisions.end_iteration();
   trim_cache();
+  consider_standby();
   if (ondemand_per_iteration.size() >= 64) ondemand_per_iteration.erase(ondemand_per_iteration.begin());  // the last 64
   ondemand_per_iteration.push_back(0);
 }
@@ -549,6 +550,7 @@ void Executor::adopt_daemon_budget() {
 // Every budget change ends here: recorded, in force from the next iteration, a CAPUCHIN_BUDGET=Nx
 // still waiting replaced, the next plan made for it.
 void Executor::adopt_budget(std::uint64_t bytes, const char* reason, const char* note, std::string source) {
+  wake("the budget changed");
   decisions.record(Action::Budget, kNoBlockId, bytes, reason, -1, note);
   ledger.budget = bytes;
   ledger.trim_idle();  // idle device chunks past a lower budget go now
@@ -618,6 +620,11 @@ bool init() {
     if (std::strcmp(v, "all") == 0) e.opt.serve_libraries = true;
     else if (std::strcmp(v, "app") != 0) log(LogLevel::Warn, "CAPUCHIN_SERVE=%s: expected app or all; using app", v);
   }
+  if (const char* v = env("CAPUCHIN_STANDBY")) {
+    if (std::strcmp(v, "0") == 0 || std::strcmp(v, "off") == 0) e.opt.standby = false;
+    else if (std::strcmp(v, "1") != 0 && std::strcmp(v, "on") != 0)
+      log(LogLevel::Warn, "CAPUCHIN_STANDBY=%s is not one of on, off (or 1, 0); using on", v);
+  }
   if (const char* v = env("CAPUCHIN_PLAN_WAIT_MS"))
     log(LogLevel::Warn, "CAPUCHIN_PLAN_WAIT_MS=%s is ignored: the executor never waits for a plan", v);
   pthread_atfork(nullptr, nullptr, at_fork_child);
@@ -672,7 +679,7 @@ void shutdown() {
       " relearns=%" PRIu64 " timed_launches=%" PRIu64 "/%" PRIu64 " host_pool_peak=%" PRIu64 " device_chunks=%" PRIu64 "/%" PRIu64 " on_demand_per_iteration=[%s]"
       " probations=%" PRIu64 " probation_bytes=%" PRIu64 " probation_copied=%" PRIu64 " checksum=%s"
       " replayable_shapes=%" PRIu64 " form_locks=%" PRIu64 " resized_events=%" PRIu64 " tolerated_events=%" PRIu64 " rebased=%" PRIu64 " longer_found=%" PRIu64
-      " link_out_gbps=%.2f link_in_gbps=%.2f",
+      " link_out_gbps=%.2f link_in_gbps=%.2f standbys=%" PRIu64 " wakes=%" PRIu64 " standing_by=%d",
       e.opt.backend == Backend::Pinned ? "pinned" : "uvm", e.pending_peak_multiple > 0 ? 0 : e.ledger.budget, e.ledger.peak(), e.need.min_needed, t.of(Action::Evict), t.of(Action::Prefetch),
       t.of(Action::SwapinOnDemand), t.of(Action::Stall), t.of(Action::Drop), t.of(Action::Recompute), t.of(Action::Fallback),
       cs.iterations, e.planning.controller().period(), cs.plans_adopted, cs.iterations_followed, cs.relearns,
@@ -680,7 +687,7 @@ void shutdown() {
       e.write_sets.bytes_hashed(), e.write_sets.bytes_copied(), e.checksums.used() ? "device" : "host",
       e.write_sets.replayable_shapes(), cs.form_locks, cs.resized, cs.tolerated, cs.rebased, cs.longer_found,
       e.planning.link().bytes_per_s(true, e.planning.link_latency_s()) * 1e-9,
-      e.planning.link().bytes_per_s(false, e.planning.link_latency_s()) * 1e-9);
+      e.planning.link().bytes_per_s(false, e.planning.link_latency_s()) * 1e-9, e.standbys, e.wakes, e.standby.on() ? 1 : 0);
   e.decisions.finish();
 }
 

@@ -89,6 +89,7 @@ struct Launch {
   bool complete_scan = true;  // false: unscanned, or more blocks than an event holds (accesses unknown)
   bool words_truncated = false;  // scan_launch kept only the first kMaxLaunchWords candidate words
   bool other_device = false;     // issued while another device was current (set by before_launch)
+  bool standby = false;          // passed unwatched (standby.hpp): after_launch only ends the pass
   // Launch attributes (cuLaunchKernelEx, cudaLaunchKernelExC: clusters, ...), which a replay
   // through cuLaunchKernel would not have: such a launch is never made a producer.
   bool attributes = false;
@@ -134,12 +135,19 @@ struct CopyToken {
   bool other_device = false;  // issued while another device was current
   CUstream driver_stream = nullptr;
   std::uint64_t dst = ~std::uint64_t{0}, src = ~std::uint64_t{0};  // allocation ids (none: not ours)
+  bool standby = false;  // passed unwatched (standby.hpp): after_copy only ends the pass
 };
 CUresult before_copy(std::uint64_t dst, std::uint64_t src, std::size_t bytes, CUstream s, bool per_thread, bool memset,
                      CopyToken& t);
 void after_copy(CopyToken& t, bool ok);
 // After a host synchronisation returned: an event of the iteration like any other.
 void on_sync();
+// The hooks' fast path while the executor stands by (standby.hpp): true when this call on `s`
+// is forwarded unwatched (no lock taken); standby_done() then follows the driver's return on the
+// same thread, and returns whether there was such a call to end. before_launch / after_launch,
+// before_copy / after_copy and before_unknown_work / after_unknown_work call them first.
+bool standby_pass(CUstream s, bool per_thread);
+bool standby_done();
 // Before a stream is destroyed (cuStreamDestroy, cudaStreamDestroy): the deferred event that
 // marks the job's uses on it is recorded while the stream exists (event_pool.hpp).
 void before_stream_destroy(CUstream s, bool per_thread);

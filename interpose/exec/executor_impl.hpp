@@ -10,7 +10,9 @@
 // blocks it touches stay pinned meanwhile), and a wait on the host (a move that must complete
 // before memory is unmapped, a stream or context sync as a fallback) happens in await*, which
 // leaves the lock and takes it again: callers pin the blocks they hold across it and look at
-// their state again afterwards. Nothing waits for a plan.
+// their state again afterwards. Nothing waits for a plan. While the executor stands by
+// (standby.hpp), launches, copies and graph launches take no lock at all; a wake, under the
+// lock, waits (spinning, briefly) for the ones being forwarded.
 #pragma once
 
 #include <cuda.h>
@@ -35,6 +37,7 @@
 #include "memory.hpp"
 #include "ordering.hpp"
 #include "planning.hpp"
+#include "standby.hpp"
 #include "recompute_trial.hpp"
 #include "device_checksum.hpp"
 #include "write_sets.hpp"
@@ -53,6 +56,7 @@ struct ExecOptions {
   std::size_t pinned_min = 0;       // CAPUCHIN_PINNED_MIN: smaller tensors are Managed
   std::uint64_t pool_limit = 0;     // CAPUCHIN_PINNED_POOL (0: the default)
   bool serve_libraries = false;     // CAPUCHIN_SERVE=all: also CUDA libraries' own allocations
+  bool standby = true;              // CAPUCHIN_STANDBY=0: never stand by (standby.hpp)
 };
 
 // What one launch needs resident at once, the most over the job (its minimum budget).
@@ -138,6 +142,13 @@ class Executor {
   // the move_seq they were issued under (an entry whose block moved on since is stale).
   std::deque<std::pair<Block*, std::uint64_t>> evict_queue;
   std::vector<std::uint32_t> ondemand_per_iteration{0};
+  // Standing by while the budget does not bind (standby.hpp; standby.cpp says when).
+  Standby standby;
+  std::uint32_t calm_iterations = 0;    // iteration ends in a row with nothing moved, at 90% of the budget or less
+  std::uint32_t calm_needed = 0;        // before a standby (0: the first); doubled at each wake
+  std::uint64_t moves_at_boundary = 0;  // the tally's moves at the last iteration end
+  std::uint64_t standbys = 0, wakes = 0;
+  std::vector<CUstream> woken_streams;  // Standby::leave's, kept for its capacity
   std::vector<CUdeviceptr> frees_after_unlock;  // managed memory of trimmed blocks
   std::unordered_map<const void*, bool> library_callers;  // allocation call sites: in a CUDA library?
 
@@ -177,6 +188,10 @@ class Executor {
   void adopt_budget(std::uint64_t bytes, const char* reason, const char* note, std::string source);
   void trim_cache();
   std::string budget_desc() const;
+
+  // --- standby.cpp
+  void consider_standby();     // at an iteration end: stand by when the budget has not bound for a while
+  void wake(const char* why);  // every call watched again (nothing when not standing by)
   void warn_pool_full();
 
   // --- residency.cpp

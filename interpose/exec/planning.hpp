@@ -69,6 +69,8 @@ class Planning {
   // A name index for kernel events (the planner's trace names kernels).
   std::uint32_t name_index(std::uint64_t key, std::string_view name);
   void invalidate() { controller_.invalidate_plan(); }
+  // Events are fed again after a standby (standby.hpp): learning starts over with `live`.
+  void resume(std::span<const std::pair<std::uint64_t, std::uint64_t>> live) { controller_.resume(live); }
   // Plans from the next request on may (not) recompute (RecomputeTrial's decision).
   void set_allow_recompute(bool allow) { opt_.allow_recompute = allow; }
   bool allow_recompute() const { return opt_.allow_recompute; }

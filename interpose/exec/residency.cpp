@@ -222,6 +222,7 @@ bool Executor::make_room(std::uint64_t bytes, bool may_wait) {
 }
 
 bool Executor::evict(Block& b, const char* reason, double expected) {
+  wake("a tensor moves out");
   if (b.many_streams) {  // its uses cannot be waited for in stream order: the host waits
     await_quiet(b);
     // Looked at again: another call may have used it (pinned), freed it or added streams meanwhile.

@@ -591,6 +591,17 @@ void Controller::request_from(std::size_t b) {
   request_ = std::move(r);
 }
 
+void Controller::resume(std::span<const std::pair<std::uint64_t, std::uint64_t>> live) {
+  Step st;
+  relearn(st);
+  trim_history(hist_.size());
+  next_try_ = opt_.min_period;
+  live_ = FlatMap<std::uint64_t>{};
+  live_bytes_ = 0;
+  for (const auto& [id, bytes] : live)
+    if (live_.try_emplace(id, bytes).second) live_bytes_ += bytes;
+}
+
 void Controller::trim_history(std::size_t keep_from) {
   keep_from = std::min(keep_from, hist_.size());
   if (keep_from == 0) return;

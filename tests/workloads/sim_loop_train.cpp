@@ -3,7 +3,7 @@
 // clears a gradient buffer with a memset, runs a chain of layers (each output a new allocation,
 // written by its kernel), updates persistent weights in place, frees everything but the
 // weights, and reads a loss back with a synchronising copy; optionally the batch size changes
-// every iteration (--dynamic), the loop syncs several times per iteration (--syncs), every N-th
+// every iteration (--dynamic) or grows 4x from an iteration on (--grow-at), the loop syncs several times per iteration (--syncs), every N-th
 // iteration logs a metric (--log-every: a logging step's extra allocation, kernel, read-back
 // and free, as `print(metric.item())` every N steps makes them), and a
 // second thread launches kernels while the main thread forks children that exit at once
@@ -84,6 +84,7 @@ void spin_body(void** args, const simcuda_launch_info*) {
 volatile int g_forked_child = 0;
 struct Config {
   int iters = 6, layers = 3, syncs = 1, log_every = 0;
+  int grow_at = 0;  // from this iteration on, batches 4x larger (0: never)
   std::size_t input_bytes = 4u << 20, weight_bytes = 256u << 10;
   std::uint64_t seed = 1;
   bool async = false, dynamic = false, fork_children = false;
@@ -110,6 +111,7 @@ int batch_floats(const Config& c, int it) {
     const std::size_t lo = c.input_bytes / 4, hi = c.input_bytes * 2;
     bytes = lo + next(s) % (hi - lo);
   }
+  if (c.grow_at > 0 && it >= c.grow_at) bytes *= 4;
   return static_cast<int>(std::max<std::size_t>(bytes / sizeof(float), 1));
 }
 
@@ -290,6 +292,8 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 3));
   app.add_option("--log-every", c.log_every, "every N-th iteration logs a metric (0: never)")->check(CLI::Range(0, 100000));
   app.add_flag("--dynamic", c.dynamic, "a different batch size every iteration (1/4 to 2x --input-bytes)");
+  app.add_option("--grow-at", c.grow_at, "from iteration N on, every batch is 4x larger (a job whose memory grows; 0: never)")
+      ->check(CLI::Range(0, 100000));
   app.add_flag("--fork", c.fork_children, "fork children that exit at once while another thread launches");
   app.add_flag("--print-peak", print_peak, "print only the natural peak device bytes and exit");
   CLI11_PARSE(app, argc, argv);

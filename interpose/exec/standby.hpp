@@ -1,0 +1,75 @@
+// standby.hpp: the executor standing by while its budget does not bind. After a few iterations
+// in which nothing moved and the job stayed well under its budget, launches, copies, memsets
+// and graph launches pass straight to the driver: no lock, no allocation, no policy event, no
+// use marks (each call only notes its stream). Allocations and frees still take the lock (the
+// executor serves the memory and keeps the budget) but feed no policy. The first call that
+// needs a move, and anything that could make one needed or would make a noted stream unusable
+// (a shortage, a budget change, a capture beginning, a stream destroyed, a launch the fast path
+// declines), wakes the executor: from then on every call is watched again, and what the calls
+// passed through used is ordered by one event on each noted stream.
+//
+// Contract:
+//   - pass() and done() are the hooks' fast path: lock-free, no allocation, no driver call.
+//     pass() true: the call is forwarded unwatched and done() must follow it on the same
+//     thread once the driver returned. pass() false: the caller takes the watched path.
+//   - Everything else runs under the executor's lock. enter() starts a standby; leave() ends
+//     it and returns once no call that passed is still being forwarded, with the streams they
+//     used (the per-thread default stream is never passed: another thread cannot name it).
+//   - Ordering (Dekker, sequentially consistent): a call announces itself in calls_ and then
+//     reads on_; leave() clears on_ and then waits for calls_ to drain. A call that saw on_ set
+//     has its stream noted and its forward done before leave() returns.
+#pragma once
+
+#include <cuda.h>
+
+#include <atomic>
+#include <cstdint>
+#include <thread>
+#include <vector>
+
+namespace capuchin::interpose::exec {
+
+class Standby {
+ public:
+  static constexpr int kStreams = 64;  // streams noted per standby; one more declines the call (waking the executor)
+
+  bool on() const { return on_.load(std::memory_order_relaxed); }
+
+  // Fast path (no lock): true when the call on driver stream `ds` is forwarded unwatched.
+  bool pass(CUstream ds) {
+    if (!on_.load(std::memory_order_acquire)) [[likely]]
+      return false;
+    return pass_slow(ds);
+  }
+  void done() { calls_.fetch_sub(1, std::memory_order_release); }
+
+  // Under the lock.
+  void enter() {
+    ++epoch_;
+    for (auto& s : streams_) s.store(0, std::memory_order_relaxed);
+    on_.store(true, std::memory_order_seq_cst);
+  }
+  // Ends the standby; `out`: the streams the passed calls used (each once).
+  void leave(std::vector<CUstream>& out) {
+    out.clear();
+    if (!on_.load(std::memory_order_relaxed)) return;
+    on_.store(false, std::memory_order_seq_cst);
+    while (calls_.load(std::memory_order_seq_cst) != 0) std::this_thread::yield();  // forwards in flight: no lock needed to end
+    for (auto& s : streams_) {
+      const std::uint64_t v = s.load(std::memory_order_relaxed);
+      if (v != 0) out.push_back(reinterpret_cast<CUstream>(v - 1));
+    }
+  }
+
+ private:
+  bool pass_slow(CUstream ds);
+
+  std::atomic<bool> on_{false};
+  std::atomic<std::uint32_t> calls_{0};
+  // Streams noted in this standby (handle + 1; 0: a free slot), and which standby (epoch_: the
+  // threads' last noted stream is valid within one).
+  std::atomic<std::uint64_t> streams_[kStreams] = {};
+  std::atomic<std::uint64_t> epoch_{0};
+};
+
+}  // namespace capuchin::interpose::exec
