@@ -173,7 +173,10 @@ bool alloc(CUdeviceptr* out, std::size_t bytes, CUstream s, bool per_thread, boo
   if (!e.standby.on()) [[likely]] {
     e.feed(ev, {});
   } else if (b->where != Where::Device) {  // no launch will make it resident (nor charge it): now
-    if (e.ensure_resident(*b, ds) != CUDA_SUCCESS || b->where != Where::Device) e.wake("a new block could not be made resident");
+    // In the allocating stream's order, which the job's first use follows; cudaMalloc has none
+    // (the first use, on any stream, would not wait for a discard the reuse is ordered after).
+    if (!stream_ordered || e.ensure_resident(*b, ds) != CUDA_SUCCESS || b->where != Where::Device)
+      e.wake("a new block could not be made resident in stream order");
   }
   --b->pins;
   b->last_tick = e.tick();
@@ -193,8 +196,8 @@ bool free(CUdeviceptr p, CUstream s, bool per_thread, bool stream_ordered, CUres
   // Outside stream order its reuse waits for its uses, which unwatched calls did not mark: the
   // wake marks them (a stream-ordered free is ordered by its stream's deferred event, which
   // covers every call forwarded on the stream).
-  if (!stream_ordered) e.wake("a free outside stream order");
   ++b->pins;
+  if (!stream_ordered && e.standby.on()) e.wake("a free outside stream order");
   policy::Event ev = event(Op::Free, op_signature(Op::Free, b->bytes));
   ev.form = learn::form_signature(Op::Free, 0);
   ev.id = b->id;
@@ -297,7 +300,10 @@ CUresult before_unknown_work(CUstream s, bool per_thread) {
   Executor* ex = running();
   if (ex == nullptr) return CUDA_SUCCESS;
   Held held(*ex);
-  ex->wake("a graph launch on a stream that cannot be noted");
+  if (ex->standby.on()) [[unlikely]] {
+    if (standby_pass(s, per_thread)) return CUDA_SUCCESS;  // it began standing by after this call looked
+    ex->wake("a graph launch on a stream it cannot note");
+  }
   SettleWindow settle(*ex);
   if (CUresult r = ex->settle_for_unknown_access(driver_stream(s, per_thread)); r != CUDA_SUCCESS) return r;
   ex->invalidate_producers();  // it may write anything: no replay may read what it changes
@@ -459,7 +465,13 @@ CUresult before_launch(Launch& l, const std::uint64_t* words, unsigned nwords, s
   // The thread's device, asked of the driver before the lock (set-up state only is read).
   l.other_device = other_device_current(e);
   Held held(e);
-  e.wake("a launch on a stream that cannot be noted");
+  if (e.standby.on()) [[unlikely]] {
+    if (standby_pass(l.stream, l.per_thread)) {  // it began standing by after this call looked
+      l.standby = true;
+      return CUDA_SUCCESS;
+    }
+    e.wake("a launch on a stream it cannot note");
+  }
   std::vector<Block*>& cur = touched;
   // Each block once, in first-seen order: a stamp per launch, not a search of the blocks found so
   // far (an optimizer's multi-tensor launch names hundreds).
@@ -656,7 +668,13 @@ CUresult before_copy(std::uint64_t dst, std::uint64_t src, std::size_t bytes, CU
   Executor& e = *ex;
   const bool other_device = other_device_current(e);  // asked of the driver before the lock
   Held held(e);
-  e.wake("a copy on a stream that cannot be noted");
+  if (e.standby.on()) [[unlikely]] {
+    if (standby_pass(s, per_thread)) {  // it began standing by after this call looked
+      t.standby = true;
+      return CUDA_SUCCESS;
+    }
+    e.wake("a copy on a stream it cannot note");
+  }
   Block* d = dst != 0 ? e.blocks.by_addr(dst) : nullptr;
   Block* sb = !memset && src != 0 ? e.blocks.by_addr(src) : nullptr;
   if (!memset && d == nullptr && sb == nullptr) return CUDA_SUCCESS;  // not ours
@@ -775,5 +793,7 @@ void on_sync() {
   e.planning.poll_timings(true);
   e.poll_lateness();
 }
+
+bool capture_ever_begun() { return g_no_more_probations.load(std::memory_order_seq_cst); }
 
 }  // namespace capuchin::interpose::exec

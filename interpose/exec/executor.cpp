@@ -259,18 +259,6 @@ Held::~Held() {
       log(LogLevel::Warn, "executor: freeing a cached managed block failed (CUresult %d)", static_cast<int>(r));
 }
 
-// Runs a host wait with the lock released, and takes it again.
-template <class Wait>
-CUresult Executor::unlocked(Wait&& wait) {
-  std::unique_lock<std::mutex>* lk = held;
-  held = nullptr;
-  lk->unlock();
-  const CUresult r = wait();
-  lk->lock();
-  held = lk;
-  return r;
-}
-
 void Executor::await(Ev e) {
   if (!e || events.done(e)) return;
   Ev keep = events.ref(e);

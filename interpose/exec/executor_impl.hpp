@@ -148,6 +148,7 @@ class Executor {
   std::uint32_t calm_needed = 0;        // before a standby (0: the first); doubled at each wake
   std::uint64_t moves_at_boundary = 0;  // the tally's moves at the last iteration end
   std::uint64_t standbys = 0, wakes = 0;
+  std::uint32_t waking = 0;  // a wake waits (without the lock) for calls being forwarded: nothing moves out
   std::vector<CUstream> woken_streams;  // Standby::leave's, kept for its capacity
   std::vector<CUdeviceptr> frees_after_unlock;  // managed memory of trimmed blocks
   std::unordered_map<const void*, bool> library_callers;  // allocation call sites: in a CUDA library?
@@ -223,7 +224,7 @@ class Executor {
   // Whether the pressure rule may drop at all now, and its price of dropping b: its producer's
   // measured time, where that is less than `swap_s` and b may be dropped; else -1 (swapped).
   bool pressure_drops_allowed() const;
-  bool drops_barred() const { return unknown_in_flight > 0 || settling > 0; }
+  bool drops_barred() const { return unknown_in_flight > 0 || settling > 0 || waking > 0; }
   bool moves_out_barred() const;  // unknown work unrecorded, or another thread settling
   // No stream has forwarded work still running: waiting for "every stream's latest work" (a drop)
   // would return at once.
@@ -243,8 +244,17 @@ class Executor {
   void materialize_dependents_slow(Block& b);
 
  private:
+  // Runs a host wait with the lock released, and takes it again.
   template <class Wait>
-  CUresult unlocked(Wait&& wait);
+  CUresult unlocked(Wait&& wait) {
+    std::unique_lock<std::mutex>* lk = held;
+    held = nullptr;
+    lk->unlock();
+    const CUresult r = wait();
+    lk->lock();
+    held = lk;
+    return r;
+  }
   bool start_victims(std::uint64_t short_bytes, bool may_wait);
   bool await_eviction_in_flight();
   bool await_dead_block();
@@ -252,6 +262,8 @@ class Executor {
 };
 
 extern Executor* g_ex;
+// A graph capture has begun in this process (before_capture; never reset): no standby since.
+bool capture_ever_begun();
 bool started(Executor& e, CUresult* why);  // under e.mu: started now, or why not
 
 }  // namespace capuchin::interpose::exec

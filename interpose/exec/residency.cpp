@@ -11,6 +11,7 @@
 // never wrong. Only a dropped block that cannot be recomputed is an error. Waits on the host
 // go through await*, outside the lock (executor_impl.hpp).
 #include <cinttypes>
+#include <thread>
 
 #include "capture.hpp"
 #include "chains.hpp"
@@ -79,7 +80,9 @@ void Executor::delete_block(Block* b) {
   delete b;
 }
 
-bool Executor::moves_out_barred() const { return unknown_in_flight > 0 || (settling > 0 && scratch().settling == 0); }
+bool Executor::moves_out_barred() const {
+  return unknown_in_flight > 0 || waking > 0 || (settling > 0 && scratch().settling == 0);
+}
 
 bool Executor::streams_idle_now() {
   std::vector<Ev>& w = scratch().latest;
@@ -208,6 +211,21 @@ bool Executor::make_room(std::uint64_t bytes, bool may_wait) {
   for (int round = 0; round < 100000; ++round) {
     reclaim_finished_evictions();
     if (ledger.fits(bytes)) return true;
+    // Standing by: woken first (what the unwatched calls used is ordered before anything moves
+    // out); a wake in progress on another thread is waited for. Both leave the lock, which a
+    // caller that may not wait must keep: it gets what fits now.
+    if ((standby.on() || waking > 0) && !may_wait) return false;
+    if (standby.on()) [[unlikely]] {
+      wake("memory runs short");
+      continue;
+    }
+    if (waking > 0) [[unlikely]] {
+      unlocked([] {
+        std::this_thread::yield();
+        return CUDA_SUCCESS;
+      });
+      continue;
+    }
     std::uint64_t in_flight = 0;
     for (const auto& [b, seq] : evict_queue) in_flight += b->where == Where::Evicting && b->move_seq == seq ? b->span : 0;
     const std::uint64_t short_bytes = ledger.resident() + bytes - ledger.budget;
@@ -222,7 +240,8 @@ bool Executor::make_room(std::uint64_t bytes, bool may_wait) {
 }
 
 bool Executor::evict(Block& b, const char* reason, double expected) {
-  wake("a tensor moves out");
+  if (standby.on()) [[unlikely]]
+    return false;  // what unwatched calls used is not ordered yet (make_room wakes first)
   if (b.many_streams) {  // its uses cannot be waited for in stream order: the host waits
     await_quiet(b);
     // Looked at again: another call may have used it (pinned), freed it or added streams meanwhile.

@@ -3,13 +3,16 @@
 //
 // It stands by at an iteration end once `calm_needed` iterations in a row moved nothing (no
 // eviction, drop, prefetch, recomputation or stall) and peaked at 90% of the budget or less,
-// with every live block on the device (none fresh, moving or with a replay pending), one device
-// shown by the driver, and no capture, graph launch or settle in progress. Woken, it orders what
-// the unwatched calls used by one event on each stream they were issued on (every live block
-// counts as used by each: mark_unknown_use), forgets the producers it kept (an unwatched launch
-// may have rewritten an input), and the policy learns the iteration again from the live
-// allocations. Each wake doubles `calm_needed` (at most kMaxCalmNeeded), so a job that keeps
-// brushing its budget stops standing by.
+// with every live block on the device (fresh managed ones are populated then, where they fit
+// without a move), one device shown by the driver, no graph capture ever begun in the process
+// (one beginning wakes it, but could start between the wake and the capture being seen), and no
+// graph launch, settle or wake in progress. Woken, it waits (without the lock, moves barred
+// meanwhile: `waking`) for the calls still being forwarded, orders what the unwatched calls
+// used by one event on each stream they were issued on (every live block counts as used by
+// each), forgets the producers it kept (an unwatched launch may have rewritten an input), and
+// the policy learns the iteration again from the live allocations. Each wake doubles
+// `calm_needed` (at most kMaxCalmNeeded), so a job that keeps brushing its budget stops
+// standing by. wake() may leave the lock: its callers hold no block they have not pinned.
 #include "standby.hpp"
 
 #include <algorithm>
@@ -89,25 +92,28 @@ void Executor::consider_standby() {
   if (calm_needed == 0) calm_needed = kFirstCalmNeeded;
   const bool calm = !moved && ledger.budget > 0 && pending_peak_multiple == 0 && peak <= ledger.budget / 10 * 9;
   calm_iterations = calm ? calm_iterations + 1 : 0;
-  if (!opt.standby || standby.on() || calm_iterations < calm_needed) return;
-  if (!one_device || unknown_in_flight != 0 || settling != 0 || !evict_queue.empty() || any_capture_active()) return;
+  if (!opt.standby || standby.on() || waking != 0 || calm_iterations < calm_needed) return;
+  if (!one_device || unknown_in_flight != 0 || settling != 0 || !evict_queue.empty() || capture_ever_begun()) return;
   // Every live block on the device: fresh managed ones (allocated, not yet used: the boundary is
   // often just after an allocation) are populated now, as their first launch would, so that
-  // what unwatched launches use is charged.
+  // what unwatched launches use is charged; only where they fit as they are (no room made: that
+  // would move a live tensor just before the standby begins).
   bool all_resident = true;
   std::vector<Block*> fresh;
+  std::uint64_t fresh_bytes = 0;
   blocks.for_each_live([&](Block& b) {
     if (b.exec || !b.dependents.empty()) all_resident = false;
-    else if (b.where == Where::Fresh && b.kind == Kind::Managed) fresh.push_back(&b);
+    else if (b.where == Where::Fresh && b.kind == Kind::Managed) fresh.push_back(&b), fresh_bytes += b.span;
     else if (b.where != Where::Device) all_resident = false;
   });
-  if (!all_resident) return;
+  if (!all_resident || !ledger.fits(fresh_bytes)) return;
   for (Block* b : fresh) {
     ++b->pins;
     const CUresult r = ensure_resident(*b, nullptr);  // a migration (managed): safe beside a use on any stream
     --b->pins;
     if (r != CUDA_SUCCESS || b->where != Where::Device) return;
   }
+  if (!evict_queue.empty() || waking != 0) return;  // (populating fits without moves: checked again all the same)
   standby.enter();
   ++standbys;
   log(LogLevel::Info, "executor: standing by: %u iterations moved nothing and peaked at %.0f%% of the budget or less; launches "
@@ -118,7 +124,16 @@ void Executor::consider_standby() {
 void Executor::wake(const char* why) {
   if (!standby.on()) [[likely]]
     return;
-  standby.leave(woken_streams);
+  standby.stop();
+  // The calls still being forwarded end without the lock (one may wait in the driver for work
+  // that waits for another thread's call). Nothing moves out meanwhile (moves_out_barred).
+  ++waking;
+  unlocked([&] {
+    standby.drain();
+    return CUDA_SUCCESS;
+  });
+  --waking;
+  standby.take_streams(woken_streams);
   // What the unwatched calls used ends with each stream's work so far: later moves wait for it.
   // (No capture is in progress: one beginning wakes the executor first.)
   for (CUstream s : woken_streams) {
@@ -135,6 +150,7 @@ void Executor::wake(const char* why) {
   blocks.for_each_live([&](Block& b) { live.emplace_back(b.id, b.span); });
   std::sort(live.begin(), live.end());  // the controller's order does not depend on the table's
   planning.resume(live);
+  decisions.record(Action::Relearn, kNoBlockId, 0, "standby-woken", -1, why);
   ++wakes;
   calm_iterations = 0;
   calm_needed = std::min(calm_needed * 2, kMaxCalmNeeded);

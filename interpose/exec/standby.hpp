@@ -12,12 +12,16 @@
 //   - pass() and done() are the hooks' fast path: lock-free, no allocation, no driver call.
 //     pass() true: the call is forwarded unwatched and done() must follow it on the same
 //     thread once the driver returned. pass() false: the caller takes the watched path.
-//   - Everything else runs under the executor's lock. enter() starts a standby; leave() ends
-//     it and returns once no call that passed is still being forwarded, with the streams they
-//     used (the per-thread default stream is never passed: another thread cannot name it).
+//   - enter(), stop() and take_streams() run under the executor's lock: enter() starts a
+//     standby, stop() ends it (no call passes from then on), take_streams() gives the streams
+//     the passed calls used (the per-thread default stream is never passed: another thread
+//     cannot name it). drain(), between stop() and take_streams(), waits for the calls still
+//     being forwarded, and is called without the lock: a passed call can block in the driver
+//     (a synchronous copy waits for its stream's work), and that work may wait for another
+//     thread's call, which takes the lock.
 //   - Ordering (Dekker, sequentially consistent): a call announces itself in calls_ and then
-//     reads on_; leave() clears on_ and then waits for calls_ to drain. A call that saw on_ set
-//     has its stream noted and its forward done before leave() returns.
+//     reads on_; stop() clears on_ and drain() then waits for calls_ to reach 0. A call that saw
+//     on_ set has its stream noted and its forward done before drain() returns.
 #pragma once
 
 #include <cuda.h>
@@ -49,14 +53,16 @@ class Standby {
     for (auto& s : streams_) s.store(0, std::memory_order_relaxed);
     on_.store(true, std::memory_order_seq_cst);
   }
-  // Ends the standby; `out`: the streams the passed calls used (each once).
-  void leave(std::vector<CUstream>& out) {
+  void stop() { on_.store(false, std::memory_order_seq_cst); }
+  // Without the lock, after stop(): the passed calls' forwards have returned.
+  void drain() const {
+    while (calls_.load(std::memory_order_seq_cst) != 0) std::this_thread::yield();
+  }
+  // After drain(): the streams the passed calls used, each once.
+  void take_streams(std::vector<CUstream>& out) const {
     out.clear();
-    if (!on_.load(std::memory_order_relaxed)) return;
-    on_.store(false, std::memory_order_seq_cst);
-    while (calls_.load(std::memory_order_seq_cst) != 0) std::this_thread::yield();  // forwards in flight: no lock needed to end
     for (auto& s : streams_) {
-      const std::uint64_t v = s.load(std::memory_order_relaxed);
+      const std::uint64_t v = s.load(std::memory_order_acquire);
       if (v != 0) out.push_back(reinterpret_cast<CUstream>(v - 1));
     }
   }
