@@ -18,6 +18,7 @@
 
 #include "capuchin/plan.hpp"
 #include "capuchin/protocol.hpp"
+#include "segment_job.hpp"
 
 namespace {
 
@@ -68,45 +69,16 @@ struct LoopEvents {
   }
 };
 
-// The segment an executor would ask the daemon to plan: two carried weights, one iteration.
+// The segment an executor would ask the daemon to plan (the daemon tests'), with one kernel's
+// writes unknown (a touch list) and a late arrival, so that every part of a request is encoded.
 plan::SegmentJob segment_job() {
-  using trace::Op;
-  plan::SegmentJob j;
-  j.segment = 3;
-  j.names = {"fwd", "bwd"};
-  j.carried = {{1, 1 << 20}, {2, 1 << 20}};
-  j.budget = 10 << 20;
-  j.simcuda = true;
-  auto ev = [&](Op op, std::uint64_t id, std::uint64_t bytes) {
-    plan::SegmentEvent e;
-    e.op = static_cast<std::uint8_t>(op);
-    e.id = id;
-    e.bytes = bytes;
-    e.sig = j.events.size() * 31 + 1;
-    j.events.push_back(e);
-  };
-  auto kernel = [&](std::uint32_t name, std::vector<std::uint64_t> r, std::vector<std::uint64_t> w, bool touch) {
-    plan::SegmentEvent e;
-    e.op = static_cast<std::uint8_t>(Op::Kernel);
-    e.name = name;
-    e.ids_off = static_cast<std::uint32_t>(j.ids.size());
-    e.nreads = static_cast<std::uint32_t>(r.size() + (touch ? w.size() : 0));
-    e.nwrites = touch ? 0 : static_cast<std::uint32_t>(w.size());
-    e.touch = e.unreplayable = touch;
-    e.dur_ns = 50000;
-    e.sig = j.events.size() * 31 + 1;
-    j.ids.insert(j.ids.end(), r.begin(), r.end());
-    j.ids.insert(j.ids.end(), w.begin(), w.end());
-    j.events.push_back(e);
-  };
-  ev(Op::Alloc, 10, 4 << 20);
-  kernel(0, {1}, {10}, false);
-  ev(Op::Alloc, 11, 4 << 20);
-  kernel(0, {10, 2}, {11}, false);
-  kernel(1, {11, 10}, {1}, true);
-  ev(Op::Free, 11, 0);
-  ev(Op::Free, 10, 0);
-  ev(Op::Sync, 0, 0);
+  plan::SegmentJob j = test::segment_job();
+  for (plan::SegmentEvent& e : j.events)
+    if (e.op == static_cast<std::uint8_t>(trace::Op::Kernel) && e.name == 1) {
+      e.touch = e.unreplayable = true;
+      e.nreads += e.nwrites;
+      e.nwrites = 0;
+    }
   j.late.push_back(plan::LateArrival{true, true, 1, 0, 3, 0.0025});
   j.swap_out_bytes_per_s = 6.25e9;
   j.swap_in_bytes_per_s = 24.5e9;
