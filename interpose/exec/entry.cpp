@@ -197,7 +197,7 @@ bool free(CUdeviceptr p, CUstream s, bool per_thread, bool stream_ordered, CUres
   // wake marks them (a stream-ordered free is ordered by its stream's deferred event, which
   // covers every call forwarded on the stream).
   ++b->pins;
-  if (!stream_ordered && e.standby.on()) e.wake("a free outside stream order");
+  if (!stream_ordered && e.standing_by()) e.wake("a free outside stream order");
   policy::Event ev = event(Op::Free, op_signature(Op::Free, b->bytes));
   ev.form = learn::form_signature(Op::Free, 0);
   ev.id = b->id;

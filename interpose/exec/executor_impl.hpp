@@ -224,7 +224,9 @@ class Executor {
   // Whether the pressure rule may drop at all now, and its price of dropping b: its producer's
   // measured time, where that is less than `swap_s` and b may be dropped; else -1 (swapped).
   bool pressure_drops_allowed() const;
-  bool drops_barred() const { return unknown_in_flight > 0 || settling > 0 || waking > 0; }
+  // (Standing by, or a wake in progress: what unwatched calls used is not ordered yet.)
+  bool drops_barred() const { return unknown_in_flight > 0 || settling > 0 || waking > 0 || standby.on(); }
+  bool standing_by() const { return standby.on() || waking > 0; }  // or waking: wake() first
   bool moves_out_barred() const;  // unknown work unrecorded, or another thread settling
   // No stream has forwarded work still running: waiting for "every stream's latest work" (a drop)
   // would return at once.

@@ -81,7 +81,7 @@ void Executor::delete_block(Block* b) {
 }
 
 bool Executor::moves_out_barred() const {
-  return unknown_in_flight > 0 || waking > 0 || (settling > 0 && scratch().settling == 0);
+  return unknown_in_flight > 0 || waking > 0 || standby.on() || (settling > 0 && scratch().settling == 0);
 }
 
 bool Executor::streams_idle_now() {
@@ -212,18 +212,11 @@ bool Executor::make_room(std::uint64_t bytes, bool may_wait) {
     reclaim_finished_evictions();
     if (ledger.fits(bytes)) return true;
     // Standing by: woken first (what the unwatched calls used is ordered before anything moves
-    // out); a wake in progress on another thread is waited for. Both leave the lock, which a
+    // out; a wake in progress on another thread is waited for). That leaves the lock, which a
     // caller that may not wait must keep: it gets what fits now.
-    if ((standby.on() || waking > 0) && !may_wait) return false;
-    if (standby.on()) [[unlikely]] {
+    if (standing_by()) [[unlikely]] {
+      if (!may_wait) return false;
       wake("memory runs short");
-      continue;
-    }
-    if (waking > 0) [[unlikely]] {
-      unlocked([] {
-        std::this_thread::yield();
-        return CUDA_SUCCESS;
-      });
       continue;
     }
     std::uint64_t in_flight = 0;
@@ -244,8 +237,9 @@ bool Executor::evict(Block& b, const char* reason, double expected) {
     return false;  // what unwatched calls used is not ordered yet (make_room wakes first)
   if (b.many_streams) {  // its uses cannot be waited for in stream order: the host waits
     await_quiet(b);
-    // Looked at again: another call may have used it (pinned), freed it or added streams meanwhile.
-    if (b.pins != 0 || b.id == kNoBlockId || b.many_streams || !mem(b).movable(b)) return false;
+    // Looked at again: another call may have used it (pinned), freed it or added streams
+    // meanwhile, or the executor began standing by.
+    if (moves_out_barred() || b.pins != 0 || b.id == kNoBlockId || b.many_streams || !mem(b).movable(b)) return false;
   }
   // Work forwarded on any stream may reach it unseen: the copy out waits for every stream's
   // latest work too, so the tensor is not copied while such work may still write it nor unmapped

@@ -17,6 +17,7 @@
 
 #include <algorithm>
 #include <cinttypes>
+#include <thread>
 #include <utility>
 
 #include "capture.hpp"
@@ -122,6 +123,12 @@ void Executor::consider_standby() {
 }
 
 void Executor::wake(const char* why) {
+  // Another thread's wake waiting for the passed calls: done only once it has marked them.
+  while (waking > 0) [[unlikely]]
+    unlocked([] {
+      std::this_thread::yield();
+      return CUDA_SUCCESS;
+    });
   if (!standby.on()) [[likely]]
     return;
   standby.stop();
