@@ -175,8 +175,10 @@ bool alloc(CUdeviceptr* out, std::size_t bytes, CUstream s, bool per_thread, boo
   } else if (b->where != Where::Device) {  // no launch will make it resident (nor charge it): now
     // In the allocating stream's order, which the job's first use follows; cudaMalloc has none
     // (the first use, on any stream, would not wait for a discard the reuse is ordered after).
-    if (!stream_ordered || e.ensure_resident(*b, ds) != CUDA_SUCCESS || b->where != Where::Device)
+    if (!stream_ordered || e.ensure_resident(*b, ds) != CUDA_SUCCESS || b->where != Where::Device) {
       e.wake("a new block could not be made resident in stream order");
+      b->holds_data = false;  // new: the wake counted it as written by unwatched work
+    }
   }
   --b->pins;
   b->last_tick = e.tick();
@@ -763,16 +765,18 @@ void before_stream_destroy(CUstream s, bool per_thread) {
   Executor* ex = running();
   if (ex == nullptr) return;
   Held held(*ex);
-  ex->wake("a stream is destroyed");  // while the streams it noted exist
+  if (ex->standing_by() && ex->standby.noted(driver_stream(s, per_thread)))
+    ex->wake("a stream it noted is destroyed");  // its event recorded while the stream exists
   ex->activity.settle(ex->events, driver_stream(s, per_thread));
 }
 
 void before_capture() {
-  Executor* ex = running();
-  if (ex == nullptr) return;
   // A probation's synchronisations and copies would invalidate a capture: none starts from now
   // on, and the ones in flight (other threads) end first (never under the lock: they take it).
+  // Set before the executor has started too: no standby ever begins in a process that captures.
   g_no_more_probations.store(true, std::memory_order_seq_cst);
+  Executor* ex = running();
+  if (ex == nullptr) return;
   while (g_probations_in_flight.load(std::memory_order_seq_cst) != 0) std::this_thread::yield();
   Held held(*ex);
   ex->wake("a graph capture begins");  // its events are recorded before the capture

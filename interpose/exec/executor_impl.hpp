@@ -193,6 +193,7 @@ class Executor {
   // --- standby.cpp
   void consider_standby();     // at an iteration end: stand by when the budget has not bound for a while
   void wake(const char* why);  // every call watched again (nothing when not standing by)
+  void mark_unwatched_uses();  // wake's: every live block used by the noted streams' work so far
   void warn_pool_full();
 
   // --- residency.cpp

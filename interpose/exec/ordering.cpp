@@ -14,9 +14,8 @@ void waits(const EventPool& ev, CUstream on, Ev e) {
 }
 }  // namespace
 
-void mark_use_slow(EventPool& ev, Block& b, CUstream s, Ev e) {
-  ++b.use_gen;
-  release_free_events(ev, b);  // the new use is ordered after them
+namespace {
+void add_use(EventPool& ev, Block& b, CUstream s, Ev e) {
   for (std::uint8_t i = 0; i < b.nuses; ++i) {
     if (b.uses[i].stream == s) {
       if (b.uses[i].ev == e) return;  // the stream's deferred event marks it already
@@ -27,6 +26,18 @@ void mark_use_slow(EventPool& ev, Block& b, CUstream s, Ev e) {
   }
   if (b.nuses < 4) b.uses[b.nuses++] = UseMark{s, ev.ref(e)};
   else b.many_streams = true;
+}
+}  // namespace
+
+void mark_use_slow(EventPool& ev, Block& b, CUstream s, Ev e) {
+  ++b.use_gen;
+  release_free_events(ev, b);  // the new use is ordered after them
+  add_use(ev, b, s, e);
+}
+
+void mark_covering_use(EventPool& ev, Block& b, CUstream s, Ev e) {
+  ++b.use_gen;
+  add_use(ev, b, s, e);
 }
 
 void order_after_uses(const EventPool& ev, const Block& b, CUstream on) {

@@ -22,6 +22,10 @@ namespace capuchin::interpose::exec {
 
 // b was used on `s` by work that `ev` follows (a reference is taken).
 void mark_use_slow(EventPool& ev, Block& b, CUstream s, Ev e);
+// e (on s) ends work that may have used b, which is not known to have: marked like a use, but
+// b's free events stay (a block reused and not yet used by its new owner still waits for its
+// old owner's work). The executor's wake after a standby.
+void mark_covering_use(EventPool& ev, Block& b, CUstream s, Ev e);
 inline void mark_use(EventPool& ev, Block& b, CUstream s, Ev e) {
   // Most uses: the same stream's deferred event marked it already (nothing recorded since) and
   // no free events are left to release: only the use count moves.

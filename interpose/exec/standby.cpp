@@ -94,7 +94,9 @@ void Executor::consider_standby() {
   const bool calm = !moved && ledger.budget > 0 && pending_peak_multiple == 0 && peak <= ledger.budget / 10 * 9;
   calm_iterations = calm ? calm_iterations + 1 : 0;
   if (!opt.standby || standby.on() || waking != 0 || calm_iterations < calm_needed) return;
-  if (!one_device || unknown_in_flight != 0 || settling != 0 || !evict_queue.empty() || capture_ever_begun()) return;
+  if (!one_device || unknown_in_flight != 0 || settling != 0 || !evict_queue.empty() || capture_ever_begun() ||
+      any_capture_active())
+    return;
   // Every live block on the device: fresh managed ones (allocated, not yet used: the boundary is
   // often just after an allocation) are populated now, as their first launch would, so that
   // what unwatched launches use is charged; only where they fit as they are (no room made: that
@@ -110,7 +112,8 @@ void Executor::consider_standby() {
   if (!all_resident || !ledger.fits(fresh_bytes)) return;
   for (Block* b : fresh) {
     ++b->pins;
-    const CUresult r = ensure_resident(*b, nullptr);  // a migration (managed): safe beside a use on any stream
+    CUstream on = moves.in;  // a migration (managed): safe beside a use on any stream, and no barrier on the legacy one
+    const CUresult r = ensure_resident(*b, on);
     --b->pins;
     if (r != CUDA_SUCCESS || b->where != Where::Device) return;
   }
@@ -120,6 +123,36 @@ void Executor::consider_standby() {
   log(LogLevel::Info, "executor: standing by: %u iterations moved nothing and peaked at %.0f%% of the budget or less; launches "
                       "and copies pass to the driver unwatched until one needs a move (event %" PRIu64 ")",
       calm_iterations, 100.0 * static_cast<double>(peak) / static_cast<double>(ledger.budget), tick());
+}
+
+// What the unwatched calls used ends with each noted stream's work so far: later moves wait for
+// it. Each stream's event is noted as its latest work, and capuchin's out stream waits for them
+// all: one event there (a join) marks every live block, as one use (marking each block with one
+// event per stream would leave it on "too many streams" past four, and every later move of it
+// waiting on the host). Where that cannot be done, each stream's own event marks every block.
+// (No capture is in progress: one beginning wakes the executor first.)
+void Executor::mark_unwatched_uses() {
+  std::vector<std::pair<CUstream, Ev>> ends;
+  bool joined = moves.out != nullptr;
+  for (CUstream s : woken_streams) {
+    Ev e = events.record(s);
+    if (!e) {
+      if (api.stream_synchronize(s) != CUDA_SUCCESS)  // a broken stream: under the lock, rarely
+        log(LogLevel::Warn, "executor: a stream used while standing by could not be waited for");
+      continue;
+    }
+    activity.note(events, s, e);
+    joined = joined && events.order(moves.out, e) == CUDA_SUCCESS;
+    ends.emplace_back(s, e);
+  }
+  Ev join = joined && !ends.empty() ? events.record(moves.out) : Ev{};
+  if (join) {
+    blocks.for_each_live([&](Block& b) { mark_covering_use(events, b, moves.out, join); });
+    events.unref(join);
+  } else {
+    for (const auto& [s, e] : ends) blocks.for_each_live([&](Block& b) { mark_covering_use(events, b, s, e); });
+  }
+  for (auto& [s, e] : ends) events.unref(e);
 }
 
 void Executor::wake(const char* why) {
@@ -141,18 +174,10 @@ void Executor::wake(const char* why) {
   });
   --waking;
   standby.take_streams(woken_streams);
-  // What the unwatched calls used ends with each stream's work so far: later moves wait for it.
-  // (No capture is in progress: one beginning wakes the executor first.)
-  for (CUstream s : woken_streams) {
-    if (Ev e = events.record(s)) {
-      blocks.for_each_live([&](Block& b) { mark_use(events, b, s, e); });
-      activity.note(events, s, e);
-      events.unref(e);
-    } else if (api.stream_synchronize(s) != CUDA_SUCCESS) {  // a broken stream: under the lock, rarely
-      log(LogLevel::Warn, "executor: a stream used while standing by could not be waited for");
-    }
-  }
+  mark_unwatched_uses();
   invalidate_producers();
+  const std::uint64_t now = tick();
+  blocks.for_each_live([&](Block& b) { b.last_tick = now; });  // the clock stood still: none looks idlest
   std::vector<std::pair<std::uint64_t, std::uint64_t>> live;
   blocks.for_each_live([&](Block& b) { live.emplace_back(b.id, b.span); });
   std::sort(live.begin(), live.end());  // the controller's order does not depend on the table's

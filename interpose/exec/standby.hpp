@@ -58,6 +58,14 @@ class Standby {
   void drain() const {
     while (calls_.load(std::memory_order_seq_cst) != 0) std::this_thread::yield();
   }
+  // Whether a passed call used `s` in this standby (a stream never noted may go without a wake).
+  // Under the lock; while waking too (the table stays until the next enter()).
+  bool noted(CUstream s) const {
+    const std::uint64_t key = reinterpret_cast<std::uint64_t>(s) + 1;
+    for (auto& slot : streams_)
+      if (slot.load(std::memory_order_acquire) == key) return true;
+    return false;
+  }
   // After drain(): the streams the passed calls used, each once.
   void take_streams(std::vector<CUstream>& out) const {
     out.clear();
