@@ -150,7 +150,8 @@ void Executor::mark_unwatched_uses() {
     blocks.for_each_live([&](Block& b) { mark_covering_use(events, b, moves.out, join); });
     events.unref(join);
   } else {
-    for (const auto& [s, e] : ends) blocks.for_each_live([&](Block& b) { mark_covering_use(events, b, s, e); });
+    for (const std::pair<CUstream, Ev>& end : ends)  // (not a structured binding: clang cannot capture one)
+      blocks.for_each_live([&](Block& b) { mark_covering_use(events, b, end.first, end.second); });
   }
   for (auto& [s, e] : ends) events.unref(e);
 }
