@@ -4,13 +4,13 @@
 // It stands by at an iteration end once `calm_needed` iterations in a row moved nothing (no
 // eviction, drop, prefetch, recomputation or stall) and peaked at 90% of the budget or less,
 // with every live block on the device (fresh managed ones are populated then, where they fit
-// without a move), one device shown by the driver, no graph capture ever begun in the process
-// (one beginning wakes it, but could start between the wake and the capture being seen), and no
-// graph launch, settle or wake in progress. Woken, it waits (without the lock, moves barred
-// meanwhile: `waking`) for the calls still being forwarded, orders what the unwatched calls
-// used by one event on each stream they were issued on (every live block counts as used by
-// each), forgets the producers it kept (an unwatched launch may have rewritten an input), and
-// the policy learns the iteration again from the live allocations. Each wake doubles
+// without a move), one device shown by the driver, no graph capture active or ever begun in the
+// process (one beginning wakes it, but could start between the wake and the capture being seen),
+// and no graph launch, settle or wake in progress. Woken, it waits (without the lock, moves
+// barred meanwhile: `waking`) for the calls still being forwarded, orders what the unwatched
+// calls used after each stream they were issued on (mark_unwatched_uses: one join event that
+// every live block counts as used by), forgets the producers it kept (an unwatched launch may
+// have rewritten an input), and the policy learns the iteration again from the live allocations. Each wake doubles
 // `calm_needed` (at most kMaxCalmNeeded), so a job that keeps brushing its budget stops
 // standing by. wake() may leave the lock: its callers hold no block they have not pinned.
 #include "standby.hpp"
