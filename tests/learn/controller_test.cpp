@@ -237,6 +237,40 @@ TEST(Controller, AdoptsAnOfferedPlanOnlyAtTheNextBoundaryAndResolvesThisIteratio
   EXPECT_FALSE(c.take_request().has_value());  // followed without lateness: no new request
 }
 
+// The executor stood by (fed nothing for a while) and feeds every event again: the controller
+// forgets the learned iteration, counts as live what the executor says is (a tensor allocated
+// while standing by among it) and learns again. An answer to the request made before the standby
+// is not adopted as one; as after any relearn, it is kept for its iteration and followed again
+// when that iteration comes back (without a new request).
+TEST(Controller, ResumesAfterAStandbyFromTheLiveAllocationsAndLearnsAgain) {
+  Controller c;
+  Stream s(c);
+  auto r = s.learn(1);
+  ASSERT_TRUE(r);
+  s.to_boundary();
+  const std::uint64_t relearns = c.stats().relearns;
+  s.next_ += 30;  // iterations went by unfed
+  const std::pair<std::uint64_t, std::uint64_t> live[] = {{Stream::kWeights, 1 << 20}, {999, 4096}};
+  c.resume(live);
+  EXPECT_FALSE(c.locked());
+  EXPECT_FALSE(c.following());
+  EXPECT_FALSE(c.has_request());
+  EXPECT_EQ(c.live_bytes(), (1u << 20) + 4096u);
+  EXPECT_EQ(c.stats().relearns, relearns + 1);
+  c.offer(r->serial, toy_plan(r->job));  // an answer to the request made before the standby
+  s.free(999);  // allocated while standing by: known by its size all the same
+  EXPECT_EQ(c.live_bytes(), 1u << 20);
+  for (int i = 0; i < 8 && !c.locked(); ++i) s.iteration(1);
+  EXPECT_FALSE(c.following());  // not adopted as an answer
+  ASSERT_TRUE(c.locked());
+  EXPECT_EQ(c.period(), kEventsPerIteration + 1);  // with the sync after the upload
+  EXPECT_FALSE(c.has_request());  // the kept plan is this very iteration's
+  s.to_boundary();
+  s.iteration(1);
+  EXPECT_TRUE(c.following());
+  EXPECT_EQ(c.plan()->sigs.size(), kEventsPerIteration + 1);
+}
+
 // A change larger than the controller tolerates (here 1 place per iteration; the two
 // activations change size).
 TEST(Controller, AChangedIterationDropsThePlanAndTheSamePlanComesBackWithIt) {
