@@ -155,8 +155,9 @@ class Controller {
   void invalidate_plan() { invalidated_ = true; }
   // The owner fed no events for a while (the executor standing by) and feeds every one again
   // from now on: the history and the learned iteration are forgotten (learning starts again, a
-  // relearn in the stats) and `live` (allocation id, bytes) is what is allocated now. A
-  // request or an answer still in flight is dropped; the event clock goes on.
+  // relearn in the stats) and `live` (allocation id, bytes) is what is allocated now. A request
+  // still in flight is no longer awaited: its answer, if it comes, is kept as after any relearn
+  // (followed when its iteration comes back). The event clock goes on.
   void resume(std::span<const std::pair<std::uint64_t, std::uint64_t>> live);
 
   // The request made at the last boundary, if any (taken once).

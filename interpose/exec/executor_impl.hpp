@@ -11,8 +11,8 @@
 // before memory is unmapped, a stream or context sync as a fallback) happens in await*, which
 // leaves the lock and takes it again: callers pin the blocks they hold across it and look at
 // their state again afterwards. Nothing waits for a plan. While the executor stands by
-// (standby.hpp), launches, copies and graph launches take no lock at all; a wake, under the
-// lock, waits (spinning, briefly) for the ones being forwarded.
+// (standby.hpp), launches, copies and graph launches take no lock at all; a wake leaves the
+// lock while it waits for the ones being forwarded, and nothing moves out meanwhile.
 #pragma once
 
 #include <cuda.h>
@@ -149,7 +149,7 @@ class Executor {
   std::uint64_t moves_at_boundary = 0;  // the tally's moves at the last iteration end
   std::uint64_t standbys = 0, wakes = 0;
   std::uint32_t waking = 0;  // a wake waits (without the lock) for calls being forwarded: nothing moves out
-  std::vector<CUstream> woken_streams;  // Standby::leave's, kept for its capacity
+  std::vector<CUstream> woken_streams;  // Standby::take_streams', kept for its capacity
   std::vector<CUdeviceptr> frees_after_unlock;  // managed memory of trimmed blocks
   std::unordered_map<const void*, bool> library_callers;  // allocation call sites: in a CUDA library?
 
@@ -189,12 +189,14 @@ class Executor {
   void adopt_budget(std::uint64_t bytes, const char* reason, const char* note, std::string source);
   void trim_cache();
   std::string budget_desc() const;
+  void warn_pool_full();
 
   // --- standby.cpp
   void consider_standby();     // at an iteration end: stand by when the budget has not bound for a while
-  void wake(const char* why);  // every call watched again (nothing when not standing by)
+  // Every call watched again (nothing when not standing by). May leave the lock (callers hold
+  // no block they have not pinned); returns once what the unwatched calls used is ordered.
+  void wake(const char* why);
   void mark_unwatched_uses();  // wake's: every live block used by the noted streams' work so far
-  void warn_pool_full();
 
   // --- residency.cpp
   // Room for `bytes` more; may_wait = false: only what is free without the host waiting.

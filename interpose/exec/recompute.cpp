@@ -67,9 +67,8 @@ double Executor::pressure_drop_cost(const Block& b, double swap_s) const {
 }
 
 bool Executor::try_drop(Block& b, const char* reason, double expected) {
-  if (standby.on()) [[unlikely]]
-    return false;  // what unwatched calls used is not ordered yet (make_room wakes first)
-  // drops_barred(): work that may touch any block is running unrecorded or being settled for
+  // drops_barred(): work that may touch any block is running unrecorded or being settled for,
+  // or the executor stands by (what unwatched calls used is not ordered yet: make_room wakes first)
   if (!mem(b).droppable() || !opt.recompute || b.where != Where::Device || b.pins != 0 || drops_barred()) return false;
   if (!chains::allows_drop(blocks, b) || inputs_in_use(b)) return false;
   // The replay must fit on its own: the tensor and its inputs at once, a chain's included.

@@ -10,7 +10,7 @@
 
 #include "capuchin/protocol.hpp"
 #include "query.hpp"
-#include "segment_job.hpp"
+#include "wire_inputs.hpp"
 #include "session.hpp"
 
 using namespace capuchin;
@@ -20,22 +20,7 @@ namespace {
 
 // A synthetic training loop: per iteration, allocate activations, run kernels over the
 // weights and activations, read back the loss (sync), free.
-struct Gen {
-  std::vector<proto::WireEvent> ev;
-  std::vector<std::uint64_t> ids;
-  std::uint64_t next_id = 100;
-  void alloc(std::uint64_t id, std::uint64_t bytes) { ev.push_back({0, 0, 0, 0, 0, 0, id, bytes}); }
-  void free_(std::uint64_t id) { ev.push_back({1, 0, 0, 0, 0, 0, id, 0}); }
-  void kernel(std::uint32_t name, std::vector<std::uint64_t> r, std::vector<std::uint64_t> w) {
-    proto::WireEvent e{2, 0, trace::kHasReadsWrites, 0, name, 0, proto::pack_counts(r.size(), w.size(), 0), 0};
-    ev.push_back(e);
-    ids.insert(ids.end(), r.begin(), r.end());
-    ids.insert(ids.end(), w.begin(), w.end());
-  }
-  void sync() { ev.push_back({5, 0, 0, 0, 0, 0, 0, 0}); }
-  void setup() {
-    for (std::uint64_t w = 1; w <= 3; ++w) alloc(w, 1 << 20);
-  }
+struct Gen : test::WireEvents {
   void iteration() {
     const std::uint64_t a = next_id++, b = next_id++, c = next_id++;
     alloc(a, 4 << 20);

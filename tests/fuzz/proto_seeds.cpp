@@ -18,7 +18,7 @@
 
 #include "capuchin/plan.hpp"
 #include "capuchin/protocol.hpp"
-#include "segment_job.hpp"
+#include "wire_inputs.hpp"
 
 namespace {
 
@@ -27,31 +27,7 @@ using Bytes = std::vector<std::uint8_t>;
 
 // A training loop's events: weights set up once; per iteration activations allocated, kernels
 // over weights and activations (one with a touch list), an upload copy, a sync, frees.
-struct LoopEvents {
-  std::vector<proto::WireEvent> ev;
-  std::vector<std::uint64_t> ids;
-  std::uint64_t next_id = 100;
-
-  void alloc(std::uint64_t id, std::uint64_t bytes) { ev.push_back({0, 0, 0, 0, 0, 0, id, bytes}); }
-  void free_(std::uint64_t id) { ev.push_back({1, 0, 0, 0, 0, 0, id, 0}); }
-  void kernel(std::uint32_t name, std::vector<std::uint64_t> r, std::vector<std::uint64_t> w) {
-    ev.push_back({2, 0, trace::kHasReadsWrites, 0, name, 0, proto::pack_counts(r.size(), w.size(), 0), 0});
-    ids.insert(ids.end(), r.begin(), r.end());
-    ids.insert(ids.end(), w.begin(), w.end());
-  }
-  void touch(std::uint32_t name, std::vector<std::uint64_t> t) {
-    ev.push_back({2, 0, 0, 0, name, 0, proto::pack_counts(0, 0, t.size()), 0});
-    ids.insert(ids.end(), t.begin(), t.end());
-  }
-  void upload(std::uint64_t dst, std::uint64_t bytes) {
-    ev.push_back({3, static_cast<std::uint8_t>(trace::CopyDir::H2D), trace::kHasDst, 0, 0, 0, proto::pack_counts(0, 1, 0),
-                  bytes});
-    ids.push_back(dst);
-  }
-  void sync() { ev.push_back({5, 0, 0, 0, 0, 0, 0, 0}); }
-  void setup() {
-    for (std::uint64_t w = 1; w <= 3; ++w) alloc(w, 1 << 20);
-  }
+struct LoopEvents : test::WireEvents {
   void iteration() {
     const std::uint64_t x = next_id++, a = next_id++, b = next_id++;
     alloc(x, 1 << 20);
