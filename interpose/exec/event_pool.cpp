@@ -45,6 +45,7 @@ std::int32_t EventPool::take_slot() {
     events_.push_back(ev);
     refs_.push_back(0);
     pending_.push_back(nullptr);
+    seen_.push_back(0);
     free_.push_back(static_cast<std::int32_t>(events_.size() - 1));
   }
   return free_.back();
@@ -55,6 +56,7 @@ Ev EventPool::defer(CUstream s) {
   if (i < 0) return Ev{};
   free_.pop_back();
   refs_[static_cast<std::size_t>(i)] = 1;
+  fresh_recording(i);
   // A deferred event is marked by the stream it waits for; the legacy default stream's handle
   // is null, which means "recorded": name it by CU_STREAM_LEGACY instead (the same stream).
   pending_[static_cast<std::size_t>(i)] = s != nullptr ? s : CU_STREAM_LEGACY;
@@ -91,11 +93,17 @@ Ev EventPool::record(CUstream s) {
   }
   free_.pop_back();
   refs_[static_cast<std::size_t>(i)] = 1;
+  fresh_recording(i);
   return Ev{i};
 }
 
 bool EventPool::done(Ev e) const {
   if (!e) return true;
+  const auto at = static_cast<std::size_t>(e.i);
+  if ((seen_[at] & kComplete) != 0) {
+    ++calls_saved_;
+    return true;
+  }
   // Deferred: it stands for work forwarded on its stream so far, all of it done when the stream
   // is idle. Asked so, it stays deferred: recorded now and queried at once, it would read as in
   // flight until the device reached it, however long the stream had been idle.
@@ -105,14 +113,27 @@ bool EventPool::done(Ev e) const {
   }
   settle(e);
   // NOT_READY means in flight; any other error is a broken context the job's next call reports,
-  // and waiting would not help: treat it as done.
-  return api_->event_query(events_[static_cast<std::size_t>(e.i)]) != CUDA_ERROR_NOT_READY;
+  // and waiting would not help: treat it as done. Recorded now (settled), this recording stays
+  // the slot's until its last reference goes, so "complete" holds for every later ask; a
+  // deferred event seen complete through its idle stream is not remembered (above): later uses
+  // may still be marked with it.
+  const bool complete = api_->event_query(events_[at]) != CUDA_ERROR_NOT_READY;
+  if (complete) seen_[at] |= kComplete;
+  return complete;
 }
 
 CUresult EventPool::order(CUstream s, Ev e) const {
   if (!e) return CUDA_SUCCESS;
+  const auto at = static_cast<std::size_t>(e.i);
+  const std::uint8_t own = own_bit(s);
+  if ((seen_[at] & (kComplete | own)) != 0) {
+    ++calls_saved_;
+    return CUDA_SUCCESS;
+  }
   settle(e);
-  return api_->stream_wait_event(s, events_[static_cast<std::size_t>(e.i)], 0);
+  const CUresult r = api_->stream_wait_event(s, events_[at], 0);
+  if (r == CUDA_SUCCESS) seen_[at] |= own;
+  return r;
 }
 
 }  // namespace capuchin::interpose::exec

@@ -70,6 +70,13 @@ class EventPool {
     api_ = api;
     ctx_ = ctx;
   }
+  // The executor's own streams (moves.out, in, drop): made at its start, never destroyed or
+  // captured while it runs, so a wait one of them made for an event's recording still holds
+  // for every later call on it (order() then skips the repeat). A job's stream handle can be
+  // destroyed and its value reused for a new stream, which has waited for nothing.
+  void set_own_streams(CUstream out, CUstream in, CUstream drop) {
+    own_[0] = out, own_[1] = in, own_[2] = drop;
+  }
   CUcontext context() const { return ctx_; }  // the executor's
   // A fresh event recorded on `s`, holding one reference; none when it could not be made.
   Ev record(CUstream s);
@@ -99,8 +106,15 @@ class EventPool {
     to = from;
     from = Ev{};
   }
-  bool done(Ev e) const;                      // completed, or none (cuEventQuery: never waits)
-  CUresult order(CUstream s, Ev e) const;     // s waits for e in stream order (never waits)
+  // Completed, or none (cuEventQuery: never waits). A recorded event seen complete is
+  // remembered so until its slot is recorded again: later asks make no driver call.
+  bool done(Ev e) const;
+  // s waits for e in stream order (never waits). No driver call when e was seen complete (a
+  // wait for finished work orders nothing), or when s is one of the executor's own streams and
+  // already waits for this recording of e (cuStreamWaitEvent orders every later call on s).
+  CUresult order(CUstream s, Ev e) const;
+  // Driver calls order() and done() did not need to make (the executor's summary).
+  std::uint64_t calls_saved() const { return calls_saved_; }
   CUevent handle(Ev e) const {  // recorded first if deferred: the caller waits on it
     settle(e);
     return e ? events_[static_cast<std::size_t>(e.i)] : nullptr;
@@ -116,6 +130,20 @@ class EventPool {
   // deferred event changes no meaning (it marks the uses it was given for), hence mutable:
   // done() and order() record it on the way.
   mutable std::vector<CUstream> pending_;
+  // Per event, about its current recording (reset when its slot is recorded or deferred again):
+  // seen complete by done() (bit 7); which of the executor's own streams wait for it already
+  // (order(); bit k: own_[k]).
+  static constexpr std::uint8_t kComplete = 0x80;
+  mutable std::vector<std::uint8_t> seen_;
+  CUstream own_[3] = {};
+  mutable std::uint64_t calls_saved_ = 0;
+  // The bit of s among the executor's own streams, 0 for any other stream.
+  std::uint8_t own_bit(CUstream s) const {
+    for (int k = 0; k < 3; ++k)
+      if (s != nullptr && s == own_[k]) return static_cast<std::uint8_t>(1u << k);
+    return 0;
+  }
+  void fresh_recording(std::int32_t i) { seen_[static_cast<std::size_t>(i)] = 0; }
   mutable bool settle_failed_logged_ = false;
   bool create_failed_logged_ = false;
   CUcontext ctx_ = nullptr;  // the executor's (null: unknown, the current one is used)

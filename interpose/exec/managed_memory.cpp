@@ -75,7 +75,8 @@ class ManagedMemory final : public BlockMemory {
   void cancel_evict(Block&) override {}
 
   bool prefetch(Block& b, bool keep_data, const CUstream* user) override {
-    const CUstream on = b.where == Where::Fresh && user != nullptr ? *user : c_.in;
+    const bool fill_in_user_order = b.where == Where::Fresh && user != nullptr;
+    const CUstream on = fill_in_user_order ? *user : c_.in;
     c_.ledger->move(b, Where::Incoming);  // counted first: the room it needs is what is waited for
     // Its own move out (or discard) first; room on the device is made by moves out issued
     // before: the move in follows just enough of them.
@@ -91,6 +92,13 @@ class ManagedMemory final : public BlockMemory {
     if (r != CUDA_SUCCESS)
       log(LogLevel::Warn, "executor: prefetching tensor %" PRIu64 " to the device failed (CUresult %d)", b.id, static_cast<int>(r));
     c_.events->unref(b.ready);
+    if (fill_in_user_order) {
+      // A fill in the order of the work that needs it: that work follows it on the same stream,
+      // so no event marks it (its complete_prefetch would wait on `on` for an event recorded on
+      // `on`, then drop it: two driver calls per reused block under pressure, ordering nothing).
+      c_.ledger->move(b, Where::Device);
+      return true;
+    }
     b.ready = c_.events->record(on);
     return true;
   }

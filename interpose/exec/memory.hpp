@@ -91,7 +91,7 @@ class BlockMemory {
   // Starts moving a block in. Host with keep_data: Incoming until b.ready, on capuchin's in
   // stream. Without data: Managed Fresh is populated on `user` (the stream of the work that
   // needs it, when given: a device fill, in that work's order, not queued behind the in
-  // stream's copies);
+  // stream's copies; Device at once, no event: the work follows it on that stream);
   // Vmm (a new host-backed or dropped block) gets device memory mapped at once: Device. Pre
   // for Vmm: managed moves out settled. false: no device memory (b unchanged).
   virtual bool prefetch(Block& b, bool keep_data, const CUstream* user) = 0;
