@@ -139,6 +139,7 @@ struct Block {
   bool live = false;     // allocated to the job (else cached after a free)
   bool indexed = false;  // in the table's address index (from its first allocation to its deletion)
   bool cached = false;   // in the table's cache of freed blocks, linked to the others of its span
+  bool warm = false;     // cached on the device once the budget binds, for a reuse of its span (BlockTable::warm)
   Block* cache_prev = nullptr;
   Block* cache_next = nullptr;
   // Ledger's: its place among the charged blocks (kUnlisted while its memory is not on the device)
@@ -242,7 +243,14 @@ class BlockTable {
   void add_live(Block* b);     // b->id and b->base set
   void remove_live(Block* b);  // b stays indexed by address (cached, or deleted: forget)
   void forget(Block* b);       // before b is deleted
-  void cache(Block* b);  // freed: the newest of its span
+  void cache(Block* b);  // freed: the newest of its span (b->warm: counted among its span's warm)
+  // Cached blocks of `span` kept on the device while the budget binds (Block::warm), and the
+  // end of b's warmth (its memory moved out while cached; uncaching ends it too).
+  std::uint32_t warm(std::size_t span) const {
+    CacheBucket* const* found = bucket_of_.find(span);
+    return found != nullptr ? (*found)->warm : 0;
+  }
+  void cool(Block& b);
   // A cached block of `span` and `kind` that `usable` accepts (device-resident ones first,
   // oldest first), taken out of the cache; null when none.
   template <class F>
@@ -299,6 +307,7 @@ class BlockTable {
   struct CacheBucket {
     Block* oldest = nullptr;
     Block* newest = nullptr;
+    std::uint32_t warm = 0;  // its blocks with Block::warm
   };
   void uncache(CacheBucket& bucket, Block* b);
   CacheBucket& bucket_for(std::size_t span);  // made when the span has none

@@ -60,6 +60,14 @@ void BlockTable::cache(Block* b) {
   (bucket.newest != nullptr ? bucket.newest->cache_next : bucket.oldest) = b;
   bucket.newest = b;
   b->cached = true;
+  if (b->warm) ++bucket.warm;
+}
+
+void BlockTable::cool(Block& b) {
+  if (!b.warm) return;
+  b.warm = false;
+  if (!b.cached) return;
+  if (CacheBucket* const* found = bucket_of_.find(b.span); found != nullptr && (*found)->warm > 0) --(*found)->warm;
 }
 
 void BlockTable::uncache(CacheBucket& bucket, Block* b) {
@@ -67,6 +75,10 @@ void BlockTable::uncache(CacheBucket& bucket, Block* b) {
   (b->cache_next != nullptr ? b->cache_next->cache_prev : bucket.newest) = b->cache_prev;
   b->cache_prev = b->cache_next = nullptr;
   b->cached = false;
+  if (b->warm) {
+    b->warm = false;
+    if (bucket.warm > 0) --bucket.warm;
+  }
 }
 
 }  // namespace capuchin::interpose::exec

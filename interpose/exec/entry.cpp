@@ -32,6 +32,9 @@ namespace {
 
 using trace::Op;
 
+// Freed managed blocks per span kept on the device once the budget binds (free()).
+constexpr std::uint32_t kWarmPerSpan = 2;
+
 using learn::mix_signature;
 using learn::op_signature;
 
@@ -244,8 +247,17 @@ bool free(CUdeviceptr p, CUstream s, bool per_thread, bool stream_ordered, CUres
   // all (bench_host_cost); discarding only at shortages made bound replays up to 12% slower in
   // simcuda (room made late, behind the out stream's evictions).
   const bool budget_binds = e.planning.pressure_seen() || !e.ledger.fits(b->span);
+  // Except a few per span (kWarmPerSpan) while another block of the size still fits, kept for
+  // the next reuse of their size: a job frees and allocates tensors of the same sizes over and
+  // over, and a discarded block is filled again at its reuse, each a driver call (a UVM
+  // operation) besides the events ordering them. A shortage moves these out first
+  // (start_victims: freed blocks before live ones); with no room left they are not kept (the
+  // room would come late, behind the out stream's evictions).
   Ev discarded;
-  if (budget_binds && e.mem(*b).discard_dead(*b, discarded)) {  // a reuse waits for it
+  if (budget_binds && b->kind == Kind::Managed && b->where == Where::Device && e.ledger.fits(b->span) &&
+      e.blocks.warm(b->span) < kWarmPerSpan) {
+    b->warm = true;  // counted by cache(), below
+  } else if (budget_binds && e.mem(*b).discard_dead(*b, discarded)) {  // a reuse waits for it
     b->free_stream_valid = false;  // issued on capuchin's stream: the free's stream order does not cover it
     if (!discarded) e.await_stream(e.moves.out);  // no event marks it: it has happened now
     add_free_event(e.events, *b, discarded);

@@ -115,6 +115,7 @@ bool Executor::start_victims(std::uint64_t short_bytes, bool may_wait) {
   for (Block* c : dead) {
     if (freed >= short_bytes) return true;
     mem(*c).evict_dead(*c);
+    blocks.cool(*c);
     freed += c->span;
     started_any = true;
   }

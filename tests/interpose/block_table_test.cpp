@@ -141,6 +141,44 @@ TEST(BlockTable, CachesFreedBlocksBySpanOldestFirst) {
   EXPECT_EQ(table.take_cached(4096, Kind::Managed, any), nullptr);
 }
 
+TEST(BlockTable, CountsTheWarmBlocksOfASpanUntilTakenCooledOrForgotten) {
+  // The free path keeps a few freed blocks per span on the device once the budget binds
+  // (Block::warm) and asks how many its span has: taking one for a reuse, moving one out while
+  // cached (cool) or deleting one ends its count, whichever comes first, once.
+  BlockTable table;
+  std::vector<std::unique_ptr<Block>> blocks;
+  auto make = [&](std::size_t span, bool warm) {
+    blocks.push_back(std::make_unique<Block>());
+    Block* b = blocks.back().get();
+    b->base = (1ull << 43) + blocks.size() * (1ull << 24);
+    b->span = span;
+    b->where = Where::Device;
+    b->warm = warm;
+    table.cache(b);
+    return b;
+  };
+  EXPECT_EQ(table.warm(4096), 0u) << "no bucket yet";
+  Block* w1 = make(4096, true);
+  Block* w2 = make(4096, true);
+  make(4096, false);
+  Block* other = make(8192, true);
+  EXPECT_EQ(table.warm(4096), 2u);
+  EXPECT_EQ(table.warm(8192), 1u);
+  auto any = [](Block&) { return true; };
+  EXPECT_EQ(table.take_cached(4096, Kind::Managed, any), w1);  // the oldest
+  EXPECT_FALSE(w1->warm);
+  EXPECT_EQ(table.warm(4096), 1u);
+  table.cool(*w2);  // moved out while cached
+  table.cool(*w2);  // once only
+  EXPECT_FALSE(w2->warm);
+  EXPECT_EQ(table.warm(4096), 0u);
+  table.forget(other);
+  EXPECT_EQ(table.warm(8192), 0u);
+  w1->warm = true;  // freed again, kept warm
+  table.cache(w1);
+  EXPECT_EQ(table.warm(4096), 1u);
+}
+
 TEST(BlockTable, FindsLiveBlocksOnlyByIdBaseAndInteriorAddress) {
   BlockTable table;
   std::vector<std::unique_ptr<Block>> blocks;
