@@ -261,6 +261,10 @@ class Executor {
     return r;
   }
   bool start_victims(std::uint64_t short_bytes, bool may_wait);
+  // A freed block's memory moved out while it is cached (its data dead): its next owner waits
+  // for the move. cool_warm: warm blocks (kept at their free) moved out until `bytes` fit.
+  void evict_cached(Block& c);
+  void cool_warm(std::uint64_t bytes);
   bool await_eviction_in_flight();
   bool await_dead_block();
   bool land_idle_prefetch();

@@ -114,8 +114,7 @@ bool Executor::start_victims(std::uint64_t short_bytes, bool may_wait) {
   });
   for (Block* c : dead) {
     if (freed >= short_bytes) return true;
-    mem(*c).evict_dead(*c);
-    blocks.cool(*c);
+    evict_cached(*c);
     freed += c->span;
     started_any = true;
   }
@@ -160,6 +159,29 @@ bool Executor::start_victims(std::uint64_t short_bytes, bool may_wait) {
     started_any = true;
   }
   return started_any;
+}
+
+void Executor::evict_cached(Block& c) {
+  mem(c).evict_dead(c);
+  blocks.cool(c);
+  // Its next owner waits for this move out (a discard on the out stream drops whatever is
+  // written before it runs), which the free's stream order does not cover: as discard_dead at
+  // a free does, the event joins the free events and a reuse on the free's stream waits too.
+  c.free_stream_valid = false;
+  if (Ev moved = events.ref(c.ready)) add_free_event(events, c, moved);
+}
+
+void Executor::cool_warm(std::uint64_t bytes) {
+  if (ledger.fits(bytes)) return;
+  std::vector<Block*>& warm = scratch().blocks;
+  warm.clear();
+  blocks.for_each_cached([&](Block& c) {
+    if (c.warm && c.pins == 0 && c.where == Where::Device && mem(c).movable(c)) warm.push_back(&c);
+  });
+  for (Block* c : warm) {
+    if (ledger.fits(bytes)) return;
+    evict_cached(*c);
+  }
 }
 
 // Waits (outside the lock) for the eviction started first of those still in flight.
@@ -378,6 +400,7 @@ void Executor::apply(const policy::Command& c) {
         // simulator skips one: evicting other tensors for it would undo the plan's own moves
         // (a tensor swapped in early looks idle), and VMM room would make the host wait.
         reclaim_finished_evictions();
+        cool_warm(b->span);  // blocks kept at their free for a reuse: the plan did not count them
         if (ledger.fits(b->span) && prefetch(*b, reason, false, c.cost_s, nullptr, false) && b->where == Where::Incoming)
           planning.arm_probe(b->id, c.place, moves.in);
       }

@@ -20,7 +20,7 @@
 namespace capuchin::interpose::exec {
 
 struct Scratch {
-  std::vector<Block*> blocks;                     // start_victims: dead blocks
+  std::vector<Block*> blocks;                     // start_victims, cool_warm: cached blocks to move out
   std::vector<Block*> launch;                     // a launch hook's blocks, from before_launch to after_launch
   std::vector<std::uint64_t> ids;                 // settle_for_unknown_access, kernel event ids
   std::vector<policy::Command> cmds;              // Executor::feed

@@ -131,6 +131,26 @@ TEST_F(EventPoolTest, ARecordedEventSeenCompleteIsNotQueriedAgainUntilItsSlotIsR
   events.unref(f);
 }
 
+TEST_F(EventPoolTest, ASlotDeferredAgainForgetsItsLastRecording) {
+  // Seen complete and waited for by an own stream, then given back: the slot's next use, a
+  // deferred event, is neither complete nor waited for.
+  events.set_own_streams(out, in, drop);
+  Ev e = events.record(s1);
+  EXPECT_TRUE(events.done(e));
+  EXPECT_EQ(events.order(drop, e), CUDA_SUCCESS);
+  EXPECT_TRUE(g.waited_on.empty()) << "complete: no wait";
+  events.unref(e);
+  Ev d = events.defer(s1);
+  ASSERT_EQ(d, Ev{0}) << "the same slot, reused";
+  g.stream_state = CUDA_ERROR_NOT_READY;
+  g.event_state = CUDA_ERROR_NOT_READY;
+  EXPECT_FALSE(events.done(d));
+  EXPECT_EQ(events.order(drop, d), CUDA_SUCCESS);
+  EXPECT_EQ(events.order(drop, d), CUDA_SUCCESS);
+  EXPECT_EQ(g.waited_on, std::vector<CUstream>{drop}) << "waited for once, as a new recording";
+  events.unref(d);
+}
+
 TEST_F(EventPoolTest, ADeferredEventSeenDoneThroughItsIdleStreamIsAskedAgain) {
   // Later uses may be marked with the same deferred event: its stream is asked every time.
   Ev e = events.defer(s1);

@@ -634,6 +634,12 @@ void Memory::prefetch(uintptr_t ptr, size_t bytes, const CUmemLocation& to, doub
 void Memory::discard(uintptr_t ptr, size_t bytes) {
   std::lock_guard<std::mutex> lock(mu_);
   const uintptr_t end = ptr + bytes;
+  // "Reading from a discarded range, without a subsequent write or prefetch to that part of the
+  // range, will return an indeterminate value" (cuda.h, cuMemDiscardBatchAsync), and a prefetch
+  // brings no data back either: the range holds the poison of freed memory from the moment the
+  // discard runs in its stream's order, so data written before it, or in no order with it, is
+  // seen lost (a real driver drops those pages).
+  std::memset(reinterpret_cast<void*>(ptr), kFreedPoison, bytes);
   const uintptr_t first = (ptr + SIMCUDA_UVM_BLOCK - 1) / SIMCUDA_UVM_BLOCK * SIMCUDA_UVM_BLOCK;
   for (uintptr_t b = first; b + SIMCUDA_UVM_BLOCK <= end; b += SIMCUDA_UVM_BLOCK) {
     auto it = blocks_.find(b);
