@@ -169,15 +169,19 @@ void Executor::evict_cached(Block& c) {
   // a free does, the event joins the free events and a reuse on the free's stream waits too.
   c.free_stream_valid = false;
   if (Ev moved = events.ref(c.ready)) add_free_event(events, c, moved);
+  else if (c.kind == Kind::Managed && c.where != Where::Device) await_stream(moves.out);  // no event marks it: it has happened now
 }
 
 void Executor::cool_warm(std::uint64_t bytes) {
   if (ledger.fits(bytes)) return;
   std::vector<Block*>& warm = scratch().blocks;
   warm.clear();
+  std::uint64_t warm_bytes = 0;
   blocks.for_each_cached([&](Block& c) {
-    if (c.warm && c.pins == 0 && c.where == Where::Device && mem(c).movable(c)) warm.push_back(&c);
+    if (c.warm && c.pins == 0 && c.where == Where::Device && mem(c).movable(c)) warm.push_back(&c), warm_bytes += c.span;
   });
+  // Only when they make the room: moved out for nothing, they would have to be filled again.
+  if (ledger.resident() - std::min(ledger.resident(), warm_bytes) + bytes > ledger.budget) return;
   for (Block* c : warm) {
     if (ledger.fits(bytes)) return;
     evict_cached(*c);

@@ -225,15 +225,18 @@ TEST_F(BlockMemoryTest, ManagedMovesAreStreamOrderedAndTheLedgerFollowsThem) {
   EXPECT_EQ(b.span, 2 * kPage);
   EXPECT_EQ(b.where, Where::Fresh);
   EXPECT_EQ(ledger.resident(), 0u);
-  // A first touch is populated on the stream of the work that needs it, not on `in`.
+  // A first touch is populated on the stream of the work that needs it, not on `in`; that work
+  // follows the fill on its stream, so no event marks the fill and the block is on the device.
+  g.ops.clear();
+  const std::size_t recorded = g.events_recorded.size();
   ASSERT_TRUE(managed->prefetch(b, false, &kJob));
   EXPECT_TRUE(has("prefetch-dev@" + sname(kJob)));
-  EXPECT_EQ(b.where, Where::Incoming);
-  EXPECT_FALSE(managed->host_completes(b));  // its use waits in stream order
-  EXPECT_TRUE(managed->movable(b));         // and it may be moved out again meanwhile
-  EXPECT_EQ(ledger.resident(), b.span);
-  managed->complete_prefetch(b, kJob);
+  EXPECT_EQ(g.ops.size(), 1u) << "the fill alone: no wait";
+  EXPECT_EQ(g.events_recorded.size(), recorded) << "no event recorded";
   EXPECT_EQ(b.where, Where::Device);
+  EXPECT_FALSE(b.ready);
+  EXPECT_TRUE(managed->movable(b));  // it may be moved out again
+  EXPECT_EQ(ledger.resident(), b.span);
   // Evicted: the ledger frees it at once, the move is on `out`, and its move back in waits for it.
   ASSERT_TRUE(managed->evict(b));
   EXPECT_EQ(b.where, Where::Host);

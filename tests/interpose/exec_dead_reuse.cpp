@@ -14,8 +14,9 @@
 // X' of X's size allocated on a, an upload of the round's pattern into it (the next thing a
 // runs, racing the discard), the large one freed;
 // then the device synchronised and X' read back. Prints `round N ok` per round, or `round N
-// lost K of M floats` when X' does not hold the pattern, and exits 1 on a CUDA error, 2 when a
-// round lost data. Run with SIMCUDA_JITTER_US (random worker delays) so that the out stream's
+// lost K of M floats` when X' does not hold the pattern, then `reused R of N` (the rounds whose
+// X' got X's address back: with capuchin, X's block from its cache), and exits 1 on a CUDA
+// error, 2 when a round lost data. Run with SIMCUDA_JITTER_US (random worker delays) so that the out stream's
 // discard can run after the upload when nothing orders them.
 #include <cuda_runtime_api.h>
 
@@ -51,7 +52,7 @@ int main(int argc, char** argv) {
   float* kept = nullptr;  // what the large allocation needs room beside
   check(cudaMallocAsync(reinterpret_cast<void**>(&kept), kKept, a), "malloc kept");
   check(simcuda::launch(fill, dim3(1), dim3(256), a, static_cast<int>(kKept / sizeof(float)), kept, 2.0f), "fill kept");
-  int lost_rounds = 0;
+  int lost_rounds = 0, reused = 0;
   for (int r = 0; r < rounds; ++r) {
     // kept used again: back on the device (the last round's shortage may have moved it out)
     check(simcuda::launch(exec_prog::bump, dim3(1), dim3(256), a, static_cast<int>(kKept / sizeof(float)), kept), "bump kept");
@@ -63,6 +64,7 @@ int main(int argc, char** argv) {
     float* large = exec_prog::pressure(large_bytes(r), b);  // the shortage: the cached blocks move out
     float* y = nullptr;
     check(cudaMallocAsync(reinterpret_cast<void**>(&y), kSmall, a), "malloc y");  // x's block, on the same stream
+    reused += y == x;
     for (int i = 0; i < n; ++i) pattern[static_cast<size_t>(i)] = static_cast<float>(r * 1000 + i % 977);
     check(cudaMemcpyAsync(y, pattern.data(), kSmall, cudaMemcpyHostToDevice, a), "upload y");
     check(cudaFreeAsync(large, b), "free large");
@@ -78,6 +80,7 @@ int main(int argc, char** argv) {
     }
     check(cudaFreeAsync(y, a), "free y");
   }
+  std::printf("reused %d of %d\n", reused, rounds);
   check(cudaFreeAsync(kept, a), "free kept");
   check(cudaStreamSynchronize(a), "final sync");
   check(cudaStreamDestroy(a), "destroy a");
