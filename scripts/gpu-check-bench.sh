@@ -4,8 +4,8 @@
 # that says so). Uses the caller's out, dry, gpu_bin, cap_lib, gpu_name, gpu_state and step.
 
 # --dry writes nothing: its tables go nowhere.
-launch_md=$out/launch.md; bandwidth_md=$out/bandwidth.md
-[ "$dry" = 1 ] && { launch_md=/dev/null; bandwidth_md=/dev/null; }
+launch_md=$out/launch.md; bandwidth_md=$out/bandwidth.md; calls_md=$out/calls.md
+[ "$dry" = 1 ] && { launch_md=/dev/null; bandwidth_md=/dev/null; calls_md=/dev/null; }
 
 launch_row() {  # launch_row LABEL LOG -> "| label | runtime enqueue | total | driver enqueue | total |"
   awk -v l="$1" '/^launch runtime/ {re=$4; rt=$6} /^launch driver/ {de=$4; dt=$6}
@@ -55,6 +55,21 @@ else
     } >"$bandwidth_md"
   else
     echo "## Bandwidth: failed (bench-bandwidth.log)" >"$bandwidth_md"
+  fi
+  [ "$dry" = 1 ] && echo "  driver calls: bench_gpu_calls (host ns per call of each entry point the executor makes; 7 runs, medians)"
+  clog="$out/bench-calls.log"
+  if step "driver calls" 120 "$clog" "$gpu_bin/bench_gpu_calls" && [ "$dry" = 0 ]; then
+    {
+      echo "## Host time per driver call (measured, ${gpu_name:-GPU}; ns, median of 7 runs)"
+      echo
+      echo "| entry point | ns per call |"
+      echo "| --- | --- |"
+      awk '/^call / {printf "| %s | %s |\n", $2, ($3 == "ns" ? $4 : $3)}' "$clog"
+      echo
+      echo "What prices bench_host_cost's driver-call counts (null driver) on this driver: events and streams idle when asked; the UVM rows move one 64 KiB managed block per call (the discard row is a freed block's discard and its fill at the reuse, per pair)."
+    } >"$calls_md"
+  else
+    echo "## Driver calls: failed (bench-calls.log)" >"$calls_md"
   fi
   [ "$dry" = 1 ] && echo "    reported in summary.md (measured figures, labelled with the GPU), not judged"
 fi

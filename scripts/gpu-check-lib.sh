@@ -130,7 +130,7 @@ write_summary() {
       echo "| --- | --- | --- | --- |"
       for r in "${rows[@]}"; do echo "$r"; done
     fi
-    for part in launch.md bandwidth.md torch.md; do
+    for part in launch.md bandwidth.md calls.md torch.md; do
       [ -s "$out/$part" ] && { echo; cat "$out/$part"; }
     done
   } >"$summary"

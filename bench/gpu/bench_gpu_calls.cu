@@ -1,0 +1,145 @@
+// bench_gpu_calls: the host time of one call of each driver entry point the executor makes
+// around a job's work (event records, queries and waits; the current device; the UVM moves
+// and the discard of a freed block), on a real driver. bench_host_cost counts these calls per
+// iteration against a null driver, which returns at once; this prices them, so the counts can
+// be read as host time (scripts/gpu-check.sh reports it, never judges it).
+//
+// Each figure is the median, over 7 runs, of a run's mean ns per call: 20,000 calls per run
+// (2,000 for the UVM moves, each of 64 KiB of managed memory, the executor's page; a run ends
+// with a synchronisation, outside the timed loop). The events and streams are idle when
+// queried or waited for, as the executor mostly finds them. Driver entry points come through
+// cudaGetDriverEntryPointByVersion (capuchin's own path is its dlsym/cuGetProcAddress tables).
+//
+// Output: `call <name> ns <median>` per entry point; `call <name> unavailable` when the driver
+// lacks one (cuMemDiscardBatchAsync: CUDA 12.8+). Exit 77 with no GPU, 1 on a CUDA error.
+#include <cuda.h>
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <vector>
+
+#include "../../tests/gpu/gpu_common.cuh"
+
+namespace {
+
+using EventRecord = CUresult (*)(CUevent, CUstream);
+using EventQuery = CUresult (*)(CUevent);
+using StreamWaitEvent = CUresult (*)(CUstream, CUevent, unsigned);
+using StreamQuery = CUresult (*)(CUstream);
+using CtxGetDevice = CUresult (*)(CUdevice*);
+using PrefetchV2 = CUresult (*)(CUdeviceptr, size_t, CUmemLocation, unsigned, CUstream);
+using DiscardBatch = CUresult (*)(CUdeviceptr*, size_t*, size_t, unsigned long long, CUstream);
+
+constexpr size_t kPage = 64 * 1024;  // the executor's managed block granule (CAPUCHIN_UVM_PAGE)
+
+// An entry point the driver may lack: null then (no exit, unlike gpu_check::driver_entry).
+template <class Fn>
+Fn optional_entry(const char* name, unsigned version) {
+  void* p = nullptr;
+  cudaDriverEntryPointQueryResult q{};
+  if (cudaGetDriverEntryPointByVersion(name, &p, version, cudaEnableDefault, &q) != cudaSuccess ||
+      q != cudaDriverEntryPointSuccess)
+    return nullptr;
+  return reinterpret_cast<Fn>(p);
+}
+
+void ok(CUresult r, const char* what) {
+  if (r == CUDA_SUCCESS) return;
+  std::printf("FAIL %s: CUresult %d\n", what, static_cast<int>(r));
+  std::exit(1);
+}
+
+// `call` once per iteration; `settle` after each run, untimed.
+template <class Call, class Settle>
+void measure(const char* name, int per_run, Call&& call, Settle&& settle) {
+  using Clock = std::chrono::steady_clock;
+  for (int i = 0; i < per_run / 10; ++i) call(i);
+  settle();
+  std::vector<double> runs;
+  for (int r = 0; r < 7; ++r) {
+    const auto t0 = Clock::now();
+    for (int i = 0; i < per_run; ++i) call(i);
+    const auto t1 = Clock::now();
+    settle();
+    runs.push_back(std::chrono::duration<double, std::nano>(t1 - t0).count() / per_run);
+  }
+  std::sort(runs.begin(), runs.end());
+  std::printf("call %s ns %.1f\n", name, runs[runs.size() / 2]);
+  std::fflush(stdout);
+}
+
+}  // namespace
+
+int main() {
+  gpu_check::require_gpu_or_skip("bench_gpu_calls");
+  GPU_CK(cudaFree(nullptr));  // the primary context, current
+  auto record = gpu_check::driver_entry<EventRecord>("cuEventRecord");
+  auto query = gpu_check::driver_entry<EventQuery>("cuEventQuery");
+  auto wait = gpu_check::driver_entry<StreamWaitEvent>("cuStreamWaitEvent");
+  auto stream_query = gpu_check::driver_entry<StreamQuery>("cuStreamQuery");
+  auto get_device = gpu_check::driver_entry<CtxGetDevice>("cuCtxGetDevice");
+  auto prefetch = optional_entry<PrefetchV2>("cuMemPrefetchAsync", 12020);
+  auto discard = optional_entry<DiscardBatch>("cuMemDiscardBatchAsync", 13000);  // cudaTypedefs.h: PFN_..._v13000
+
+  cudaStream_t s = nullptr, s2 = nullptr;
+  GPU_CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  GPU_CK(cudaStreamCreateWithFlags(&s2, cudaStreamNonBlocking));
+  cudaEvent_t ev = nullptr;
+  GPU_CK(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
+  const auto cs = reinterpret_cast<CUstream>(s), cs2 = reinterpret_cast<CUstream>(s2);
+  const auto ce = reinterpret_cast<CUevent>(ev);
+  auto sync = [&] { GPU_CK(cudaDeviceSynchronize()); };
+
+  measure("cuEventRecord", 20000, [&](int) { ok(record(ce, cs), "cuEventRecord"); }, sync);
+  measure("cuEventQuery", 20000, [&](int) { (void)query(ce); }, sync);  // complete: recorded on an idle stream
+  measure("cuStreamWaitEvent", 20000, [&](int) { ok(wait(cs2, ce, 0), "cuStreamWaitEvent"); }, sync);
+  measure("cuStreamQuery", 20000, [&](int) { (void)stream_query(cs); }, sync);
+  CUdevice dev = 0;
+  measure("cuCtxGetDevice", 20000, [&](int) { ok(get_device(&dev), "cuCtxGetDevice"); }, sync);
+
+  int device = 0, concurrent = 0;
+  GPU_CK(cudaGetDevice(&device));
+  GPU_CK(cudaDeviceGetAttribute(&concurrent, cudaDevAttrConcurrentManagedAccess, device));
+  if (prefetch == nullptr || concurrent == 0) {
+    std::printf("call cuMemPrefetchAsync unavailable\ncall cuMemDiscardBatchAsync unavailable\n");
+    return 0;
+  }
+  const int blocks = 2000;  // one 64 KiB block per call: no call finds its pages where it sends them
+  void* managed = nullptr;
+  GPU_CK(cudaMallocManaged(&managed, kPage * blocks));
+  const auto base = reinterpret_cast<CUdeviceptr>(managed);
+  const CUmemLocation to_dev{CU_MEM_LOCATION_TYPE_DEVICE, device}, to_host{CU_MEM_LOCATION_TYPE_HOST, 0};
+  GPU_CK(cudaMemset(managed, 1, kPage * blocks));  // populated on the device
+  sync();
+  bool on_device = true;
+  auto flip = [&] {  // after a run, every block back where the next run moves it from
+    sync();
+    on_device = !on_device;
+  };
+  measure("cuMemPrefetchAsync(64KiB)", blocks, [&](int i) {
+    ok(prefetch(base + kPage * static_cast<size_t>(i), kPage, on_device ? to_host : to_dev, 0, cs), "cuMemPrefetchAsync");
+  }, flip);
+  if (discard == nullptr) {
+    std::printf("call cuMemDiscardBatchAsync unavailable\n");
+  } else {
+    sync();
+    if (!on_device) {  // every block on the device first, so each discard drops resident pages
+      ok(prefetch(base, kPage * blocks, to_dev, 0, cs), "cuMemPrefetchAsync (all)");
+      sync();
+    }
+    // A freed block's discard and its fill at the reuse, as the executor makes them: per pair.
+    measure("cuMemDiscardBatchAsync+cuMemPrefetchAsync(64KiB)", blocks, [&](int i) {
+      CUdeviceptr p = base + kPage * static_cast<size_t>(i);
+      size_t n = kPage;
+      ok(discard(&p, &n, 1, 0, cs), "cuMemDiscardBatchAsync");
+      ok(prefetch(p, kPage, to_dev, 0, cs), "cuMemPrefetchAsync (fill)");
+    }, sync);
+  }
+  GPU_CK(cudaFree(managed));
+  GPU_CK(cudaEventDestroy(ev));
+  GPU_CK(cudaStreamDestroy(s));
+  GPU_CK(cudaStreamDestroy(s2));
+  return 0;
+}
