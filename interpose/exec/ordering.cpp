@@ -64,8 +64,18 @@ bool quiet_now(const EventPool& ev, const Block& b) {
   return ev.done(b.exec) && ev.done(b.ready) && ev.done(b.retire_after);
 }
 
-void add_free_event(EventPool&, Block& b, Ev& e) {
+void add_free_event(EventPool& ev, Block& b, Ev& e) {
   if (!e) return;
+  // They are released at the block's next first use: a block allocated and freed again and
+  // again without a use in between would keep every free's. Past a few, the finished ones go
+  // (nothing waits for finished work); below that, no driver call is made here.
+  constexpr std::size_t kPruneAt = 8;
+  if (b.free_events.size() >= kPruneAt)
+    std::erase_if(b.free_events, [&](Ev& f) {
+      if (!ev.done(f)) return false;
+      ev.unref(f);
+      return true;
+    });
   b.free_events.push_back(e);  // the reference moves with it
   e = Ev{};
 }

@@ -39,7 +39,8 @@ inline void mark_use(EventPool& ev, Block& b, CUstream s, Ev e) {
 void order_after_uses(const EventPool& ev, const Block& b, CUstream on);
 // Everything the host must see completed before b's memory is unmapped or released.
 void quiet_events(const Block& b, std::vector<Ev>& out);
-// Takes over the reference `e` holds, as an event the previous owner's work must pass.
+// Takes over the reference `e` holds, as an event the previous owner's work must pass (with 8
+// or more held already, the finished ones are dropped first).
 void add_free_event(EventPool& ev, Block& b, Ev& e);
 void release_free_events(EventPool& ev, Block& b);
 void release_uses(EventPool& ev, Block& b);

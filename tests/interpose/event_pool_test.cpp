@@ -151,6 +151,27 @@ TEST_F(EventPoolTest, ASlotDeferredAgainForgetsItsLastRecording) {
   events.unref(d);
 }
 
+TEST_F(EventPoolTest, AFreedBlockKeepsItsUnfinishedFreeEventsAndFewFinishedOnes) {
+  // Freed again and again with no use in between: free events pile up until its next first use.
+  Block x;
+  g.event_state = CUDA_ERROR_NOT_READY;
+  for (int i = 0; i < 12; ++i) {
+    Ev e = events.record(s1);
+    add_free_event(events, x, e);
+    EXPECT_FALSE(e) << "the reference moved into the block";
+  }
+  EXPECT_EQ(x.free_events.size(), 12u) << "work still running: every one kept";
+  g.event_state = CUDA_SUCCESS;  // all of it done
+  for (int i = 0; i < 20; ++i) {
+    Ev e = events.record(s1);
+    add_free_event(events, x, e);
+  }
+  EXPECT_LE(x.free_events.size(), 8u) << "finished ones dropped";
+  EXPECT_GE(x.free_events.size(), 1u);
+  release_free_events(events, x);
+  EXPECT_TRUE(x.free_events.empty());
+}
+
 TEST_F(EventPoolTest, ADeferredEventSeenDoneThroughItsIdleStreamIsAskedAgain) {
   // Later uses may be marked with the same deferred event: its stream is asked every time.
   Ev e = events.defer(s1);
