@@ -58,7 +58,9 @@ else
   fi
   [ "$dry" = 1 ] && echo "  driver calls: bench_gpu_calls (host ns per call of each entry point the executor makes; 7 runs, medians)"
   clog="$out/bench-calls.log"
-  if step "driver calls" 120 "$clog" "$gpu_bin/bench_gpu_calls" && [ "$dry" = 0 ]; then
+  calls_ok=0
+  step "driver calls" 120 "$clog" "$gpu_bin/bench_gpu_calls" && calls_ok=1
+  if [ "$dry" = 0 ] && grep -q '^call ' "$clog" 2>/dev/null; then  # the rows it printed, even if it failed later
     {
       echo "## Host time per driver call (measured, ${gpu_name:-GPU}; ns, median of 7 runs)"
       echo
@@ -67,8 +69,9 @@ else
       awk '/^call / {printf "| %s | %s |\n", $2, ($3 == "ns" ? $4 : $3)}' "$clog"
       echo
       echo "What prices bench_host_cost's driver-call counts (null driver) on this driver: events and streams idle when asked; the UVM rows move one 64 KiB managed block per call (the discard row is a freed block's discard and its fill at the reuse, per pair)."
+      [ "$calls_ok" = 1 ] || echo "The run failed part-way (bench-calls.log): the rows above are those it printed."
     } >"$calls_md"
-  else
+  elif [ "$dry" = 0 ]; then
     echo "## Driver calls: failed (bench-calls.log)" >"$calls_md"
   fi
   [ "$dry" = 1 ] && echo "    reported in summary.md (measured figures, labelled with the GPU), not judged"

@@ -5,13 +5,15 @@
 // be read as host time (scripts/gpu-check.sh reports it, never judges it).
 //
 // Each figure is the median, over 7 runs, of a run's mean ns per call: 20,000 calls per run
-// (2,000 for the UVM moves, each of 64 KiB of managed memory, the executor's page; a run ends
-// with a synchronisation, outside the timed loop). The events and streams are idle when
+// (2,000 for the UVM moves, each of 64 KiB of managed memory, the executor's page, each run
+// starting with every block on the side it moves from; a run ends with a synchronisation,
+// outside the timed loop). The events and streams are idle when
 // queried or waited for, as the executor mostly finds them. Driver entry points come through
 // cudaGetDriverEntryPointByVersion (capuchin's own path is its dlsym/cuGetProcAddress tables).
 //
 // Output: `call <name> ns <median>` per entry point; `call <name> unavailable` when the driver
-// lacks one (cuMemDiscardBatchAsync: CUDA 12.8+). Exit 77 with no GPU, 1 on a CUDA error.
+// lacks one (cuMemDiscardBatchAsync: cudaTypedefs.h's PFN_cuMemDiscardBatchAsync_v13000).
+// Exit 77 with no GPU, 1 on a CUDA error.
 #include <cuda.h>
 #include <cuda_runtime_api.h>
 
@@ -39,9 +41,13 @@ template <class Fn>
 Fn optional_entry(const char* name, unsigned version) {
   void* p = nullptr;
   cudaDriverEntryPointQueryResult q{};
-  if (cudaGetDriverEntryPointByVersion(name, &p, version, cudaEnableDefault, &q) != cudaSuccess ||
-      q != cudaDriverEntryPointSuccess)
-    return nullptr;
+#if CUDART_VERSION >= 12050
+  const cudaError_t e = cudaGetDriverEntryPointByVersion(name, &p, version, cudaEnableDefault, &q);
+#else
+  (void)version;
+  const cudaError_t e = cudaGetDriverEntryPoint(name, &p, cudaEnableDefault, &q);
+#endif
+  if (e != cudaSuccess || q != cudaDriverEntryPointSuccess) return nullptr;
   return reinterpret_cast<Fn>(p);
 }
 
@@ -103,39 +109,48 @@ int main() {
   GPU_CK(cudaGetDevice(&device));
   GPU_CK(cudaDeviceGetAttribute(&concurrent, cudaDevAttrConcurrentManagedAccess, device));
   if (prefetch == nullptr || concurrent == 0) {
-    std::printf("call cuMemPrefetchAsync unavailable\ncall cuMemDiscardBatchAsync unavailable\n");
+    std::printf("call cuMemPrefetchAsync(64KiB,to-host) unavailable\ncall cuMemPrefetchAsync(64KiB,to-device) unavailable\ncall cuMemDiscardBatchAsync+cuMemPrefetchAsync(64KiB) unavailable\n");
     return 0;
   }
-  const int blocks = 2000;  // one 64 KiB block per call: no call finds its pages where it sends them
+  const int blocks = 2000;  // one 64 KiB block per call
   void* managed = nullptr;
   GPU_CK(cudaMallocManaged(&managed, kPage * blocks));
   const auto base = reinterpret_cast<CUdeviceptr>(managed);
   const CUmemLocation to_dev{CU_MEM_LOCATION_TYPE_DEVICE, device}, to_host{CU_MEM_LOCATION_TYPE_HOST, 0};
-  GPU_CK(cudaMemset(managed, 1, kPage * blocks));  // populated on the device
+  GPU_CK(cudaMemset(managed, 1, kPage * blocks));  // populated
   sync();
-  bool on_device = true;
-  auto flip = [&] {  // after a run, every block back where the next run moves it from
-    sync();
-    on_device = !on_device;
-  };
-  measure("cuMemPrefetchAsync(64KiB)", blocks, [&](int i) {
-    ok(prefetch(base + kPage * static_cast<size_t>(i), kPage, on_device ? to_host : to_dev, 0, cs), "cuMemPrefetchAsync");
-  }, flip);
-  if (discard == nullptr) {
-    std::printf("call cuMemDiscardBatchAsync unavailable\n");
-  } else {
-    sync();
-    if (!on_device) {  // every block on the device first, so each discard drops resident pages
-      ok(prefetch(base, kPage * blocks, to_dev, 0, cs), "cuMemPrefetchAsync (all)");
+  // Each run starts with every block on `from` (one bulk prefetch, untimed), so each timed call
+  // moves its block: 7 runs of `blocks` calls, the median of the runs' means.
+  auto uvm_row = [&](const char* name, CUmemLocation from, auto&& call) {
+    using Clock = std::chrono::steady_clock;
+    std::vector<double> runs;
+    for (int r = 0; r < 7; ++r) {
+      ok(prefetch(base, kPage * blocks, from, 0, cs), "cuMemPrefetchAsync (all)");
       sync();
+      const auto t0 = Clock::now();
+      for (int i = 0; i < blocks; ++i) call(base + kPage * static_cast<size_t>(i));
+      const auto t1 = Clock::now();
+      sync();
+      runs.push_back(std::chrono::duration<double, std::nano>(t1 - t0).count() / blocks);
     }
-    // A freed block's discard and its fill at the reuse, as the executor makes them: per pair.
-    measure("cuMemDiscardBatchAsync+cuMemPrefetchAsync(64KiB)", blocks, [&](int i) {
-      CUdeviceptr p = base + kPage * static_cast<size_t>(i);
+    std::sort(runs.begin(), runs.end());
+    std::printf("call %s ns %.1f\n", name, runs[runs.size() / 2]);
+    std::fflush(stdout);
+  };
+  uvm_row("cuMemPrefetchAsync(64KiB,to-host)", to_dev,
+          [&](CUdeviceptr p) { ok(prefetch(p, kPage, to_host, 0, cs), "cuMemPrefetchAsync (to host)"); });
+  uvm_row("cuMemPrefetchAsync(64KiB,to-device)", to_host,
+          [&](CUdeviceptr p) { ok(prefetch(p, kPage, to_dev, 0, cs), "cuMemPrefetchAsync (to device)"); });
+  if (discard == nullptr) {
+    std::printf("call cuMemDiscardBatchAsync+cuMemPrefetchAsync(64KiB) unavailable\n");
+  } else {
+    // A freed block's discard and its fill at the reuse, as the executor makes them (there on two
+    // streams: the discard on its out stream, the fill on the job's): per pair.
+    uvm_row("cuMemDiscardBatchAsync+cuMemPrefetchAsync(64KiB)", to_dev, [&](CUdeviceptr p) {
       size_t n = kPage;
       ok(discard(&p, &n, 1, 0, cs), "cuMemDiscardBatchAsync");
       ok(prefetch(p, kPage, to_dev, 0, cs), "cuMemPrefetchAsync (fill)");
-    }, sync);
+    });
   }
   GPU_CK(cudaFree(managed));
   GPU_CK(cudaEventDestroy(ev));

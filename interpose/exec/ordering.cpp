@@ -3,6 +3,8 @@
 
 #include <pthread.h>
 
+#include <algorithm>
+
 #include "config.hpp"
 
 namespace capuchin::interpose::exec {
@@ -66,6 +68,11 @@ bool quiet_now(const EventPool& ev, const Block& b) {
 
 void add_free_event(EventPool& ev, Block& b, Ev& e) {
   if (!e) return;
+  // Frees on one stream with no work forwarded between them share its deferred event: once.
+  if (std::find(b.free_events.begin(), b.free_events.end(), e) != b.free_events.end()) {
+    ev.unref(e);
+    return;
+  }
   // They are released at the block's next first use: a block allocated and freed again and
   // again without a use in between would keep every free's. Past a few, the finished ones go
   // (nothing waits for finished work); below that, no driver call is made here.

@@ -168,8 +168,21 @@ TEST_F(EventPoolTest, AFreedBlockKeepsItsUnfinishedFreeEventsAndFewFinishedOnes)
   }
   EXPECT_LE(x.free_events.size(), 8u) << "finished ones dropped";
   EXPECT_GE(x.free_events.size(), 1u);
+  EXPECT_LE(g.events_made, 13) << "the dropped ones went back to the pool and were used again";
   release_free_events(events, x);
   EXPECT_TRUE(x.free_events.empty());
+  // Below 8, nothing is asked of the driver; the same (deferred) event added twice is held once.
+  const int queries = g.event_queries;
+  Ev d = events.defer(s1);
+  for (int i = 0; i < 5; ++i) {
+    Ev again = events.ref(d);
+    add_free_event(events, x, again);
+  }
+  EXPECT_EQ(x.free_events.size(), 1u);
+  EXPECT_EQ(g.event_queries, queries);
+  EXPECT_TRUE(g.queried.empty()) << "no stream asked";
+  release_free_events(events, x);
+  events.unref(d);
 }
 
 TEST_F(EventPoolTest, ADeferredEventSeenDoneThroughItsIdleStreamIsAskedAgain) {
