@@ -36,40 +36,26 @@ using DiscardBatch = CUresult (*)(CUdeviceptr*, size_t*, size_t, unsigned long l
 
 constexpr size_t kPage = 64 * 1024;  // the executor's managed block granule (CAPUCHIN_UVM_PAGE)
 
-// An entry point the driver may lack: null then (no exit, unlike gpu_check::driver_entry).
-template <class Fn>
-Fn optional_entry(const char* name, unsigned version) {
-  void* p = nullptr;
-  cudaDriverEntryPointQueryResult q{};
-#if CUDART_VERSION >= 12050
-  const cudaError_t e = cudaGetDriverEntryPointByVersion(name, &p, version, cudaEnableDefault, &q);
-#else
-  (void)version;
-  const cudaError_t e = cudaGetDriverEntryPoint(name, &p, cudaEnableDefault, &q);
-#endif
-  if (e != cudaSuccess || q != cudaDriverEntryPointSuccess) return nullptr;
-  return reinterpret_cast<Fn>(p);
-}
-
 void ok(CUresult r, const char* what) {
   if (r == CUDA_SUCCESS) return;
   std::printf("FAIL %s: CUresult %d\n", what, static_cast<int>(r));
   std::exit(1);
 }
 
-// `call` once per iteration; `settle` after each run, untimed.
-template <class Call, class Settle>
-void measure(const char* name, int per_run, Call&& call, Settle&& settle) {
+// Prints `call NAME ns M`: M the median over 7 runs of a run's mean ns per `call(i)`, i from 0
+// to per_run - 1. `before_run` comes before each run and a synchronisation after it, untimed;
+// one untimed run first warms the path up.
+template <class Before, class Call>
+void measure(const char* name, int per_run, Before&& before_run, Call&& call) {
   using Clock = std::chrono::steady_clock;
-  for (int i = 0; i < per_run / 10; ++i) call(i);
-  settle();
   std::vector<double> runs;
-  for (int r = 0; r < 7; ++r) {
+  for (int r = 0; r < 8; ++r) {
+    before_run();
     const auto t0 = Clock::now();
     for (int i = 0; i < per_run; ++i) call(i);
     const auto t1 = Clock::now();
-    settle();
-    runs.push_back(std::chrono::duration<double, std::nano>(t1 - t0).count() / per_run);
+    GPU_CK(cudaDeviceSynchronize());
+    if (r > 0) runs.push_back(std::chrono::duration<double, std::nano>(t1 - t0).count() / per_run);
   }
   std::sort(runs.begin(), runs.end());
   std::printf("call %s ns %.1f\n", name, runs[runs.size() / 2]);
@@ -86,8 +72,8 @@ int main() {
   auto wait = gpu_check::driver_entry<StreamWaitEvent>("cuStreamWaitEvent");
   auto stream_query = gpu_check::driver_entry<StreamQuery>("cuStreamQuery");
   auto get_device = gpu_check::driver_entry<CtxGetDevice>("cuCtxGetDevice");
-  auto prefetch = optional_entry<PrefetchV2>("cuMemPrefetchAsync", 12020);
-  auto discard = optional_entry<DiscardBatch>("cuMemDiscardBatchAsync", 13000);  // cudaTypedefs.h: PFN_..._v13000
+  auto prefetch = gpu_check::driver_entry_or_null<PrefetchV2>("cuMemPrefetchAsync", 12020);
+  auto discard = gpu_check::driver_entry_or_null<DiscardBatch>("cuMemDiscardBatchAsync", 13000);  // cudaTypedefs.h: PFN_..._v13000
 
   cudaStream_t s = nullptr, s2 = nullptr;
   GPU_CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
@@ -97,13 +83,14 @@ int main() {
   const auto cs = reinterpret_cast<CUstream>(s), cs2 = reinterpret_cast<CUstream>(s2);
   const auto ce = reinterpret_cast<CUevent>(ev);
   auto sync = [&] { GPU_CK(cudaDeviceSynchronize()); };
+  auto nothing = [] {};
 
-  measure("cuEventRecord", 20000, [&](int) { ok(record(ce, cs), "cuEventRecord"); }, sync);
-  measure("cuEventQuery", 20000, [&](int) { (void)query(ce); }, sync);  // complete: recorded on an idle stream
-  measure("cuStreamWaitEvent", 20000, [&](int) { ok(wait(cs2, ce, 0), "cuStreamWaitEvent"); }, sync);
-  measure("cuStreamQuery", 20000, [&](int) { (void)stream_query(cs); }, sync);
+  measure("cuEventRecord", 20000, nothing, [&](int) { ok(record(ce, cs), "cuEventRecord"); });
+  measure("cuEventQuery", 20000, nothing, [&](int) { (void)query(ce); });  // complete: recorded on an idle stream
+  measure("cuStreamWaitEvent", 20000, nothing, [&](int) { ok(wait(cs2, ce, 0), "cuStreamWaitEvent"); });
+  measure("cuStreamQuery", 20000, nothing, [&](int) { (void)stream_query(cs); });
   CUdevice dev = 0;
-  measure("cuCtxGetDevice", 20000, [&](int) { ok(get_device(&dev), "cuCtxGetDevice"); }, sync);
+  measure("cuCtxGetDevice", 20000, nothing, [&](int) { ok(get_device(&dev), "cuCtxGetDevice"); });
 
   int device = 0, concurrent = 0;
   GPU_CK(cudaGetDevice(&device));
@@ -120,22 +107,12 @@ int main() {
   GPU_CK(cudaMemset(managed, 1, kPage * blocks));  // populated
   sync();
   // Each run starts with every block on `from` (one bulk prefetch, untimed), so each timed call
-  // moves its block: 7 runs of `blocks` calls, the median of the runs' means.
-  auto uvm_row = [&](const char* name, CUmemLocation from, auto&& call) {
-    using Clock = std::chrono::steady_clock;
-    std::vector<double> runs;
-    for (int r = 0; r < 7; ++r) {
+  // moves its block.
+  auto uvm_row = [&](const char* name, CUmemLocation from, auto&& move) {
+    measure(name, blocks, [&] {
       ok(prefetch(base, kPage * blocks, from, 0, cs), "cuMemPrefetchAsync (all)");
       sync();
-      const auto t0 = Clock::now();
-      for (int i = 0; i < blocks; ++i) call(base + kPage * static_cast<size_t>(i));
-      const auto t1 = Clock::now();
-      sync();
-      runs.push_back(std::chrono::duration<double, std::nano>(t1 - t0).count() / blocks);
-    }
-    std::sort(runs.begin(), runs.end());
-    std::printf("call %s ns %.1f\n", name, runs[runs.size() / 2]);
-    std::fflush(stdout);
+    }, [&](int i) { move(base + kPage * static_cast<size_t>(i)); });
   };
   uvm_row("cuMemPrefetchAsync(64KiB,to-host)", to_dev,
           [&](CUdeviceptr p) { ok(prefetch(p, kPage, to_host, 0, cs), "cuMemPrefetchAsync (to host)"); });

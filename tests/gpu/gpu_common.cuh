@@ -76,8 +76,11 @@ inline int finish(const char* prog) {
 // A driver entry point through cudart (which asks cuGetProcAddress), as cuBLAS and PyTorch do.
 // cudaGetDriverEntryPointByVersion exists from CUDA 12.5 (and alone in 13); before, the
 // unversioned call gives the toolkit's default version of the entry point.
+// driver_entry_or_null: null when the driver lacks it (*err, *q: what the runtime said);
+// driver_entry: a FAIL line and exit 1 then.
 template <class Fn>
-Fn driver_entry(const char* name, unsigned version = 12000) {
+Fn driver_entry_or_null(const char* name, unsigned version = 12000, cudaError_t* err = nullptr,
+                        cudaDriverEntryPointQueryResult* query = nullptr) {
   void* p = nullptr;
   cudaDriverEntryPointQueryResult q{};
 #if CUDART_VERSION >= 12050
@@ -86,12 +89,21 @@ Fn driver_entry(const char* name, unsigned version = 12000) {
   (void)version;
   const cudaError_t e = cudaGetDriverEntryPoint(name, &p, cudaEnableDefault, &q);
 #endif
-  if (e != cudaSuccess || q != cudaDriverEntryPointSuccess || p == nullptr) {
+  if (err != nullptr) *err = e;
+  if (query != nullptr) *query = q;
+  return e == cudaSuccess && q == cudaDriverEntryPointSuccess ? reinterpret_cast<Fn>(p) : nullptr;
+}
+template <class Fn>
+Fn driver_entry(const char* name, unsigned version = 12000) {
+  cudaError_t e = cudaSuccess;
+  cudaDriverEntryPointQueryResult q{};
+  Fn f = driver_entry_or_null<Fn>(name, version, &e, &q);
+  if (f == nullptr) {
     std::printf("FAIL driver entry %s: %s (query result %d)\n", name, cudaGetErrorString(e), static_cast<int>(q));
     std::fflush(stdout);
     std::exit(1);
   }
-  return reinterpret_cast<Fn>(p);
+  return f;
 }
 
 }  // namespace gpu_check
