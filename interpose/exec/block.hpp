@@ -251,6 +251,7 @@ class BlockTable {
     return found != nullptr ? (*found)->warm : 0;
   }
   void cool(Block& b);
+  std::uint64_t warm_bytes() const { return warm_bytes_; }  // of every span
   // A cached block of `span` and `kind` that `usable` accepts (device-resident ones first,
   // oldest first), taken out of the cache; null when none.
   template <class F>
@@ -324,6 +325,7 @@ class BlockTable {
   // cache_'s buckets by span (map nodes stay put): a reuse or a free finds its bucket without
   // walking the tree; cache_ keeps the order for_each_cached promises.
   FlatMap<CacheBucket*> bucket_of_;
+  std::uint64_t warm_bytes_ = 0;  // the spans of the blocks with Block::warm
 };
 
 }  // namespace capuchin::interpose::exec

@@ -60,13 +60,14 @@ void BlockTable::cache(Block* b) {
   (bucket.newest != nullptr ? bucket.newest->cache_next : bucket.oldest) = b;
   bucket.newest = b;
   b->cached = true;
-  if (b->warm) ++bucket.warm;
+  if (b->warm) ++bucket.warm, warm_bytes_ += b->span;
 }
 
 void BlockTable::cool(Block& b) {
   if (!b.warm) return;
   b.warm = false;
   if (!b.cached) return;
+  warm_bytes_ -= std::min(warm_bytes_, static_cast<std::uint64_t>(b.span));
   if (CacheBucket* const* found = bucket_of_.find(b.span); found != nullptr && (*found)->warm > 0) --(*found)->warm;
 }
 
@@ -78,6 +79,7 @@ void BlockTable::uncache(CacheBucket& bucket, Block* b) {
   if (b->warm) {
     b->warm = false;
     if (bucket.warm > 0) --bucket.warm;
+    warm_bytes_ -= std::min(warm_bytes_, static_cast<std::uint64_t>(b->span));
   }
 }
 

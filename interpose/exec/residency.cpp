@@ -173,15 +173,18 @@ void Executor::evict_cached(Block& c) {
 }
 
 void Executor::cool_warm(std::uint64_t bytes) {
-  if (ledger.fits(bytes)) return;
+  // Only when they make the room: moved out for nothing, they would have to be filled again.
+  // (Their total first: most planned swap-ins find none, or too few, and walk nothing.)
+  const std::uint64_t all_warm = blocks.warm_bytes();
+  if (ledger.fits(bytes) || all_warm == 0 || ledger.resident() - std::min(ledger.resident(), all_warm) + bytes > ledger.budget)
+    return;
   std::vector<Block*>& warm = scratch().blocks;
   warm.clear();
   std::uint64_t warm_bytes = 0;
   blocks.for_each_cached([&](Block& c) {
     if (c.warm && c.pins == 0 && c.where == Where::Device && mem(c).movable(c)) warm.push_back(&c), warm_bytes += c.span;
   });
-  // Only when they make the room: moved out for nothing, they would have to be filled again.
-  if (ledger.resident() - std::min(ledger.resident(), warm_bytes) + bytes > ledger.budget) return;
+  if (ledger.resident() - std::min(ledger.resident(), warm_bytes) + bytes > ledger.budget) return;  // some pinned
   for (Block* c : warm) {
     if (ledger.fits(bytes)) return;
     evict_cached(*c);

@@ -164,6 +164,7 @@ TEST(BlockTable, CountsTheWarmBlocksOfASpanUntilTakenCooledOrForgotten) {
   Block* other = make(8192, true);
   EXPECT_EQ(table.warm(4096), 2u);
   EXPECT_EQ(table.warm(8192), 1u);
+  EXPECT_EQ(table.warm_bytes(), 4096u + 4096u + 8192u);
   auto any = [](Block&) { return true; };
   EXPECT_EQ(table.take_cached(4096, Kind::Managed, any), w1);  // the oldest
   EXPECT_FALSE(w1->warm);
@@ -172,11 +173,14 @@ TEST(BlockTable, CountsTheWarmBlocksOfASpanUntilTakenCooledOrForgotten) {
   table.cool(*w2);  // once only
   EXPECT_FALSE(w2->warm);
   EXPECT_EQ(table.warm(4096), 0u);
+  EXPECT_EQ(table.warm_bytes(), 8192u);
   table.forget(other);
   EXPECT_EQ(table.warm(8192), 0u);
+  EXPECT_EQ(table.warm_bytes(), 0u);
   w1->warm = true;  // freed again, kept warm
   table.cache(w1);
   EXPECT_EQ(table.warm(4096), 1u);
+  EXPECT_EQ(table.warm_bytes(), 4096u);
 }
 
 TEST(BlockTable, FindsLiveBlocksOnlyByIdBaseAndInteriorAddress) {
