@@ -311,6 +311,7 @@ class BlockTable {
     std::uint32_t warm = 0;  // its blocks with Block::warm
   };
   void uncache(CacheBucket& bucket, Block* b);
+  void unwarm(CacheBucket& bucket, Block& b);  // b warm and cached in bucket: counted no more
   CacheBucket& bucket_for(std::size_t span);  // made when the span has none
 
   std::pmr::unsynchronized_pool_resource pool_;  // before the containers that use it

@@ -63,12 +63,19 @@ void BlockTable::cache(Block* b) {
   if (b->warm) ++bucket.warm, warm_bytes_ += b->span;
 }
 
+void BlockTable::unwarm(CacheBucket& bucket, Block& b) {
+  b.warm = false;
+  --bucket.warm;
+  warm_bytes_ -= b.span;
+}
+
 void BlockTable::cool(Block& b) {
   if (!b.warm) return;
-  b.warm = false;
-  if (!b.cached) return;
-  warm_bytes_ -= std::min(warm_bytes_, static_cast<std::uint64_t>(b.span));
-  if (CacheBucket* const* found = bucket_of_.find(b.span); found != nullptr && (*found)->warm > 0) --(*found)->warm;
+  if (!b.cached) {
+    b.warm = false;
+    return;
+  }
+  unwarm(**bucket_of_.find(b.span), b);  // cached: its span has a bucket
 }
 
 void BlockTable::uncache(CacheBucket& bucket, Block* b) {
@@ -76,11 +83,7 @@ void BlockTable::uncache(CacheBucket& bucket, Block* b) {
   (b->cache_next != nullptr ? b->cache_next->cache_prev : bucket.newest) = b->cache_prev;
   b->cache_prev = b->cache_next = nullptr;
   b->cached = false;
-  if (b->warm) {
-    b->warm = false;
-    if (bucket.warm > 0) --bucket.warm;
-    warm_bytes_ -= std::min(warm_bytes_, static_cast<std::uint64_t>(b->span));
-  }
+  if (b->warm) unwarm(bucket, *b);
 }
 
 }  // namespace capuchin::interpose::exec

@@ -257,10 +257,8 @@ bool free(CUdeviceptr p, CUstream s, bool per_thread, bool stream_ordered, CUres
   if (budget_binds && b->kind == Kind::Managed && b->where == Where::Device && e.ledger.fits(b->span) &&
       e.blocks.warm(b->span) < kWarmPerSpan) {
     b->warm = true;  // counted by cache(), below
-  } else if (budget_binds && e.mem(*b).discard_dead(*b, discarded)) {  // a reuse waits for it
-    b->free_stream_valid = false;  // issued on capuchin's stream: the free's stream order does not cover it
-    if (!discarded) e.await_stream(e.moves.out);  // no event marks it: it has happened now
-    add_free_event(e.events, *b, discarded);
+  } else if (budget_binds && e.mem(*b).discard_dead(*b, discarded)) {
+    e.reuse_after_move_out(*b, discarded);
   }
   b->id = kNoBlockId;
   e.producers.give(b->producer);

@@ -163,6 +163,10 @@ class Executor {
 
   // --- executor.cpp
   void await(Ev e);                  // the host waits for e, outside the lock
+  // A freed block's managed memory discarded (or moved out) on capuchin's out stream, the move's
+  // event `moved` (a reference, taken over; none: the host waits for the out stream): its next
+  // owner waits for it, on any stream (a discard drops what is written before it runs).
+  void reuse_after_move_out(Block& b, Ev& moved);
   void await_stream(CUstream s);     // ... for a stream (when no event could be recorded)
   // The event ending the job's work forwarded on `s` so far (the stream's deferred event,
   // StreamActivity::use_event, noted as its latest work); none when `s` is another device's (see
@@ -261,8 +265,8 @@ class Executor {
     return r;
   }
   bool start_victims(std::uint64_t short_bytes, bool may_wait);
-  // A freed block's memory moved out while it is cached (its data dead): its next owner waits
-  // for the move. cool_warm: warm blocks (kept at their free) moved out until `bytes` fit.
+  // A cached block's memory moved out (its data dead), its next owner ordered after the move.
+  // cool_warm: warm blocks (kept at their free) moved out until `bytes` fit.
   void evict_cached(Block& c);
   void cool_warm(std::uint64_t bytes);
   bool await_eviction_in_flight();

@@ -161,23 +161,25 @@ bool Executor::start_victims(std::uint64_t short_bytes, bool may_wait) {
   return started_any;
 }
 
+void Executor::reuse_after_move_out(Block& b, Ev& moved) {
+  b.free_stream_valid = false;  // the free's stream order does not cover the out stream's work
+  if (!moved) await_stream(moves.out);  // no event marks it: it has happened now
+  add_free_event(events, b, moved);
+}
+
 void Executor::evict_cached(Block& c) {
   mem(c).evict_dead(c);
   blocks.cool(c);
-  // Its next owner waits for this move out (a discard on the out stream drops whatever is
-  // written before it runs), which the free's stream order does not cover: as discard_dead at
-  // a free does, the event joins the free events and a reuse on the free's stream waits too.
-  c.free_stream_valid = false;
-  if (Ev moved = events.ref(c.ready)) add_free_event(events, c, moved);
-  else if (c.kind == Kind::Managed && c.where != Where::Device) await_stream(moves.out);  // no event marks it: it has happened now
+  if (c.kind != Kind::Managed) return;  // Vmm: unmapped on the host's clock, its work quiet first
+  Ev moved = events.ref(c.ready);  // its discard (or copy) on the out stream
+  reuse_after_move_out(c, moved);
 }
 
 void Executor::cool_warm(std::uint64_t bytes) {
   // Only when they make the room: moved out for nothing, they would have to be filled again.
   // (Their total first: most planned swap-ins find none, or too few, and walk nothing.)
   const std::uint64_t all_warm = blocks.warm_bytes();
-  if (ledger.fits(bytes) || all_warm == 0 || ledger.resident() - std::min(ledger.resident(), all_warm) + bytes > ledger.budget)
-    return;
+  if (ledger.fits(bytes) || ledger.resident() - std::min(ledger.resident(), all_warm) + bytes > ledger.budget) return;
   std::vector<Block*>& warm = scratch().blocks;
   warm.clear();
   std::uint64_t warm_bytes = 0;

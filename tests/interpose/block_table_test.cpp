@@ -89,20 +89,23 @@ TEST(FlatMap, TryEmplaceKeepsTheFirstValueAndEraseHandsItBack) {
   EXPECT_TRUE(live.empty());
 }
 
+// A block of `span` at a base of its own (1 << 24 apart), owned by `owned`.
+Block* new_block(std::vector<std::unique_ptr<Block>>& owned, std::size_t span, Where where) {
+  owned.push_back(std::make_unique<Block>());
+  Block* b = owned.back().get();
+  b->base = (1ull << 42) + owned.size() * (1ull << 24);
+  b->span = span;
+  b->where = where;
+  return b;
+}
+
 // The cache of freed blocks: by span, oldest first; a reuse takes the oldest usable one of its
 // span and kind (device-resident first); a deleted block leaves the cache; spans no block
 // holds any more go with their last block.
 TEST(BlockTable, CachesFreedBlocksBySpanOldestFirst) {
   BlockTable table;
   std::vector<std::unique_ptr<Block>> blocks;
-  auto make = [&](std::size_t span, Where where) {
-    blocks.push_back(std::make_unique<Block>());
-    Block* b = blocks.back().get();
-    b->base = (1ull << 42) + blocks.size() * (1ull << 24);
-    b->span = span;
-    b->where = where;
-    return b;
-  };
+  auto make = [&](std::size_t span, Where where) { return new_block(blocks, span, where); };
   Block* a = make(4096, Where::Device);
   Block* h = make(4096, Where::Host);
   Block* c = make(4096, Where::Device);
@@ -148,11 +151,7 @@ TEST(BlockTable, CountsTheWarmBlocksOfASpanUntilTakenCooledOrForgotten) {
   BlockTable table;
   std::vector<std::unique_ptr<Block>> blocks;
   auto make = [&](std::size_t span, bool warm) {
-    blocks.push_back(std::make_unique<Block>());
-    Block* b = blocks.back().get();
-    b->base = (1ull << 43) + blocks.size() * (1ull << 24);
-    b->span = span;
-    b->where = Where::Device;
+    Block* b = new_block(blocks, span, Where::Device);
     b->warm = warm;
     table.cache(b);
     return b;
