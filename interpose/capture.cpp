@@ -298,6 +298,7 @@ DeviceSpan device_span() {
 
 const ScanRun* scan_runs(const FuncLayout& layout) { return st().cache.runs(layout); }
 
+
 unsigned scan_launch(const FuncLayout* layout, void** params, void** extra, std::uint64_t* words,
                      std::uint8_t* flags) {
   DistinctWords<kMaxLaunchWords> distinct(words);

@@ -22,6 +22,7 @@
 #include "func_cache.hpp"
 #include "record.hpp"
 #include "ring.hpp"
+#include "word_scan.hpp"
 
 namespace capuchin::interpose {
 
@@ -106,6 +107,15 @@ void for_each_candidate(const FuncLayout* layout, void** params, void** extra, F
   // at blocks holding a candidate. Most words are scalars far outside every allocation.
   auto scan_words = [&](const char* p, std::uint32_t count) {
     std::uint32_t i = 0;
+    if (count >= 32) [[unlikely]] {  // a large by-value struct: its runs of scalars skipped in blocks
+      while ((i = skip_to_candidates(p, i, count, lo, span)) + 16 <= count) {
+        for (const std::uint32_t end = i + 16; i < end; ++i) {
+          std::uint64_t x;
+          std::memcpy(&x, p + 8 * i, sizeof x);
+          if (x - lo < span) f(x);
+        }
+      }
+    }
     for (; i + 4 <= count; i += 4) {
       std::uint64_t w0, w1, w2, w3;  // scalars, not an array: no round trip through the stack
       std::memcpy(&w0, p + 8 * i, 8);
@@ -129,6 +139,12 @@ void for_each_candidate(const FuncLayout* layout, void** params, void** extra, F
     for (std::uint32_t k = 0; k < layout->nruns; ++k) {
       const char* value = static_cast<const char*>(params[runs[k].param]);
       if (value == nullptr) [[unlikely]] continue;
+      if (runs[k].nwords == 1) {  // a pointer or 8-byte scalar parameter, the most common run:
+        std::uint64_t x;          // no block loop to set up for one word
+        std::memcpy(&x, value + runs[k].offset, sizeof x);
+        if (x - lo < span) f(x);
+        continue;
+      }
       scan_words(value + runs[k].offset, runs[k].nwords);
     }
   } else if (params == nullptr && extra != nullptr) {
