@@ -20,8 +20,7 @@ std::uint32_t Translator::stream_number(std::uint64_t handle, bool per_thread, s
   // point; 0x1 / 0x2 are cudaStreamLegacy / cudaStreamPerThread.
   if (handle == 0x2 || (handle == 0 && per_thread)) handle = 0x2ull << 56 | slot;
   else if (handle == 0 || handle == 0x1) return 0;
-  auto [it, inserted] = streams_.try_emplace(handle, static_cast<std::uint32_t>(streams_.size() + 1));
-  return it->second;
+  return *streams_.try_emplace(handle, static_cast<std::uint32_t>(streams_.size() + 1)).first;
 }
 
 void Translator::emit(EventView& ev) {
@@ -89,7 +88,7 @@ void Translator::on(const Record& raw, const std::uint64_t* words, std::size_t n
       }
       head.h.b = resolved_.size();
       head.h.c = unknown;
-      translate(head, resolved_.data(), resolved_.size(), slot);
+      translate(head, resolved_.data(), resolved_.size(), slot, true);
       return;
     }
     case Kind::Copy: {
@@ -123,7 +122,8 @@ void Translator::on(const Record& raw, const std::uint64_t* words, std::size_t n
   translate(head, nullptr, 0, slot);
 }
 
-void Translator::translate(const Record& head, const std::uint64_t* ids, std::size_t nids, std::uint32_t slot) {
+void Translator::translate(const Record& head, const std::uint64_t* ids, std::size_t nids, std::uint32_t slot,
+                           bool known_live) {
   if ((head.flags & kCaptured) != 0 && (head.kind == Kind::Launch || head.kind == Kind::Copy ||
                                          head.kind == Kind::Memset)) {
     const std::uint32_t seq = head.kind == Kind::Launch ? static_cast<std::uint32_t>(head.h.e) : head.aux;
@@ -138,7 +138,7 @@ void Translator::translate(const Record& head, const std::uint64_t* ids, std::si
   };
   switch (head.kind) {
     case Kind::Alloc:
-      if (!live_.insert(head.h.a).second) return;  // cannot happen: ids are unique
+      if (!live_.try_emplace(head.h.a, 1).second) return;  // cannot happen: ids are unique
       ev.op = Op::Alloc;
       ev.id = head.h.a;
       ev.bytes = head.h.c;
@@ -147,7 +147,7 @@ void Translator::translate(const Record& head, const std::uint64_t* ids, std::si
       emit(ev);
       return;
     case Kind::Free:
-      if (live_.erase(head.h.a) == 0) {
+      if (!live_.erase(head.h.a)) {
         ++stats_.unknown_ids_dropped;
         return;
       }
@@ -157,10 +157,14 @@ void Translator::translate(const Record& head, const std::uint64_t* ids, std::si
       emit(ev);
       return;
     case Kind::Launch: {
-      scratch_.clear();
-      for (std::size_t i = 0; i < nids; ++i) {
-        if (live(ids[i])) scratch_.push_back(ids[i]);
-        else ++stats_.unknown_ids_dropped;
+      std::span<const std::uint64_t> touch(ids, nids);
+      if (!known_live) {
+        scratch_.clear();
+        for (std::size_t i = 0; i < nids; ++i) {
+          if (live(ids[i])) scratch_.push_back(ids[i]);
+          else ++stats_.unknown_ids_dropped;
+        }
+        touch = scratch_;
       }
       stats_.unknown_words += head.h.c;
       if ((head.flags & kTruncated) != 0) ++stats_.truncated_launches;
@@ -176,7 +180,7 @@ void Translator::translate(const Record& head, const std::uint64_t* ids, std::si
       }
       ev.op = Op::Kernel;
       ev.flags |= trace::kHasTouch;
-      ev.touch = scratch_;
+      ev.touch = touch;
       if (head.h.f != 0) ev.flags |= trace::kHasDur, ev.dur_ns = head.h.f;  // measured (Drain::pass)
       set_stream(head.h.d);
       ++stats_.kernels;
@@ -282,18 +286,19 @@ bool Drain::start(RingPool& pool, const FuncCache& cache, std::unique_ptr<Sink> 
 
 void Drain::run() {
   while (!stop_.load(std::memory_order_acquire)) {
-    const bool got = pass(false);
+    const Pace pace = pass(false);
     if (sink_) (void)sink_->flush();  // the daemon sink sends, reads plans and reconnects here
-    if (!got) {
-      timespec ts{0, static_cast<long>(interval_us_) * 1000};
+    if (pace != Pace::Again) {
+      const long us = pace == Pace::Soon ? std::max(10L, static_cast<long>(interval_us_) / 4) : interval_us_;
+      timespec ts{us / 1'000'000, us % 1'000'000 * 1000};
       nanosleep(&ts, nullptr);
     }
   }
 }
 
-bool Drain::pass(bool final) {
+Drain::Pace Drain::pass(bool final) {
   const std::uint64_t horizon = final ? ~std::uint64_t{0} : pool_->stamp_horizon();
-  bool got = false;
+  std::uint64_t fill16 = 0;  // the fullest ring's backlog, in sixteenths of its records
   // pending_ is a concatenation of runs already in stamp order (the events kept from the
   // last pass, then each ring's events: a thread takes its stamps in commit order), so the
   // pass merges runs instead of sorting.
@@ -305,6 +310,7 @@ bool Drain::pass(bool final) {
     if (st == SlotState::Free) continue;
     const std::uint64_t h = s.head.load(std::memory_order_acquire);
     std::uint64_t t = s.tail.load(std::memory_order_relaxed);
+    fill16 = std::max(fill16, (h - t) * 16 / (s.mask + 1));
     while (t < h) {
       const Record& r = s.records[t & s.mask];
       const std::uint64_t n = r.cont;
@@ -321,7 +327,6 @@ bool Drain::pass(bool final) {
       p.nids = static_cast<std::uint32_t>(ids_.size() - p.ids_off);
       pending_.push_back(p);
       t += 1 + n;
-      got = true;
     }
     if (pending_.size() > run_ends_.back()) run_ends_.push_back(pending_.size());
     s.tail.store(t, std::memory_order_release);
@@ -330,7 +335,8 @@ bool Drain::pass(bool final) {
       pool_->recycle(&s);
     }
   }
-  if (pending_.empty()) return got;
+  const Pace pace = fill16 >= 4 ? Pace::Again : fill16 >= 1 ? Pace::Soon : Pace::Idle;
+  if (pending_.empty()) return pace;
   const auto by_stamp = [](const Pending& a, const Pending& b) {
     if (a.ts != b.ts) return a.ts < b.ts;
     if (a.slot != b.slot) return a.slot < b.slot;
@@ -372,7 +378,7 @@ bool Drain::pass(bool final) {
   }
   pending_.swap(keep_);
   ids_.swap(keep_ids_);
-  return got && !held;  // held: sleep before polling the GPU again
+  return held && pace == Pace::Again ? Pace::Soon : pace;  // held: sleep before polling the GPU again
 }
 
 CaptureStats Drain::stop() {

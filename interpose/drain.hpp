@@ -69,22 +69,25 @@ class Translator {
   // `on` after resolution: addresses are ids (Alloc/Free: a = id; Launch: the ids, b = their
   // count, c = unknown words; Copy: a/b = src/dst id or kNoId, sub = CopySub, f = unknown
   // sides; Memset: a = id or kNoId, f = unknown sides).
-  void translate(const Record& head, const std::uint64_t* ids, std::size_t nids, std::uint32_t slot);
+  // `known_live`: the ids were resolved through the address map just now, so every one is live
+  // (its entries and live_ hold the same allocations); a replayed capture's ids are checked.
+  void translate(const Record& head, const std::uint64_t* ids, std::size_t nids, std::uint32_t slot,
+                 bool known_live = false);
   void free_stale(std::uint64_t id, std::uint32_t slot);
   std::uint64_t device_id(std::uint64_t addr) const;  // kNoId: host memory or unknown
   std::uint32_t stream_number(std::uint64_t handle, bool per_thread, std::uint32_t slot);
   void emit(trace::EventView& ev);
-  bool live(std::uint64_t id) const { return live_.count(id) != 0; }
+  bool live(std::uint64_t id) const { return live_.find(id) != nullptr; }
 
   const FuncCache& cache_;
   Sink* sink_;
   bool sink_failed_ = false;
   CaptureStats stats_;
-  std::unordered_set<std::uint64_t> live_;
+  FlatMap<std::uint8_t> live_;  // ids allocated and not freed (the value is unused)
   AddressMap addresses_;
   std::vector<std::uint64_t> resolved_;
   std::uint64_t launch_stamp_ = 0;  // launches translated (AddressMap::Entry::seen)
-  std::unordered_map<std::uint64_t, std::uint32_t> streams_;
+  FlatMap<std::uint32_t> streams_;  // stream handle (per-thread default: see stream_number) -> number
   std::unordered_map<std::uint32_t, std::vector<Captured>> captures_;
   std::unordered_map<std::uint64_t, std::uint32_t> graph_capture_, exec_capture_;
   std::uint64_t iterations_ = 0;
@@ -112,7 +115,14 @@ class Drain {
     std::uint32_t ids_off, nids;
   };
   void run();
-  bool pass(bool final);
+  // How soon the thread passes again: at once while a ring is a quarter full or more (a burst
+  // it must not overflow with), after a quarter of its interval while one holds a sixteenth,
+  // else after its interval; never at once while a timed launch holds the events back. (It used
+  // to pass again whenever a pass found anything: while a job launched, the drain spun, hundreds
+  // of passes per iteration, each reading every slot and the ring heads the job's threads write.)
+  enum class Pace : std::uint8_t { Again, Soon, Idle };
+  // One pass over the rings.
+  Pace pass(bool final);
 
   RingPool* pool_ = nullptr;
   std::unique_ptr<Sink> sink_;
