@@ -15,8 +15,9 @@ namespace capuchin::interpose::exec {
 // handles): theirs is left to the driver. A framework's allocator is the application's.
 bool in_cuda_library(Executor& e, const void* caller) {
   if (caller == nullptr) return false;  // not known (a driver-level call): the application's
-  auto [it, fresh] = e.library_callers.try_emplace(caller, false);
-  if (!fresh) return it->second;
+  auto [known, fresh] = e.library_callers.try_emplace(reinterpret_cast<std::uint64_t>(caller), false);
+  if (!fresh) return *known;
+  bool* verdict = known;  // valid until the table's next insert: none below
   Dl_info info{};
   if (dladdr(caller, &info) == 0 || info.dli_fname == nullptr) return false;
   const char* slash = std::strrchr(info.dli_fname, '/');
@@ -26,7 +27,7 @@ bool in_cuda_library(Executor& e, const void* caller) {
                                                     "libcusolver", "libcurand", "libnvshmem", "libcutensor", "libnvjpeg",
                                                     "libcupti"};
   for (std::string_view lib : kLibraries)
-    if (name.substr(0, lib.size()) == lib) return it->second = true;
+    if (name.substr(0, lib.size()) == lib) return *verdict = true;
   return false;
 }
 

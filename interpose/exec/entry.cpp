@@ -168,12 +168,12 @@ bool alloc(CUdeviceptr* out, std::size_t bytes, CUstream s, bool per_thread, boo
                        reinterpret_cast<std::uint64_t>(s), per_thread ? kPerThread : 0);
   b->holds_data = false;
   e.blocks.add_live(b);
-  policy::Event ev = event(Op::Alloc, op_signature(Op::Alloc, bytes));
-  ev.form = learn::form_signature(Op::Alloc, 0);  // forms leave sizes out (policy::Event::form)
-  ev.id = b->id;
-  ev.bytes = b->span;
   ++b->pins;  // not a victim of its own allocation's commands
   if (!e.standby.on()) [[likely]] {
+    policy::Event ev = event(Op::Alloc, op_signature(Op::Alloc, bytes));
+    ev.form = learn::form_signature(Op::Alloc, 0);  // forms leave sizes out (policy::Event::form)
+    ev.id = b->id;
+    ev.bytes = b->span;
     e.feed(ev, {});
   } else if (b->where != Where::Device) {  // no launch will make it resident (nor charge it): now
     // In the allocating stream's order, which the job's first use follows; cudaMalloc has none
@@ -203,11 +203,12 @@ bool free(CUdeviceptr p, CUstream s, bool per_thread, bool stream_ordered, CUres
   // covers every call forwarded on the stream).
   ++b->pins;
   if (!stream_ordered && e.standing_by()) e.wake("a free outside stream order");
-  policy::Event ev = event(Op::Free, op_signature(Op::Free, b->bytes));
-  ev.form = learn::form_signature(Op::Free, 0);
-  ev.id = b->id;
-  if (!e.standby.on()) [[likely]]
+  if (!e.standby.on()) [[likely]] {
+    policy::Event ev = event(Op::Free, op_signature(Op::Free, b->bytes));
+    ev.form = learn::form_signature(Op::Free, 0);
+    ev.id = b->id;
     e.feed(ev, {});
+  }
   e.materialize_dependents(*b);  // after the commands: a drop among them may depend on it
   --b->pins;
   if (b->exports > 0) {  // its handles' pin ends with it

@@ -151,7 +151,7 @@ class Executor {
   std::uint32_t waking = 0;  // a wake waits (without the lock) for calls being forwarded: nothing moves out
   std::vector<CUstream> woken_streams;  // Standby::take_streams', kept for its capacity
   std::vector<CUdeviceptr> frees_after_unlock;  // managed memory of trimmed blocks
-  std::unordered_map<const void*, bool> library_callers;  // allocation call sites: in a CUDA library?
+  FlatMap<bool> library_callers;  // allocation call sites (return addresses): in a CUDA library?
 
   std::uint64_t launch_stamps = 0;  // launches resolved so far (Block::launch_seen)
   std::uint64_t next_launch_stamp() { return ++launch_stamps; }
