@@ -140,6 +140,7 @@ struct Block {
   bool indexed = false;  // in the table's address index (from its first allocation to its deletion)
   bool cached = false;   // in the table's cache of freed blocks, linked to the others of its span
   bool warm = false;     // cached on the device once the budget binds, for a reuse of its span (BlockTable::warm)
+  bool cached_on_device = false;  // cached in its span's list of device-resident blocks (BlockTable)
   Block* cache_prev = nullptr;
   Block* cache_next = nullptr;
   // Ledger's: its place among the charged blocks (kUnlisted while its memory is not on the device)
@@ -250,6 +251,8 @@ class BlockTable {
     CacheBucket* const* found = bucket_of_.find(span);
     return found != nullptr ? (*found)->warm : 0;
   }
+  // b's memory left the device while cached: no longer warm, and listed with its span's blocks
+  // elsewhere (walks for device-resident blocks pass it by from now on). Harmless otherwise.
   void cool(Block& b);
   std::uint64_t warm_bytes() const { return warm_bytes_; }  // of every span
   // A cached block of `span` and `kind` that `usable` accepts (device-resident ones first,
@@ -259,40 +262,58 @@ class BlockTable {
     CacheBucket* const* found = bucket_of_.find(span);
     if (found == nullptr) return nullptr;
     CacheBucket& bucket = **found;
-    for (int pass = 0; pass < 2; ++pass)
-      for (Block* c = bucket.oldest; c != nullptr; c = c->cache_next) {
-        if (c->kind != kind || c->pins != 0 || (pass == 0 && c->where != Where::Device)) continue;
+    auto take = [&](CacheList& list, bool device_only) -> Block* {
+      for (Block* c = list.oldest; c != nullptr; c = c->cache_next) {
+        if (c->kind != kind || c->pins != 0 || (device_only && c->where != Where::Device)) continue;
         if (!usable(*c)) continue;
         uncache(bucket, c);
         return c;
       }
-    return nullptr;
+      return nullptr;
+    };
+    // A reuse walks only the device list first: under pressure most of a span's cached blocks
+    // are on the host, and walking them all at every allocation was a tenth of the hooks' time.
+    if (Block* c = take(bucket.on_device, true)) return c;
+    if (Block* c = take(bucket.elsewhere, false)) return c;
+    return take(bucket.on_device, false);  // listed on the device, since moved (not through cool)
   }
   template <class F>
   void for_each_live(F&& f) const {
     by_id_.for_each([&](std::uint64_t, Block* b) { f(*b); });
   }
-  // Smallest span first, oldest first within a span; f must not cache or uncache.
+  // Smallest span first; within a span the blocks cached while on the device oldest first,
+  // then the others oldest first. f must not cache or uncache.
   template <class F>
   void for_each_cached(F&& f) const {
+    for (const auto& [span, bucket] : cache_) {
+      for (Block* c = bucket.on_device.oldest; c != nullptr; c = c->cache_next) f(*c);
+      for (Block* c = bucket.elsewhere.oldest; c != nullptr; c = c->cache_next) f(*c);
+    }
+  }
+  // The same, only the blocks cached while on the device and not since cooled: every cached
+  // block whose memory may still be on the device (f checks where it is: a move not told to
+  // cool leaves a block listed here).
+  template <class F>
+  void for_each_cached_on_device(F&& f) const {
     for (const auto& [span, bucket] : cache_)
-      for (Block* c = bucket.oldest; c != nullptr; c = c->cache_next) f(*c);
+      for (Block* c = bucket.on_device.oldest; c != nullptr; c = c->cache_next) f(*c);
   }
   // Removes the cached blocks `pick` selects and returns them.
   template <class F>
   std::vector<Block*> take_cached_if(F&& pick) {
     std::vector<Block*> out;
     for (auto bucket = cache_.begin(); bucket != cache_.end();) {
-      for (Block* c = bucket->second.oldest; c != nullptr;) {
-        Block* next = c->cache_next;
-        if (c->pins == 0 && pick(*c)) {
-          uncache(bucket->second, c);
-          out.push_back(c);
+      for (CacheList* list : {&bucket->second.on_device, &bucket->second.elsewhere})
+        for (Block* c = list->oldest; c != nullptr;) {
+          Block* next = c->cache_next;
+          if (c->pins == 0 && pick(*c)) {
+            uncache(bucket->second, c);
+            out.push_back(c);
+          }
+          c = next;
         }
-        c = next;
-      }
       // A span no block of holds any more (shapes change) is dropped with its last block.
-      if (bucket->second.oldest == nullptr) {
+      if (bucket->second.on_device.oldest == nullptr && bucket->second.elsewhere.oldest == nullptr) {
         bucket_of_.erase(bucket->first);
         bucket = cache_.erase(bucket);
       } else {
@@ -303,13 +324,20 @@ class BlockTable {
   }
 
  private:
-  // Freed blocks of one span, oldest first: a list through Block::cache_prev / cache_next, so
-  // a free or a reuse links or unlinks a block without a node (a span's bucket stays).
-  struct CacheBucket {
+  // Freed blocks of one span, oldest first, in two lists through Block::cache_prev /
+  // cache_next (a free or a reuse links or unlinks a block without a node; a span's bucket
+  // stays): those cached while their memory was on the device (Block::cached_on_device), until
+  // cooled, and the others.
+  struct CacheList {
     Block* oldest = nullptr;
     Block* newest = nullptr;
+  };
+  struct CacheBucket {
+    CacheList on_device, elsewhere;
     std::uint32_t warm = 0;  // its blocks with Block::warm
   };
+  static void link(CacheList& list, Block* b);
+  static void unlink(CacheList& list, Block* b);
   void uncache(CacheBucket& bucket, Block* b);
   void unwarm(CacheBucket& bucket, Block& b);  // b warm and cached in bucket: counted no more
   CacheBucket& bucket_for(std::size_t span);  // made when the span has none

@@ -53,12 +53,24 @@ BlockTable::CacheBucket& BlockTable::bucket_for(std::size_t span) {
   return bucket;
 }
 
+void BlockTable::link(CacheList& list, Block* b) {
+  b->cache_prev = list.newest;
+  b->cache_next = nullptr;
+  (list.newest != nullptr ? list.newest->cache_next : list.oldest) = b;
+  list.newest = b;
+}
+
+void BlockTable::unlink(CacheList& list, Block* b) {
+  (b->cache_prev != nullptr ? b->cache_prev->cache_next : list.oldest) = b->cache_next;
+  (b->cache_next != nullptr ? b->cache_next->cache_prev : list.newest) = b->cache_prev;
+  b->cache_prev = b->cache_next = nullptr;
+}
+
 void BlockTable::cache(Block* b) {
   CacheBucket& bucket = bucket_for(b->span);
-  b->cache_prev = bucket.newest;
-  b->cache_next = nullptr;
-  (bucket.newest != nullptr ? bucket.newest->cache_next : bucket.oldest) = b;
-  bucket.newest = b;
+  // Incoming and Evicting too: their memory is on the device until the move ends.
+  b->cached_on_device = b->where == Where::Device || b->where == Where::Incoming || b->where == Where::Evicting;
+  link(b->cached_on_device ? bucket.on_device : bucket.elsewhere, b);
   b->cached = true;
   if (b->warm) ++bucket.warm, warm_bytes_ += b->span;
 }
@@ -70,18 +82,21 @@ void BlockTable::unwarm(CacheBucket& bucket, Block& b) {
 }
 
 void BlockTable::cool(Block& b) {
-  if (!b.warm) return;
   if (!b.cached) {
     b.warm = false;
     return;
   }
-  unwarm(**bucket_of_.find(b.span), b);  // cached: its span has a bucket
+  CacheBucket& bucket = **bucket_of_.find(b.span);  // cached: its span has a bucket
+  if (b.warm) unwarm(bucket, b);
+  if (!b.cached_on_device) return;
+  unlink(bucket.on_device, &b);
+  link(bucket.elsewhere, &b);
+  b.cached_on_device = false;
 }
 
 void BlockTable::uncache(CacheBucket& bucket, Block* b) {
-  (b->cache_prev != nullptr ? b->cache_prev->cache_next : bucket.oldest) = b->cache_next;
-  (b->cache_next != nullptr ? b->cache_next->cache_prev : bucket.newest) = b->cache_prev;
-  b->cache_prev = b->cache_next = nullptr;
+  unlink(b->cached_on_device ? bucket.on_device : bucket.elsewhere, b);
+  b->cached_on_device = false;
   b->cached = false;
   if (b->warm) unwarm(bucket, *b);
 }

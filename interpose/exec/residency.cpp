@@ -108,7 +108,7 @@ bool Executor::start_victims(std::uint64_t short_bytes, bool may_wait) {
   // Freed blocks still on the device: their data is dead (Vmm ones once their work is done).
   std::vector<Block*>& dead = scratch().blocks;
   dead.clear();
-  blocks.for_each_cached([&](Block& c) {
+  blocks.for_each_cached_on_device([&](Block& c) {
     if (c.pins != 0) return;
     if (mem(c).movable(c) && (mem(c).dead_goes_in_stream_order() || quiet_now(events, c))) dead.push_back(&c);
   });
@@ -183,7 +183,7 @@ void Executor::cool_warm(std::uint64_t bytes) {
   std::vector<Block*>& warm = scratch().blocks;
   warm.clear();
   std::uint64_t warm_bytes = 0;
-  blocks.for_each_cached([&](Block& c) {
+  blocks.for_each_cached_on_device([&](Block& c) {
     if (c.warm && c.pins == 0 && c.where == Where::Device && mem(c).movable(c)) warm.push_back(&c), warm_bytes += c.span;
   });
   if (ledger.resident() - std::min(ledger.resident(), warm_bytes) + bytes > ledger.budget) return;  // some pinned
@@ -212,13 +212,15 @@ bool Executor::await_eviction_in_flight() {
 // its memory goes (the unmap must wait for that work).
 bool Executor::await_dead_block() {
   Block* found = nullptr;
-  blocks.for_each_cached([&](Block& c) {
+  blocks.for_each_cached_on_device([&](Block& c) {
     if (found == nullptr && !mem(c).dead_goes_in_stream_order() && mem(c).movable(c) && c.pins == 0) found = &c;
   });
   if (found == nullptr) return false;
   await_quiet(*found);
-  if (found->where == Where::Device && found->pins == 0 && found->id == kNoBlockId && quiet_now(events, *found))
+  if (found->where == Where::Device && found->pins == 0 && found->id == kNoBlockId && quiet_now(events, *found)) {
     mem(*found).evict_dead(*found);
+    if (found->cached) blocks.cool(*found);
+  }
   return true;
 }
 

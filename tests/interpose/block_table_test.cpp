@@ -99,9 +99,9 @@ Block* new_block(std::vector<std::unique_ptr<Block>>& owned, std::size_t span, W
   return b;
 }
 
-// The cache of freed blocks: by span, oldest first; a reuse takes the oldest usable one of its
-// span and kind (device-resident first); a deleted block leaves the cache; spans no block
-// holds any more go with their last block.
+// The cache of freed blocks: by span, those cached on the device before the others, oldest
+// first; a reuse takes the oldest usable one of its span and kind (device-resident first); a
+// deleted block leaves the cache; spans no block holds any more go with their last block.
 TEST(BlockTable, CachesFreedBlocksBySpanOldestFirst) {
   BlockTable table;
   std::vector<std::unique_ptr<Block>> blocks;
@@ -114,7 +114,7 @@ TEST(BlockTable, CachesFreedBlocksBySpanOldestFirst) {
   for (Block* b : {a, h, c, big, small}) table.cache(b);
   std::vector<Block*> order;
   table.for_each_cached([&](Block& b) { order.push_back(&b); });
-  EXPECT_EQ(order, (std::vector<Block*>{small, a, h, c, big}));
+  EXPECT_EQ(order, (std::vector<Block*>{small, a, c, h, big}));
   auto any = [](Block&) { return true; };
   EXPECT_EQ(table.take_cached(4096, Kind::Managed, [&](Block& b) { return &b != a; }), c);  // a refused
   EXPECT_EQ(table.take_cached(4096, Kind::Vmm, any), nullptr);                               // kind differs
@@ -141,6 +141,46 @@ TEST(BlockTable, CachesFreedBlocksBySpanOldestFirst) {
   EXPECT_EQ(order, (std::vector<Block*>{a, big}));
   EXPECT_EQ(table.take_cached(8192, Kind::Managed, any), big);
   EXPECT_EQ(table.take_cached(4096, Kind::Managed, any), a);
+  EXPECT_EQ(table.take_cached(4096, Kind::Managed, any), nullptr);
+}
+
+TEST(BlockTable, ABlockMovedOutWhileCachedIsListedWithTheOthersOfItsSpan) {
+  // Allocations walk a span's device-resident blocks first, and shortages walk only those
+  // (for_each_cached_on_device): a block whose memory left the device while cached (cool) is
+  // listed with the others, after the host ones cached before it, and is still reused when no
+  // device-resident block is usable.
+  BlockTable table;
+  std::vector<std::unique_ptr<Block>> blocks;
+  Block* h = new_block(blocks, 4096, Where::Host);
+  Block* d1 = new_block(blocks, 4096, Where::Device);
+  Block* d2 = new_block(blocks, 4096, Where::Device);
+  Block* in = new_block(blocks, 4096, Where::Incoming);  // a move in still running: on the device
+  for (Block* b : {h, d1, d2, in}) table.cache(b);
+  std::vector<Block*> on_device;
+  table.for_each_cached_on_device([&](Block& b) { on_device.push_back(&b); });
+  EXPECT_EQ(on_device, (std::vector<Block*>{d1, d2, in}));
+  d1->where = Where::Host;  // moved out while cached
+  table.cool(*d1);
+  table.cool(*d1);  // once only
+  on_device.clear();
+  table.for_each_cached_on_device([&](Block& b) { on_device.push_back(&b); });
+  EXPECT_EQ(on_device, (std::vector<Block*>{d2, in}));
+  std::vector<Block*> all;
+  table.for_each_cached([&](Block& b) { all.push_back(&b); });
+  EXPECT_EQ(all, (std::vector<Block*>{d2, in, h, d1}));
+  auto any = [](Block&) { return true; };
+  EXPECT_EQ(table.take_cached(4096, Kind::Managed, any), d2);  // resident first
+  EXPECT_EQ(table.take_cached(4096, Kind::Managed, any), h);   // then the oldest elsewhere
+  EXPECT_EQ(table.take_cached(4096, Kind::Managed, any), d1);
+  EXPECT_EQ(table.take_cached(4096, Kind::Managed, any), in);  // listed on the device, not there yet
+  EXPECT_EQ(table.take_cached(4096, Kind::Managed, any), nullptr);
+  for (Block* b : {h, d1, d2, in}) EXPECT_FALSE(b->cached);
+  d1->where = Where::Device;  // reused, filled, freed again: cached on the device again
+  table.cache(d1);
+  on_device.clear();
+  table.for_each_cached_on_device([&](Block& b) { on_device.push_back(&b); });
+  EXPECT_EQ(on_device, std::vector<Block*>{d1});
+  table.forget(d1);
   EXPECT_EQ(table.take_cached(4096, Kind::Managed, any), nullptr);
 }
 
