@@ -15,6 +15,15 @@ namespace capuchin::interpose {
 using trace::EventView;
 using trace::Op;
 
+namespace {
+// CPU time the calling thread has used (0 when the clock cannot be read).
+std::uint64_t thread_cpu_ns() {
+  timespec ts{};
+  if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) != 0) return 0;
+  return static_cast<std::uint64_t>(ts.tv_sec) * 1'000'000'000ull + static_cast<std::uint64_t>(ts.tv_nsec);
+}
+}  // namespace
+
 std::uint32_t Translator::stream_number(std::uint64_t handle, bool per_thread, std::uint32_t slot) {
   // CUDA's NULL stream is the legacy stream unless the call came through a _ptsz entry
   // point; 0x1 / 0x2 are cudaStreamLegacy / cudaStreamPerThread.
@@ -294,6 +303,7 @@ void Drain::run() {
       nanosleep(&ts, nullptr);
     }
   }
+  thread_cpu_ns_ = thread_cpu_ns();  // read by stop() after the join
 }
 
 Drain::Pace Drain::pass(bool final) {
@@ -387,12 +397,15 @@ CaptureStats Drain::stop() {
   stop_.store(true, std::memory_order_release);
   if (thread_.joinable()) thread_.join();
   if (pool_ == nullptr) return final_;
+  const std::uint64_t before = thread_cpu_ns();
   pass(true);
+  const std::uint64_t last_pass = thread_cpu_ns() - before;
   if (sink_) {
     if (auto s = sink_->close(); !s)
       log(LogLevel::Error, "closing the trace sink (%s) failed: %s", sink_->kind(), s.error().message.c_str());
   }
   final_ = translator_->stats();
+  final_.drain_cpu_ns = thread_cpu_ns_ + last_pass;
   final_.ring_lost_events = lost_from_recycled_;
   for (std::uint32_t i = 0; i < pool_->size(); ++i)
     final_.ring_lost_events += pool_->slot(i).lost_events.load(std::memory_order_relaxed);
@@ -408,11 +421,11 @@ std::string summarize(const CaptureStats& s) {
                 " ring_lost_events=%" PRIu64 " no_slot_events=%" PRIu64 " unknown_ids_dropped=%" PRIu64
                 " unknown_words=%" PRIu64 " unknown_copy_sides=%" PRIu64 " unscanned_launches=%" PRIu64
                 " truncated_launches=%" PRIu64 " kernels_timed=%" PRIu64 " timing_failed=%" PRIu64
-                " sink_failed_events=%" PRIu64,
+                " sink_failed_events=%" PRIu64 " drain_cpu_ms=%.1f",
                 s.events_written, s.allocs, s.frees, s.kernels, s.copies, s.syncs, s.graph_launches,
                 s.graph_events_replayed, s.ring_lost_events, s.no_slot_events, s.unknown_ids_dropped,
                 s.unknown_words, s.unknown_copy_sides, s.unscanned_launches, s.truncated_launches,
-                s.kernels_timed, s.timing_failed, s.sink_failed_events);
+                s.kernels_timed, s.timing_failed, s.sink_failed_events, static_cast<double>(s.drain_cpu_ns) / 1e6);
   return buf;
 }
 

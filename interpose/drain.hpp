@@ -49,6 +49,7 @@ struct CaptureStats {
   std::uint64_t kernels_timed = 0;        // kernels written with a measured dur_ns
   std::uint64_t timing_failed = 0;        // sampled launches whose events could not be read
   std::uint64_t sink_failed_events = 0;   // not delivered because the sink failed
+  std::uint64_t drain_cpu_ns = 0;         // CPU time of the drain thread and of the last pass at exit
 };
 
 class Translator {
@@ -140,6 +141,7 @@ class Drain {
   std::vector<std::size_t> run_ends_;  // pending_ run boundaries (see pass)
   std::uint64_t seq_ = 0;
   std::uint64_t lost_from_recycled_ = 0;
+  std::uint64_t thread_cpu_ns_ = 0;  // the drain thread's CPU time, as it exits
   CaptureStats final_;
   bool stopped_ = false;
 };
