@@ -124,6 +124,9 @@ bool Executor::start_victims(std::uint64_t short_bytes, bool may_wait) {
   const std::uint64_t now = tick();
   const LinkRates link = link_rates(planning, simcuda);
   const bool drops = may_wait && !drops_barred() && pressure_drops_allowed() && streams_idle_now();
+  // A swap's two copies, priced per byte once: a division per candidate and direction was most
+  // of this loop's time (a shortage prices every block on the device).
+  const double swap_fixed = 2 * link.latency, swap_per_byte = 1.0 / link.out + 1.0 / link.in;
   // Only blocks on the device can move out: the charged ones, not every live one. The order
   // below does not depend on the candidates' order (VictimOrder's is total).
   for (Block* const p : ledger.charged_blocks()) {
@@ -131,7 +134,7 @@ bool Executor::start_victims(std::uint64_t short_bytes, bool may_wait) {
     if (!b.live || b.pins != 0 || b.stuck_tick == now) continue;
     if (!mem(b).movable(b)) continue;
     const std::uint64_t idle = now - std::min(now, b.last_tick) + 1;
-    const double swap = (link.latency + static_cast<double>(b.span) / link.out) + (link.latency + static_cast<double>(b.span) / link.in);
+    const double swap = swap_fixed + static_cast<double>(b.span) * swap_per_byte;
     const double drop = drops && b.producer ? pressure_drop_cost(b, swap) : -1;  // no producer: no drop (the cheap test inline)
     policy::VictimCandidate& c = cand.emplace_back(policy::VictimCandidate{b.id, b.span, idle, drop >= 0 ? drop : swap, drop >= 0});
     c.key = policy::victim_key(c);  // here, not in a second pass over the candidates
