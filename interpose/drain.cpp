@@ -294,21 +294,28 @@ bool Drain::start(RingPool& pool, const FuncCache& cache, std::unique_ptr<Sink> 
 }
 
 void Drain::run() {
+  std::uint64_t last = now_ns();
   while (!stop_.load(std::memory_order_acquire)) {
-    const Pace pace = pass(false);
+    const std::uint64_t start = now_ns();
+    const Seen seen = pass(false);
     if (sink_) (void)sink_->flush();  // the daemon sink sends, reads plans and reconnects here
-    if (pace != Pace::Again) {
-      const long us = pace == Pace::Soon ? std::max(10L, static_cast<long>(interval_us_) / 4) : interval_us_;
-      timespec ts{us / 1'000'000, us % 1'000'000 * 1000};
-      nanosleep(&ts, nullptr);
+    const double since_us = static_cast<double>(start - last) / 1e3;
+    last = start;
+    if (seen.fill >= 0.125 && !seen.held) continue;
+    long us = interval_us_;
+    if (seen.fill > 0) {  // until a quarter of the ring, at the rate it filled since the last pass
+      const double pass_us = static_cast<double>(now_ns() - start) / 1e3;
+      us = static_cast<long>(std::clamp(since_us * 0.25 / seen.fill - pass_us, 10.0, static_cast<double>(interval_us_)));
     }
+    timespec ts{us / 1'000'000, us % 1'000'000 * 1000};
+    nanosleep(&ts, nullptr);
   }
   thread_cpu_ns_ = thread_cpu_ns();  // read by stop() after the join
 }
 
-Drain::Pace Drain::pass(bool final) {
+Drain::Seen Drain::pass(bool final) {
   const std::uint64_t horizon = final ? ~std::uint64_t{0} : pool_->stamp_horizon();
-  std::uint64_t fill16 = 0;  // the fullest ring's backlog, in sixteenths of its records
+  Seen seen;
   // pending_ is a concatenation of runs already in stamp order (the events kept from the
   // last pass, then each ring's events: a thread takes its stamps in commit order), so the
   // pass merges runs instead of sorting.
@@ -320,7 +327,7 @@ Drain::Pace Drain::pass(bool final) {
     if (st == SlotState::Free) continue;
     const std::uint64_t h = s.head.load(std::memory_order_acquire);
     std::uint64_t t = s.tail.load(std::memory_order_relaxed);
-    fill16 = std::max(fill16, (h - t) * 16 / (s.mask + 1));
+    seen.fill = std::max(seen.fill, static_cast<double>(h - t) / static_cast<double>(s.mask + 1));
     while (t < h) {
       const Record& r = s.records[t & s.mask];
       const std::uint64_t n = r.cont;
@@ -345,8 +352,7 @@ Drain::Pace Drain::pass(bool final) {
       pool_->recycle(&s);
     }
   }
-  const Pace pace = fill16 >= 4 ? Pace::Again : fill16 >= 1 ? Pace::Soon : Pace::Idle;
-  if (pending_.empty()) return pace;
+  if (pending_.empty()) return seen;
   const auto by_stamp = [](const Pending& a, const Pending& b) {
     if (a.ts != b.ts) return a.ts < b.ts;
     if (a.slot != b.slot) return a.slot < b.slot;
@@ -388,7 +394,8 @@ Drain::Pace Drain::pass(bool final) {
   }
   pending_.swap(keep_);
   ids_.swap(keep_ids_);
-  return held && pace == Pace::Again ? Pace::Soon : pace;  // held: sleep before polling the GPU again
+  seen.held = held;  // then the thread sleeps before polling the GPU again
+  return seen;
 }
 
 CaptureStats Drain::stop() {

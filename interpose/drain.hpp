@@ -116,14 +116,19 @@ class Drain {
     std::uint32_t ids_off, nids;
   };
   void run();
-  // How soon the thread passes again: at once while a ring is a quarter full or more (a burst
-  // it must not overflow with), after a quarter of its interval while one holds a sixteenth,
-  // else after its interval; never at once while a timed launch holds the events back. (It used
-  // to pass again whenever a pass found anything: while a job launched, the drain spun, hundreds
-  // of passes per iteration, each reading every slot and the ring heads the job's threads write.)
-  enum class Pace : std::uint8_t { Again, Soon, Idle };
-  // One pass over the rings.
-  Pace pass(bool final);
+  // What a pass saw: the fullest ring's backlog at the pass's start, as a share of its
+  // records, and whether a timed launch still running holds the events after it back.
+  struct Seen {
+    double fill = 0;
+    bool held = false;
+  };
+  // One pass over the rings. The thread then passes again at once while a ring is an eighth
+  // full or more and nothing is held; else it sleeps its interval, or less where the fullest
+  // ring, filling at the rate it filled since the last pass, would reach a quarter before that.
+  // (It used to pass again whenever a pass found anything: while a job launched, the drain
+  // spun, hundreds of passes per iteration, each reading every slot and the ring heads the
+  // job's threads write.)
+  Seen pass(bool final);
 
   RingPool* pool_ = nullptr;
   std::unique_ptr<Sink> sink_;

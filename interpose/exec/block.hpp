@@ -251,8 +251,9 @@ class BlockTable {
     CacheBucket* const* found = bucket_of_.find(span);
     return found != nullptr ? (*found)->warm : 0;
   }
-  // b's memory left the device while cached: no longer warm, and listed with its span's blocks
-  // elsewhere (walks for device-resident blocks pass it by from now on). Harmless otherwise.
+  // A move out of cached b was started: no longer warm, and, unless it is still on the device
+  // (the move failed), listed with its span's blocks elsewhere (walks for device-resident
+  // blocks pass it by from now on). Harmless for a block not cached.
   void cool(Block& b);
   std::uint64_t warm_bytes() const { return warm_bytes_; }  // of every span
   // A cached block of `span` and `kind` that `usable` accepts (device-resident ones first,

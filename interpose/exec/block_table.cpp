@@ -88,7 +88,8 @@ void BlockTable::cool(Block& b) {
   }
   CacheBucket& bucket = **bucket_of_.find(b.span);  // cached: its span has a bucket
   if (b.warm) unwarm(bucket, b);
-  if (!b.cached_on_device) return;
+  // Still on the device (a move out that failed): it stays where shortages look for it.
+  if (!b.cached_on_device || b.where == Where::Device || b.where == Where::Incoming) return;
   unlink(bucket.on_device, &b);
   link(bucket.elsewhere, &b);
   b.cached_on_device = false;

@@ -148,7 +148,7 @@ TEST(BlockTable, ABlockMovedOutWhileCachedIsListedWithTheOthersOfItsSpan) {
   // Allocations walk a span's device-resident blocks first, and shortages walk only those
   // (for_each_cached_on_device): a block whose memory left the device while cached (cool) is
   // listed with the others, after the host ones cached before it, and is still reused when no
-  // device-resident block is usable.
+  // device-resident block is usable; one whose move out failed stays listed on the device.
   BlockTable table;
   std::vector<std::unique_ptr<Block>> blocks;
   Block* h = new_block(blocks, 4096, Where::Host);
@@ -157,6 +157,11 @@ TEST(BlockTable, ABlockMovedOutWhileCachedIsListedWithTheOthersOfItsSpan) {
   Block* in = new_block(blocks, 4096, Where::Incoming);  // a move in still running: on the device
   for (Block* b : {h, d1, d2, in}) table.cache(b);
   std::vector<Block*> on_device;
+  table.for_each_cached_on_device([&](Block& b) { on_device.push_back(&b); });
+  EXPECT_EQ(on_device, (std::vector<Block*>{d1, d2, in}));
+  d2->where = Where::Device;  // a move out that failed: still where shortages look
+  table.cool(*d2);
+  on_device.clear();
   table.for_each_cached_on_device([&](Block& b) { on_device.push_back(&b); });
   EXPECT_EQ(on_device, (std::vector<Block*>{d1, d2, in}));
   d1->where = Where::Host;  // moved out while cached
