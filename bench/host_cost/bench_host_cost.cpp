@@ -26,7 +26,7 @@
 //
 // Steady iterations by default (151..200 of 200): a job runs thousands, and the first ones
 // carry one-off costs a steady iteration does not: each thread's event ring (4 MiB) is touched
-// for the first time (a page fault per 64 records, about half of capture's added time over
+// for the first time (a page fault per 64 records, about a third of capture's added time over
 // iterations 11..20 here), learning, and the planner's first plans, whose thread competes for
 // this 2-core machine's CPUs with the job's. `--iters 20 --warmup 10` measures those.
 //
