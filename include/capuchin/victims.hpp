@@ -36,6 +36,11 @@ inline double victim_key(const VictimCandidate& v) {
   return v.restore_s / (bytes * idle);
 }
 
+// a is a better victim than b: the order's rule, total (ties go to the smaller handle). Keys set.
+inline bool better_victim(const VictimCandidate& a, const VictimCandidate& b) {
+  return a.key != b.key ? a.key < b.key : a.handle < b.handle;
+}
+
 // Orders candidates best victim first.
 void order_victims(std::vector<VictimCandidate>& c);
 
@@ -48,9 +53,13 @@ class VictimOrder {
  public:
   explicit VictimOrder(std::vector<VictimCandidate>& c);
   // Where the caller set every key to victim_key() while making the candidates (the executor,
-  // which prices every block on the device at each shortage: one pass over them, not two).
+  // which prices every block on the device at each shortage: one pass over them, not two), and
+  // may have kept the index of the best by better_victim as it went (the first victim then
+  // needs no scan; most shortages take one or two).
   struct KeysSet {};
-  VictimOrder(std::vector<VictimCandidate>& c, KeysSet) : c_(c), left_(c.size()) {}
+  static constexpr std::size_t kNoBest = ~std::size_t{0};
+  VictimOrder(std::vector<VictimCandidate>& c, KeysSet, std::size_t best = kNoBest)
+      : c_(c), left_(c.size()), best_(best < c.size() ? best : kNoBest) {}
   bool done() const { return left_ == 0; }
   // The best candidate not yet returned (precondition: !done()); valid until `c` changes.
   const VictimCandidate& next();
@@ -59,6 +68,7 @@ class VictimOrder {
   static constexpr int kScans = 3;  // victims found by a scan before the rest become a heap
   std::vector<VictimCandidate>& c_;
   std::size_t left_;
+  std::size_t best_ = kNoBest;  // the first scan's answer, when the caller knew it
   int scans_ = 0;
 };
 

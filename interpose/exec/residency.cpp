@@ -129,6 +129,7 @@ bool Executor::start_victims(std::uint64_t short_bytes, bool may_wait) {
   const double swap_fixed = 2 * link.latency, swap_per_byte = 1.0 / link.out + 1.0 / link.in;
   // Only blocks on the device can move out: the charged ones, not every live one. The order
   // below does not depend on the candidates' order (VictimOrder's is total).
+  std::size_t best = policy::VictimOrder::kNoBest;  // the best candidate so far (the first victim)
   for (Block* const p : ledger.charged_blocks()) {
     Block& b = *p;
     if (!b.live || b.pins != 0 || b.stuck_tick == now) continue;
@@ -138,8 +139,9 @@ bool Executor::start_victims(std::uint64_t short_bytes, bool may_wait) {
     const double drop = drops && b.producer ? pressure_drop_cost(b, swap) : -1;  // no producer: no drop (the cheap test inline)
     policy::VictimCandidate& c = cand.emplace_back(policy::VictimCandidate{b.id, b.span, idle, drop >= 0 ? drop : swap, drop >= 0});
     c.key = policy::victim_key(c);  // here, not in a second pass over the candidates
+    if (best == policy::VictimOrder::kNoBest || policy::better_victim(c, cand[best])) best = cand.size() - 1;
   }
-  for (policy::VictimOrder order(cand, policy::VictimOrder::KeysSet{}); !order.done() && freed < short_bytes;) {
+  for (policy::VictimOrder order(cand, policy::VictimOrder::KeysSet{}, best); !order.done() && freed < short_bytes;) {
     if (moves_out_barred()) break;  // begun while an eviction or a drop waited
     const policy::VictimCandidate& v = order.next();
     Block* b = blocks.by_id(v.handle);  // evict() and try_drop() may wait: look each one up again

@@ -12,10 +12,7 @@ void set_keys(std::vector<VictimCandidate>& c) {
   for (VictimCandidate& v : c) v.key = victim_key(v);
 }
 
-// a is a better victim than b (a total order: ties go to the smaller handle).
-bool better(const VictimCandidate& a, const VictimCandidate& b) {
-  return a.key != b.key ? a.key < b.key : a.handle < b.handle;
-}
+bool better(const VictimCandidate& a, const VictimCandidate& b) { return better_victim(a, b); }
 
 // The heap's "less": a comes after b, so the heap's top is the best victim.
 bool after(const VictimCandidate& a, const VictimCandidate& b) { return better(b, a); }
@@ -34,7 +31,8 @@ const VictimCandidate& VictimOrder::next() {
   const auto end = c_.begin() + static_cast<std::ptrdiff_t>(left_);
   if (scans_ < kScans) {
     ++scans_;
-    auto best = std::min_element(c_.begin(), end, better);
+    auto best = scans_ == 1 && best_ != kNoBest ? c_.begin() + static_cast<std::ptrdiff_t>(best_)
+                                                : std::min_element(c_.begin(), end, better);
     std::iter_swap(best, end - 1);
     if (scans_ == kScans) std::make_heap(c_.begin(), end - 1, after);  // the rest, when more are asked for
   } else {

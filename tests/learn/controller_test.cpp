@@ -830,6 +830,16 @@ TEST(Victims, OneAtATimeGivesTheSortedOrder) {
   for (const auto& c : sorted) want.push_back(c.handle);
   for (VictimOrder order(v); !order.done();) got.push_back(order.next().handle);
   EXPECT_EQ(got, want);
+  // The executor's way: keys set while the candidates are made, the best kept as it goes.
+  std::vector<VictimCandidate> keyed = v;
+  std::size_t best = VictimOrder::kNoBest;
+  for (std::size_t i = 0; i < keyed.size(); ++i) {
+    keyed[i].key = victim_key(keyed[i]);
+    if (best == VictimOrder::kNoBest || better_victim(keyed[i], keyed[best])) best = i;
+  }
+  got.clear();
+  for (VictimOrder order(keyed, VictimOrder::KeysSet{}, best); !order.done();) got.push_back(order.next().handle);
+  EXPECT_EQ(got, want);
   // Fewer candidates than the scans that precede the heap, and just more.
   for (std::size_t n = 0; n <= 6; ++n) {
     std::vector<VictimCandidate> few(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(n)), few_sorted = few;
