@@ -16,6 +16,8 @@
 //       kind <alloc|free|launch|copy|sync> <calls per iteration> <host ns per iteration>
 //            <driver calls per iteration made during those calls (1 per call without capuchin)>
 //       iteration_ns <host ns per iteration, all kinds and the replay's own work>
+//       thread_cpu_ns <the calling thread's CPU ns per iteration (CLOCK_THREAD_CPUTIME_ID): as
+//                      iteration_ns, less any time the thread waited for a core>
 //       driver_calls <per iteration, every thread: capuchin's drain and planner threads too>
 //   host_replay declared-outputs [--names N]
 //     Prints a CAPUCHIN_KERNEL_OUTPUTS value declaring the written pointer of every function the
@@ -36,6 +38,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdio>
+#include <ctime>
 #include <random>
 #include <string>
 #include <thread>
@@ -109,6 +112,21 @@ CUfunction function(std::uint32_t name, int layout) {
   return reinterpret_cast<CUfunction>((static_cast<std::uintptr_t>(name) + 1) << 4 | static_cast<std::uintptr_t>(layout));
 }
 
+// The calling thread's CPU time: what our hooks cost it, whether or not a core was free for it
+// (the job thread shares this machine's two cores with capuchin's drain and planner threads).
+std::uint64_t thread_cpu_ns() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<std::uint64_t>(ts.tv_sec) * 1000000000u + static_cast<std::uint64_t>(ts.tv_nsec);
+}
+
+// What a replay counted over its iterations after the warm-up.
+struct Counted {
+  int iterations = 0;
+  double ns = 0, thread_cpu_ns = 0;
+  std::uint64_t driver_calls = 0;
+};
+
 class Timer {
  public:
   template <class F>
@@ -138,23 +156,24 @@ class TraceReplay {
  public:
   explicit TraceReplay(const tr::Trace& t) : t_(t), ptr_(t.tensors.size(), 0), host_(1 << 20) {}
 
-  void run(Timer& timer, int warmup, int* counted, double* counted_ns, std::uint64_t* counted_driver_calls) {
+  void run(Timer& timer, int warmup, Counted* out) {
     Clock::time_point start{};
-    std::uint64_t driver_start = 0;
+    std::uint64_t driver_start = 0, cpu_start = 0;
     for (std::uint32_t e = 0; e < t_.events.size(); ++e) {
       const tr::Event& ev = t_.events[e];
       if (ev.op == tr::Op::Iter) {
         const bool count = static_cast<int>(ev.n) > warmup;
-        if (count && !timer_on_) start = Clock::now(), driver_start = stubcuda_driver_calls();
+        if (count && !timer_on_) start = Clock::now(), driver_start = stubcuda_driver_calls(), cpu_start = thread_cpu_ns();
         timer_on_ = count;
         timer.counting(count);
-        if (count) ++*counted;
+        if (count) ++out->iterations;
       }
       execute(timer, ev);
     }
     if (timer_on_) {
-      *counted_ns = std::chrono::duration<double, std::nano>(Clock::now() - start).count();
-      *counted_driver_calls = stubcuda_driver_calls() - driver_start;
+      out->thread_cpu_ns = static_cast<double>(thread_cpu_ns() - cpu_start);
+      out->ns = std::chrono::duration<double, std::nano>(Clock::now() - start).count();
+      out->driver_calls = stubcuda_driver_calls() - driver_start;
     }
     timer.counting(false);
     for (std::uint32_t x = 0; x < ptr_.size(); ++x)
@@ -303,10 +322,9 @@ int run_trace(const std::string& file, int iters, int warmup) {
   check(cuInit(0), "cuInit");
   Timer timer;
   TraceReplay replay(*repeated);
-  int counted = 0;
-  double counted_ns = 0;
-  std::uint64_t counted_driver_calls = 0;
-  replay.run(timer, warmup, &counted, &counted_ns, &counted_driver_calls);
+  Counted c;
+  replay.run(timer, warmup, &c);
+  const int counted = c.iterations;
   if (counted == 0) {
     std::fprintf(stderr, "host_replay: --warmup %d leaves no iteration of %d to count\n", warmup, iters);
     return 1;
@@ -314,8 +332,9 @@ int run_trace(const std::string& file, int iters, int warmup) {
   for (int k = 0; k < kKinds; ++k)
     std::printf("kind %s %.1f %.1f %.2f\n", kKindNames[k], static_cast<double>(timer.calls(k)) / counted, timer.ns(k) / counted,
                 static_cast<double>(timer.driver_calls(k)) / counted);
-  std::printf("iteration_ns %.1f\n", counted_ns / counted);
-  std::printf("driver_calls %.2f\n", static_cast<double>(counted_driver_calls) / counted);
+  std::printf("iteration_ns %.1f\n", c.ns / counted);
+  std::printf("thread_cpu_ns %.1f\n", c.thread_cpu_ns / counted);
+  std::printf("driver_calls %.2f\n", static_cast<double>(c.driver_calls) / counted);
   print_capture_summary();
   return 0;
 }
