@@ -4,6 +4,8 @@
 #include "capuchin/controller.hpp"
 
 #include <algorithm>
+#include <cstdint>
+#include <vector>
 
 #include "capuchin/learn.hpp"
 #include "capuchin/trace.hpp"
@@ -19,6 +21,14 @@ std::uint64_t form_of(const Event& e) { return e.form != 0 ? e.form : e.sig; }
 constexpr std::uint64_t kAbsent = ~std::uint64_t{0};  // a skipped place's allocation
 
 std::uint32_t id_count(const Event& e) { return is(e, Op::Kernel) ? e.nreads + e.nwrites : 0; }
+
+// The line `ahead` elements past v's end (plus `offset` bytes), asked for writing. An address,
+// not a pointer into v: it may lie past the allocation (a prefetch never faults).
+template <class T>
+void prefetch_for_write(const std::vector<T>& v, std::size_t ahead, std::size_t offset = 0) {
+  const std::uintptr_t at = reinterpret_cast<std::uintptr_t>(v.data()) + (v.size() + ahead) * sizeof(T) + offset;
+  __builtin_prefetch(reinterpret_cast<const void*>(at), 1, 0);
+}
 
 bool same_place(const plan::LateArrival& a, const plan::LateArrival& b) {
   return a.local == b.local && a.prev == b.prev && a.k == b.k && a.id == b.id && a.access == b.access;
@@ -203,6 +213,16 @@ bool Controller::at_place(const Event& e, std::uint64_t k, Step& st) {
 }
 
 void Controller::append(const Event& e, std::span<const std::uint64_t> ids) {
+  // The history is megabytes, written once per event and read rarely: the lines it writes next
+  // are long out of the cache, and each write waited for its line (most of this function's
+  // time under pressure). Asked for a few events ahead instead (a prefetch past the reserved
+  // capacity does not fault).
+  constexpr std::size_t kAhead = 8;
+  prefetch_for_write(hist_, kAhead);
+  prefetch_for_write(hist_, kAhead, 64);  // a Stored is more than a line
+  prefetch_for_write(sigs_, kAhead);
+  prefetch_for_write(forms_, kAhead);
+  prefetch_for_write(ids_, 4 * kAhead);
   Stored s{e, 0};
   s.e.ids_off = static_cast<std::uint32_t>(ids_.size());
   const std::size_t n = std::min<std::size_t>(id_count(e), ids.size());
