@@ -82,13 +82,22 @@ struct Producer {
 // capture refills one instead of allocating three buffers (a launch with a replayable output
 // makes one, on the launch path). Under the executor's lock. Only there is a producer copied
 // (a replay keeps its copy across the waits it leaves the lock for), so a use count of one
-// there means no one else holds it or can take it.
+// there means no one else holds it or can take it. It counts the blocks holding a producer:
+// a block's producer is set only through hand() and dropped only through give() (before the
+// block is deleted too), so a shortage with none held knows no drop can be priced.
 class ProducerPool {
  public:
   // Drops b's producer, keeping it when no one else holds it.
   void give(std::shared_ptr<Producer>& p) {
     if (p) give_held(p);  // many blocks a launch writes hold none: an inline test, no call
   }
+  // b's producer becomes p (its old one given).
+  void hand(std::shared_ptr<Producer>& slot, std::shared_ptr<Producer>&& p) {
+    give(slot);
+    if (p) ++held_by_blocks_;
+    slot = std::move(p);
+  }
+  std::size_t held_by_blocks() const { return held_by_blocks_; }
   // A producer to fill (every field is set by the caller).
   std::shared_ptr<Producer> take() {
     if (spare_.empty()) return std::make_shared<Producer>();
@@ -99,9 +108,11 @@ class ProducerPool {
 
  private:
   void give_held(std::shared_ptr<Producer>& p) {
+    --held_by_blocks_;
     if (p.use_count() == 1 && spare_.size() < kKeep) spare_.push_back(std::move(p));
     p.reset();
   }
+  std::size_t held_by_blocks_ = 0;
   static constexpr std::size_t kKeep = 256;
   std::vector<std::shared_ptr<Producer>> spare_;
 };
@@ -118,7 +129,7 @@ struct Block {
   std::uint32_t forwarded = 0;  // the job's launches or copies using it, forwarded and not yet finished (after_*)
   std::uint64_t use_gen = 0;    // bumped by every use marked (a wait on the host knows what it covered)
   bool staging_stale = false;   // Vmm Incoming: written through its host copy meanwhile; the staged copy is not used
-  std::uint64_t last_tick = 0;                   // the policy clock at its last use
+  std::uint64_t last_tick = 0;  // the policy clock at its last use (set through Ledger::touch)
   std::uint64_t launch_seen = 0;  // the last launch that resolved it (Executor::next_launch_stamp): found once per launch
   std::uint64_t stuck_tick = ~std::uint64_t{0};  // a move out failed at this tick: not a victim again then
   // ordering (ordering.cpp)
@@ -145,6 +156,12 @@ struct Block {
   Block* cache_next = nullptr;
   // Ledger's: its place among the charged blocks (kUnlisted while its memory is not on the device)
   std::uint32_t charged_slot = ~0u;
+  // VictimIndex's (victim_index.hpp), while charged: its span's group, ordered by last_tick
+  std::uint32_t use_group = ~0u;
+  Block* by_use_prev = nullptr;
+  Block* by_use_next = nullptr;
+  std::uint64_t use_order_id = 0;  // its id when placed (the order's tie-break)
+  std::uint64_t tried_in_shortage = 0;  // start_victims: the shortage that last tried to move it out
   std::shared_ptr<Producer> producer;
   std::vector<std::uint64_t> dependents;  // dropped blocks whose producer reads this one
   // Vmm
@@ -154,73 +171,6 @@ struct Block {
   bool staging_mapped = false;      // `host` (evicting) or `dev` (incoming) is mapped at the staging range
   std::vector<HostPiece> retiring;  // a cancelled eviction's pieces, still at staging until `retire_after`
   Ev retire_after;
-};
-
-// The bytes held on the device and the budget they are held to, and the blocks holding them:
-// victims are looked for among those only (a shortage scanned every live block, most of them
-// on the host under pressure). A block leaves the list when its memory leaves the device or is
-// given back (forget), before it is deleted.
-class Ledger {
- public:
-  static constexpr std::uint32_t kUnlisted = ~0u;
-  std::uint64_t budget = 0;
-  std::uint64_t resident() const { return resident_; }
-  std::uint64_t peak() const { return peak_; }
-  // From now on the peak counts anew (a budget that applies only now: CAPUCHIN_BUDGET=Nx).
-  void restart_peak() { peak_ = resident_; }
-  // The most held since restart_window() (an iteration's peak: the executor's standby).
-  std::uint64_t window_peak() const { return window_peak_; }
-  void restart_window() { window_peak_ = resident_; }
-  bool fits(std::uint64_t more) const { return resident_ + more <= budget; }
-  void move(Block& b, Where to) {
-    if (charged(b.where) && !charged(to)) resident_ -= b.span, unlist(b);
-    if (!charged(b.where) && charged(to)) {
-      resident_ += b.span, peak_ = std::max(peak_, resident_), window_peak_ = std::max(window_peak_, resident_), list(b);
-      if (idle_ != nullptr && idle_->idle_bytes() != 0) trim_idle();
-    }
-    b.where = to;
-  }
-  // Idle device chunks (device_chunks.hpp) are device memory not charged here; with managed
-  // moves out still in flight (`outs`: bytes uncharged, not yet gone from the device) they stay
-  // within the budget: every charge, and trim_idle() after the budget changed, releases what
-  // is past it.
-  void watch_idle(DeviceChunks* idle, const std::uint64_t* outs) {
-    idle_ = idle;
-    outs_ = outs;
-  }
-  // The idle bytes a new charge of `more` leaves room for.
-  std::uint64_t idle_room(std::uint64_t more) const {
-    const std::uint64_t used = resident_ + (outs_ != nullptr ? *outs_ : 0) + more;
-    return used < budget ? budget - used : 0;
-  }
-  void trim_idle() {
-    if (idle_ != nullptr) idle_->trim(idle_room(0));
-  }
-  void forget(Block& b) {  // a block given back to the driver (a second forget changes nothing)
-    if (listed(b)) resident_ -= b.span, unlist(b);
-  }
-  // The blocks whose memory is on the device (charged), live or cached, in no useful order.
-  const std::vector<Block*>& charged_blocks() const { return charged_; }
-  // Whether b is still listed: only a block forgotten or never charged may be deleted.
-  static bool listed(const Block& b) { return b.charged_slot != kUnlisted; }
-
- private:
-  void list(Block& b) {
-    b.charged_slot = static_cast<std::uint32_t>(charged_.size());
-    charged_.push_back(&b);
-  }
-  void unlist(Block& b) {
-    if (!listed(b)) return;
-    Block* last = charged_.back();
-    charged_[b.charged_slot] = last;
-    last->charged_slot = b.charged_slot;
-    charged_.pop_back();
-    b.charged_slot = kUnlisted;
-  }
-  std::uint64_t resident_ = 0, peak_ = 0, window_peak_ = 0;
-  std::vector<Block*> charged_;
-  DeviceChunks* idle_ = nullptr;
-  const std::uint64_t* outs_ = nullptr;
 };
 
 // Blocks by allocation id and by address. A block keeps its base from its creation to its

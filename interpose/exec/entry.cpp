@@ -184,7 +184,7 @@ bool alloc(CUdeviceptr* out, std::size_t bytes, CUstream s, bool per_thread, boo
     }
   }
   --b->pins;
-  b->last_tick = e.tick();
+  e.ledger.touch(*b, e.tick());
   *out = b->base;
   *r = CUDA_SUCCESS;
   return true;
@@ -586,7 +586,7 @@ CUresult before_launch(Launch& l, const std::uint64_t* words, unsigned nwords, s
   const std::uint64_t now = e.tick();
   for (std::size_t i = 0; i < cur.size(); ++i) {
     Block* b = cur[i];
-    b->last_tick = now;
+    e.ledger.touch(*b, now);
     ++b->forwarded;
     b->holds_data = true;
     // What it may write is changed from now on (another thread may look before after_launch):
@@ -637,10 +637,10 @@ void after_launch(Launch& l, const std::vector<Block*>& touched, bool launched) 
     ev = e.use_event(ds, l.other_device);
     if (!ev) e.await_stream(ds);  // no event to order later moves by: the launch is done now
     if (l.output != kNoBlockId)
-      if (Block* out = e.blocks.by_id(l.output)) e.producers.give(out->producer), out->producer = std::move(l.producer);
+      if (Block* out = e.blocks.by_id(l.output)) e.producers.hand(out->producer, std::move(l.producer));
     if (l.probation) conclude_probation(e, l);
     for (auto& [id, producer] : l.made)
-      if (Block* out = e.blocks.by_id(id)) e.producers.give(out->producer), out->producer = std::move(producer);
+      if (Block* out = e.blocks.by_id(id)) e.producers.hand(out->producer, std::move(producer));
     if (!l.complete_scan) e.mark_unknown_use(ds);
   } else {
     e.planning.cancel_timing(l.timing);
@@ -736,8 +736,8 @@ CUresult before_copy(std::uint64_t dst, std::uint64_t src, std::size_t bytes, CU
     }
   }
   const std::uint64_t now = e.tick();
-  if (sb != nullptr) sb->last_tick = now, ++sb->forwarded;
-  if (d != nullptr && d != sb) d->last_tick = now, ++d->forwarded;
+  if (sb != nullptr) e.ledger.touch(*sb, now), ++sb->forwarded;
+  if (d != nullptr && d != sb) e.ledger.touch(*d, now), ++d->forwarded;
   if (d != nullptr) {  // changed from now on (another thread may look before after_copy)
     ++d->version;
     e.producers.give(d->producer);

@@ -20,6 +20,7 @@
 
 #include "api.hpp"
 #include "block.hpp"
+#include "ledger.hpp"
 #include "host_pool.hpp"
 #include "link_meter.hpp"
 

@@ -77,6 +77,7 @@ void Executor::delete_block(Block* b) {
   }
   std::erase_if(evict_queue, [b](const auto& q) { return q.first == b; });
   blocks.forget(b);
+  producers.give(b->producer);  // counted while a block holds it
   delete b;
 }
 
@@ -119,14 +120,40 @@ bool Executor::start_victims(std::uint64_t short_bytes, bool may_wait) {
     started_any = true;
   }
   // Live ones, in the passive order.
-  std::vector<policy::VictimCandidate>& cand = scratch().victims;
-  cand.clear();
   const std::uint64_t now = tick();
   const LinkRates link = link_rates(planning, simcuda);
   const bool drops = may_wait && !drops_barred() && pressure_drops_allowed() && streams_idle_now();
   // A swap's two copies, priced per byte once: a division per candidate and direction was most
   // of this loop's time (a shortage prices every block on the device).
-  const double swap_fixed = 2 * link.latency, swap_per_byte = 1.0 / link.out + 1.0 / link.in;
+  const SwapPrice price{2 * link.latency, 1.0 / link.out + 1.0 / link.in};
+  // A drop is priced block by block (its producer's time): only where one may be priced is
+  // every block on the device priced; else the index finds each next victim.
+  if (drops && producers.held_by_blocks() != 0) return start_victims_priced(short_bytes, price, now, freed) || started_any;
+  const std::uint64_t shortage = ++shortages;
+  auto accepts = [&](const Block& b) {
+    return b.live && b.pins == 0 && b.stuck_tick != now && b.tried_in_shortage != shortage && mem(b).movable(b);
+  };
+  while (freed < short_bytes && !moves_out_barred()) {  // (barred: begun while an eviction waited)
+    // Looked for again after each move: evict() may have waited outside the lock.
+    Block* b = ledger.victims().best(price, now, accepts);
+    if (b == nullptr) break;
+    b->tried_in_shortage = shortage;  // each block once per shortage, as in the priced order
+    if (!evict(*b, "pressure")) {
+      b->stuck_tick = now;
+      continue;
+    }
+    freed += b->span;
+    started_any = true;
+  }
+  return started_any;
+}
+
+// start_victims where a drop may be priced: every block on the device priced, the order kept
+// while victims move (evict() and try_drop() may wait: each is looked up again by id).
+bool Executor::start_victims_priced(std::uint64_t short_bytes, SwapPrice price, std::uint64_t now, std::uint64_t freed) {
+  bool started_any = false;
+  std::vector<policy::VictimCandidate>& cand = scratch().victims;
+  cand.clear();
   // Only blocks on the device can move out: the charged ones, not every live one. The order
   // below does not depend on the candidates' order (VictimOrder's is total).
   std::size_t best = policy::VictimOrder::kNoBest;  // the best candidate so far (the first victim)
@@ -134,11 +161,14 @@ bool Executor::start_victims(std::uint64_t short_bytes, bool may_wait) {
     Block& b = *p;
     if (!b.live || b.pins != 0 || b.stuck_tick == now) continue;
     if (!mem(b).movable(b)) continue;
-    const std::uint64_t idle = now - std::min(now, b.last_tick) + 1;
-    const double swap = swap_fixed + static_cast<double>(b.span) * swap_per_byte;
-    const double drop = drops && b.producer ? pressure_drop_cost(b, swap) : -1;  // no producer: no drop (the cheap test inline)
-    policy::VictimCandidate& c = cand.emplace_back(policy::VictimCandidate{b.id, b.span, idle, drop >= 0 ? drop : swap, drop >= 0});
-    c.key = policy::victim_key(c);  // here, not in a second pass over the candidates
+    policy::VictimCandidate c = swap_candidate(b, price, now);
+    if (b.producer) {  // no producer: no drop (the cheap test inline)
+      if (const double drop = pressure_drop_cost(b, c.restore_s); drop >= 0) {
+        c.restore_s = drop, c.drop = true;
+        c.key = policy::victim_key(c);
+      }
+    }
+    cand.push_back(c);
     if (best == policy::VictimOrder::kNoBest || policy::better_victim(c, cand[best])) best = cand.size() - 1;
   }
   for (policy::VictimOrder order(cand, policy::VictimOrder::KeysSet{}, best); !order.done() && freed < short_bytes;) {

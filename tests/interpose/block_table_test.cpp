@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "exec/block.hpp"
+#include "exec/ledger.hpp"
 
 namespace capuchin::interpose::exec {
 namespace {

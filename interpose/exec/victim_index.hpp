@@ -1,0 +1,91 @@
+// victim_index.hpp: the executor's blocks on the device grouped by span, each group in the
+// order of their last use, so that a shortage finds the passive order's next victim
+// (policy::better_victim over swap-priced candidates, victims.hpp) by looking at the first
+// blocks of each group instead of pricing every block on the device. Under pressure a shortage
+// came about 25 times per mobilenet_v2 iteration and priced about 440 blocks each time; those
+// blocks had about 16 spans.
+//
+// Why it is exact: a swap candidate's key is (fixed + span x per_byte) / (span x idle). Within
+// one span it never rises as idle grows (the product's rounding is monotone), so a group's
+// blocks in ascending last_tick are in ascending key, and equal keys are neighbours there. The
+// handle breaks their tie: blocks of one tick are ordered by it (a multi-tensor launch gives
+// hundreds of parameters one tick), and blocks of different ticks have different keys but where
+// idle is clamped or huge (best_of compares such a run whole). A drop is priced by its
+// producer's measured time, block by block: start_victims prices every block the old way when a
+// drop is possible.
+//
+// Contract: a block is indexed exactly while the Ledger lists it as charged (Ledger calls add
+// and remove); its last_tick changes only through Ledger::touch while indexed (which calls
+// touched); its span does not change while indexed. Under the executor's lock, like the blocks.
+// Allocates only for a span seen for the first time.
+#pragma once
+
+#include <cstdint>
+#include <type_traits>
+#include <vector>
+
+#include "block.hpp"
+#include "capuchin/flat_map.hpp"
+#include "capuchin/victims.hpp"
+
+namespace capuchin::interpose::exec {
+
+// What moving a block out and back costs, per start_victims' link rates: fixed + bytes x per_byte.
+struct SwapPrice {
+  double fixed = 0;
+  double per_byte = 0;
+};
+
+// The candidate start_victims makes of b for a swap (the same arithmetic, so the same key).
+inline policy::VictimCandidate swap_candidate(const Block& b, SwapPrice price, std::uint64_t now) {
+  const std::uint64_t idle = now - std::min(now, b.last_tick) + 1;
+  const double swap = price.fixed + static_cast<double>(b.span) * price.per_byte;
+  policy::VictimCandidate c{b.id, b.span, idle, swap, false};
+  c.key = policy::victim_key(c);
+  return c;
+}
+
+class VictimIndex {
+ public:
+  void add(Block& b);      // b is charged now
+  void remove(Block& b);   // b is no longer charged
+  void touched(Block& b);  // b.last_tick changed (b indexed)
+  std::size_t size() const { return size_; }
+
+  // The best victim by policy::better_victim among the indexed blocks `eligible` accepts, each
+  // priced as a swap at `now`; null when it accepts none.
+  template <class F>
+  Block* best(SwapPrice price, std::uint64_t now, F&& eligible) const {
+    using Fn = std::remove_reference_t<F>;
+    return best_of([](const void* f, const Block& b) { return (*static_cast<const Fn*>(f))(b); }, &eligible, price, now);
+  }
+
+  // Every group's blocks in order (tests): f(span, first block).
+  template <class F>
+  void for_each_group(F&& f) const {
+    for (std::uint32_t g : active_) f(groups_[g].span, groups_[g].first);
+  }
+
+ private:
+  static constexpr std::uint32_t kNoGroup = ~0u;
+  struct Group {
+    std::uint64_t span = 0;
+    Block* first = nullptr;  // the least recently used
+    Block* last = nullptr;
+    std::uint32_t count = 0;
+    std::uint32_t active_slot = kNoGroup;  // its place in active_ while it has blocks
+  };
+  using Accepts = bool (*)(const void*, const Block&);
+  Block* best_of(Accepts accepts, const void* ctx, SwapPrice price, std::uint64_t now) const;
+  static bool distinct_keys(std::uint64_t span, std::uint64_t idle);
+  std::uint32_t group_for(std::uint64_t span);
+  void link(Group& g, Block& b);  // at its place by last_tick, looking from the newest end
+  void unlink(Group& g, Block& b);
+
+  std::vector<Group> groups_;
+  FlatMap<std::uint32_t> group_of_;   // span -> groups_ index
+  std::vector<std::uint32_t> active_;  // groups with blocks
+  std::size_t size_ = 0;
+};
+
+}  // namespace capuchin::interpose::exec
