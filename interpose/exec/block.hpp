@@ -108,7 +108,7 @@ class ProducerPool {
 
  private:
   void give_held(std::shared_ptr<Producer>& p) {
-    --held_by_blocks_;
+    if (held_by_blocks_ > 0) --held_by_blocks_;  // (one never handed to a block: not counted)
     if (p.use_count() == 1 && spare_.size() < kKeep) spare_.push_back(std::move(p));
     p.reset();
   }
@@ -156,11 +156,8 @@ struct Block {
   Block* cache_next = nullptr;
   // Ledger's: its place among the charged blocks (kUnlisted while its memory is not on the device)
   std::uint32_t charged_slot = ~0u;
-  // VictimIndex's (victim_index.hpp), while charged: its span's group, ordered by last_tick
-  std::uint32_t use_group = ~0u;
-  Block* by_use_prev = nullptr;
-  Block* by_use_next = nullptr;
-  std::uint64_t use_order_id = 0;  // its id when placed (the order's tie-break)
+  // VictimIndex's (victim_index.hpp): its node while on the device or coming in
+  std::uint32_t victim_node = ~0u;
   std::uint64_t tried_in_shortage = 0;  // start_victims: the shortage that last tried to move it out
   std::shared_ptr<Producer> producer;
   std::vector<std::uint64_t> dependents;  // dropped blocks whose producer reads this one

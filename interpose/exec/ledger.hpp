@@ -3,8 +3,9 @@
 // search (victim_index.hpp).
 //
 // Contract: `where` changes only through move(), which keeps resident() equal to the spans of
-// the listed blocks and lists exactly the blocks whose `where` is charged(); last_tick changes
-// only through touch(). Under the executor's lock.
+// the listed blocks, lists exactly the blocks whose `where` is charged(), and indexes those on
+// the device or coming in; last_tick changes only through touch() and touch_all(). Under the
+// executor's lock.
 #pragma once
 
 #include <algorithm>
@@ -41,6 +42,10 @@ class Ledger {
       if (idle_ != nullptr && idle_->idle_bytes() != 0) trim_idle();
     }
     b.where = to;
+    // Indexed while it may move out: a block moving out stays charged, but no shortage can
+    // take it, and at the head of its group (the least recently used) every search would pass it.
+    if (to == Where::Device || to == Where::Incoming) victims_.add(b);
+    else victims_.remove(b);
   }
   // Idle device chunks (device_chunks.hpp) are device memory not charged here; with managed
   // moves out still in flight (`outs`: bytes uncharged, not yet gone from the device) they stay
@@ -65,10 +70,17 @@ class Ledger {
   const std::vector<Block*>& charged_blocks() const { return charged_; }
   // The same blocks by span and last use.
   const VictimIndex& victims() const { return victims_; }
-  // b was used at `tick` (or the clock was reset): the only way b.last_tick changes.
+  // b was used at `tick`: the only way b.last_tick changes but touch_all.
   void touch(Block& b, std::uint64_t tick) {
     b.last_tick = tick;
-    if (listed(b)) victims_.touched(b);
+    victims_.touched(b);
+  }
+  // Every block for_each(f) visits (calling f(Block&)) was used at `tick` (the executor's clock
+  // stood still). One sort per span, not a walk per block: the blocks come in no useful order.
+  template <class ForEach>
+  void touch_all(ForEach&& for_each, std::uint64_t tick) {
+    for_each([&](Block& b) { b.last_tick = tick; });
+    victims_.reorder();
   }
   // Whether b is still listed: only a block forgotten or never charged may be deleted.
   static bool listed(const Block& b) { return b.charged_slot != kUnlisted; }
@@ -77,7 +89,6 @@ class Ledger {
   void list(Block& b) {
     b.charged_slot = static_cast<std::uint32_t>(charged_.size());
     charged_.push_back(&b);
-    victims_.add(b);
   }
   void unlist(Block& b) {
     if (!listed(b)) return;

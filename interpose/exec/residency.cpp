@@ -130,8 +130,10 @@ bool Executor::start_victims(std::uint64_t short_bytes, bool may_wait) {
   // every block on the device priced; else the index finds each next victim.
   if (drops && producers.held_by_blocks() != 0) return start_victims_priced(short_bytes, price, now, freed) || started_any;
   const std::uint64_t shortage = ++shortages;
+  // (>=: a shortage on another thread while evict() waited tried some too: not again here, or
+  // two threads could retry each other's failures for ever)
   auto accepts = [&](const Block& b) {
-    return b.live && b.pins == 0 && b.stuck_tick != now && b.tried_in_shortage != shortage && mem(b).movable(b);
+    return b.live && b.pins == 0 && b.stuck_tick != now && b.tried_in_shortage < shortage && mem(b).movable(b);
   };
   while (freed < short_bytes && !moves_out_barred()) {  // (barred: begun while an eviction waited)
     // Looked for again after each move: evict() may have waited outside the lock.

@@ -178,7 +178,7 @@ void Executor::wake(const char* why) {
   mark_unwatched_uses();
   invalidate_producers();
   const std::uint64_t now = tick();
-  blocks.for_each_live([&](Block& b) { ledger.touch(b, now); });  // the clock stood still: none looks idlest
+  ledger.touch_all([&](auto&& f) { blocks.for_each_live(f); }, now);  // the clock stood still: none looks idlest
   std::vector<std::pair<std::uint64_t, std::uint64_t>> live;
   blocks.for_each_live([&](Block& b) { live.emplace_back(b.id, b.span); });
   std::sort(live.begin(), live.end());  // the controller's order does not depend on the table's

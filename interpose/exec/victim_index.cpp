@@ -1,6 +1,8 @@
 // victim_index.cpp: see victim_index.hpp.
 #include "victim_index.hpp"
 
+#include <algorithm>
+
 namespace capuchin::interpose::exec {
 
 std::uint32_t VictimIndex::group_for(std::uint64_t span) {
@@ -12,75 +14,114 @@ std::uint32_t VictimIndex::group_for(std::uint64_t span) {
 }
 
 void VictimIndex::add(Block& b) {
-  if (b.use_group != kNoGroup) return;  // indexed already
+  if (b.victim_node != kNone) return;  // indexed already
+  std::uint32_t n = 0;
+  if (free_.empty()) {
+    n = static_cast<std::uint32_t>(nodes_.size());
+    nodes_.emplace_back();
+  } else {
+    n = free_.back();
+    free_.pop_back();
+  }
   const std::uint32_t gi = group_for(b.span);
+  nodes_[n] = Node{&b, b.last_tick, b.id, kNone, kNone, gi};
+  b.victim_node = n;
+  link(n);
   Group& g = groups_[gi];
-  b.use_group = gi;
-  link(g, b);
   if (g.count++ == 0) {
     g.active_slot = static_cast<std::uint32_t>(active_.size());
     active_.push_back(gi);
   }
-  ++size_;
 }
 
 void VictimIndex::remove(Block& b) {
-  if (b.use_group == kNoGroup) return;
-  Group& g = groups_[b.use_group];
-  unlink(g, b);
-  b.use_group = kNoGroup;
-  --size_;
+  const std::uint32_t n = b.victim_node;
+  if (n == kNone) return;
+  Group& g = groups_[nodes_[n].group];
+  unlink(n);
+  nodes_[n].block = nullptr;
+  free_.push_back(n);
+  b.victim_node = kNone;
   if (--g.count != 0) return;
   const std::uint32_t moved = active_.back();  // the emptied group leaves active_ (swap with the last)
   active_[g.active_slot] = moved;
   groups_[moved].active_slot = g.active_slot;
   active_.pop_back();
-  g.active_slot = kNoGroup;
+  g.active_slot = kNone;
 }
 
-namespace {
-// The group order: last use, then the handle at the time (a freed block's id changes while it
-// is listed; its place does not: it is no victim until allocated again, and touched then).
-bool before(const Block& x, std::uint64_t tick, std::uint64_t id) {
-  return x.last_tick != tick ? x.last_tick < tick : x.use_order_id <= id;
+// Whether node x goes before a block of (tick, id): by last use, then by the handle at the time
+// (a freed block's id changes while it is listed; its place does not: it is no victim until it
+// is allocated again, and touched then).
+bool VictimIndex::before(std::uint32_t x, std::uint64_t tick, std::uint64_t id) const {
+  const Node& n = nodes_[x];
+  return n.tick != tick ? n.tick < tick : n.order_id <= id;
 }
-}  // namespace
 
 void VictimIndex::touched(Block& b) {
-  if (b.use_group == kNoGroup) return;
-  Group& g = groups_[b.use_group];
-  if (&b == g.last && b.use_order_id == b.id && (b.by_use_prev == nullptr || before(*b.by_use_prev, b.last_tick, b.id)))
+  const std::uint32_t n = b.victim_node;
+  if (n == kNone) return;
+  Node& node = nodes_[n];
+  node.tick = b.last_tick;
+  node.order_id = b.id;
+  if (groups_[node.group].last == n && (node.prev == kNone || before(node.prev, node.tick, node.order_id)))
     return;  // the newest still
-  unlink(g, b);
-  link(g, b);
+  unlink(n);
+  link(n);
 }
 
-// A use makes b the newest (one step from the newest end; a launch's blocks share its tick, and
-// a multi-tensor launch's come in allocation order, mostly); a block coming back to the device
-// keeps the tick of its last use, usually an old one: the walk starts at the nearer end.
-void VictimIndex::link(Group& g, Block& b) {
-  const std::uint64_t t = b.last_tick, id = b.id;
-  b.use_order_id = id;
-  Block* after = nullptr;  // b goes right after this one (null: first)
-  if (g.last != nullptr && before(*g.last, t, id)) {
+void VictimIndex::reorder() {
+  std::vector<std::uint32_t> members;
+  for (std::uint32_t gi : active_) {
+    Group& g = groups_[gi];
+    members.clear();
+    for (std::uint32_t n = g.first; n != kNone; n = nodes_[n].next) {
+      nodes_[n].tick = nodes_[n].block->last_tick;
+      nodes_[n].order_id = nodes_[n].block->id;
+      members.push_back(n);
+    }
+    std::sort(members.begin(), members.end(), [&](std::uint32_t x, std::uint32_t y) {
+      return nodes_[x].tick != nodes_[y].tick ? nodes_[x].tick < nodes_[y].tick : nodes_[x].order_id < nodes_[y].order_id;
+    });
+    g.first = g.last = kNone;
+    for (std::uint32_t n : members) {
+      nodes_[n].prev = g.last;
+      nodes_[n].next = kNone;
+      (g.last != kNone ? nodes_[g.last].next : g.first) = n;
+      g.last = n;
+    }
+  }
+}
+
+// A use makes a block the newest (one step from the newest end; a launch's blocks share its
+// tick, and a multi-tensor launch's come in allocation order, mostly); a block coming back to
+// the device keeps the tick of its last use, usually an old one: the walk starts at the nearer end.
+void VictimIndex::link(std::uint32_t n) {
+  Node& node = nodes_[n];
+  Group& g = groups_[node.group];
+  const std::uint64_t t = node.tick, id = node.order_id;
+  std::uint32_t after = kNone;  // n goes right after this one (kNone: first)
+  if (g.last != kNone && before(g.last, t, id)) {
     after = g.last;
-  } else if (g.first != nullptr && t - std::min(t, g.first->last_tick) < g.last->last_tick - t) {
-    for (Block* x = g.first; x != nullptr && before(*x, t, id); x = x->by_use_next) after = x;
+  } else if (g.first != kNone && t - std::min(t, nodes_[g.first].tick) < nodes_[g.last].tick - t) {
+    for (std::uint32_t x = g.first; x != kNone && before(x, t, id); x = nodes_[x].next) after = x;
   } else {
     after = g.last;
-    while (after != nullptr && !before(*after, t, id)) after = after->by_use_prev;
+    while (after != kNone && !before(after, t, id)) after = nodes_[after].prev;
   }
-  Block* before = after != nullptr ? after->by_use_next : g.first;
-  b.by_use_prev = after;
-  b.by_use_next = before;
-  (after != nullptr ? after->by_use_next : g.first) = &b;
-  (before != nullptr ? before->by_use_prev : g.last) = &b;
+  const std::uint32_t next = after != kNone ? nodes_[after].next : g.first;
+  node.prev = after;
+  node.next = next;
+  (after != kNone ? nodes_[after].next : g.first) = n;
+  (next != kNone ? nodes_[next].prev : g.last) = n;
 }
 
-void VictimIndex::unlink(Group& g, Block& b) {
-  (b.by_use_prev != nullptr ? b.by_use_prev->by_use_next : g.first) = b.by_use_next;
-  (b.by_use_next != nullptr ? b.by_use_next->by_use_prev : g.last) = b.by_use_prev;
-  b.by_use_prev = b.by_use_next = nullptr;
+void VictimIndex::unlink(std::uint32_t n) {
+  Node& node = nodes_[n];
+  Group& g = groups_[node.group];
+  (node.prev != kNone ? nodes_[node.prev].next : g.first) = node.next;
+  (node.next != kNone ? nodes_[node.next].prev : g.last) = node.prev;
+  node.prev = node.next = kNone;
 }
 
 // Whether every idle below `idle` gives a span's swap another key than `idle` does: the key is
@@ -99,7 +140,8 @@ Block* VictimIndex::best_of(Accepts accepts, const void* ctx, SwapPrice price, s
     // its key (a run: keys ascend along the group).
     Block* pick = nullptr;
     policy::VictimCandidate pick_c;
-    for (Block* b = groups_[gi].first; b != nullptr; b = b->by_use_next) {
+    for (std::uint32_t n = groups_[gi].first; n != kNone; n = nodes_[n].next) {
+      Block* const b = nodes_[n].block;
       if (!accepts(ctx, *b)) continue;
       const policy::VictimCandidate c = swap_candidate(*b, price, now);
       if (pick != nullptr && c.key > pick_c.key) break;
@@ -108,7 +150,7 @@ Block* VictimIndex::best_of(Accepts accepts, const void* ctx, SwapPrice price, s
       // the later ones of its tick have larger handles (the order), and those of later ticks
       // have other keys (distinct_keys). Else (a clock set back, idle in the billions) the
       // run of its key is compared whole.
-      if (b == pick && b->use_order_id == b->id && b->last_tick < now && distinct_keys(b->span, c.idle)) break;
+      if (b == pick && nodes_[n].order_id == b->id && b->last_tick < now && distinct_keys(b->span, c.idle)) break;
     }
     if (pick != nullptr && (best == nullptr || policy::better_victim(pick_c, best_c))) best = pick, best_c = pick_c;
   }

@@ -14,10 +14,10 @@
 // producer's measured time, block by block: start_victims prices every block the old way when a
 // drop is possible.
 //
-// Contract: a block is indexed exactly while the Ledger lists it as charged (Ledger calls add
-// and remove); its last_tick changes only through Ledger::touch while indexed (which calls
-// touched); its span does not change while indexed. Under the executor's lock, like the blocks.
-// Allocates only for a span seen for the first time.
+// Contract: a block is indexed exactly while the Ledger has it on the device or coming in (Ledger
+// calls add and remove); its last_tick changes only through Ledger::touch (which calls touched)
+// or touch_all (reorder); its span does not change while indexed. Under the executor's lock,
+// like the blocks. Allocates only for a span seen for the first time, and in reorder.
 #pragma once
 
 #include <cstdint>
@@ -49,8 +49,9 @@ class VictimIndex {
  public:
   void add(Block& b);      // b is charged now
   void remove(Block& b);   // b is no longer charged
-  void touched(Block& b);  // b.last_tick changed (b indexed)
-  std::size_t size() const { return size_; }
+  void touched(Block& b);  // b.last_tick changed (nothing when b is not indexed)
+  void reorder();          // many blocks' last_tick changed: every group sorted again
+  std::size_t size() const { return nodes_.size() - free_.size(); }
 
   // The best victim by policy::better_victim among the indexed blocks `eligible` accepts, each
   // priced as a swap at `now`; null when it accepts none.
@@ -60,32 +61,47 @@ class VictimIndex {
     return best_of([](const void* f, const Block& b) { return (*static_cast<const Fn*>(f))(b); }, &eligible, price, now);
   }
 
-  // Every group's blocks in order (tests): f(span, first block).
+  // Every group's blocks in order (tests): f(span, blocks least recently used first).
   template <class F>
   void for_each_group(F&& f) const {
-    for (std::uint32_t g : active_) f(groups_[g].span, groups_[g].first);
+    for (std::uint32_t g : active_) {
+      std::vector<const Block*> in_order;
+      for (std::uint32_t n = groups_[g].first; n != kNone; n = nodes_[n].next) in_order.push_back(nodes_[n].block);
+      f(groups_[g].span, in_order);
+    }
   }
 
  private:
-  static constexpr std::uint32_t kNoGroup = ~0u;
+  static constexpr std::uint32_t kNone = ~0u;
+  // A block's place, apart from the block: a use relinks it among its neighbours' nodes, a few
+  // kilobytes in all, where relinking the blocks themselves (hundreds of bytes each, scattered)
+  // missed the cache at every neighbour.
+  struct Node {
+    Block* block = nullptr;
+    std::uint64_t tick = 0;      // block->last_tick when placed
+    std::uint64_t order_id = 0;  // block->id when placed (the order's tie-break)
+    std::uint32_t prev = kNone, next = kNone, group = kNone;
+  };
   struct Group {
     std::uint64_t span = 0;
-    Block* first = nullptr;  // the least recently used
-    Block* last = nullptr;
+    std::uint32_t first = kNone;  // the least recently used
+    std::uint32_t last = kNone;
     std::uint32_t count = 0;
-    std::uint32_t active_slot = kNoGroup;  // its place in active_ while it has blocks
+    std::uint32_t active_slot = kNone;  // its place in active_ while it has blocks
   };
   using Accepts = bool (*)(const void*, const Block&);
   Block* best_of(Accepts accepts, const void* ctx, SwapPrice price, std::uint64_t now) const;
   static bool distinct_keys(std::uint64_t span, std::uint64_t idle);
   std::uint32_t group_for(std::uint64_t span);
-  void link(Group& g, Block& b);  // at its place by last_tick, looking from the newest end
-  void unlink(Group& g, Block& b);
+  bool before(std::uint32_t x, std::uint64_t tick, std::uint64_t id) const;
+  void link(std::uint32_t n);  // at its place by (tick, order_id), from the nearer end
+  void unlink(std::uint32_t n);
 
+  std::vector<Node> nodes_;
+  std::vector<std::uint32_t> free_;   // nodes_ slots unused
   std::vector<Group> groups_;
   FlatMap<std::uint32_t> group_of_;   // span -> groups_ index
   std::vector<std::uint32_t> active_;  // groups with blocks
-  std::size_t size_ = 0;
 };
 
 }  // namespace capuchin::interpose::exec

@@ -27,7 +27,7 @@ std::uint32_t id_count(const Event& e) { return is(e, Op::Kernel) ? e.nreads + e
 template <class T>
 void prefetch_for_write(const std::vector<T>& v, std::size_t ahead, std::size_t offset = 0) {
   const std::uintptr_t at = reinterpret_cast<std::uintptr_t>(v.data()) + (v.size() + ahead) * sizeof(T) + offset;
-  __builtin_prefetch(reinterpret_cast<const void*>(at), 1, 0);
+  __builtin_prefetch(reinterpret_cast<const void*>(at), 1, 3);
 }
 
 bool same_place(const plan::LateArrival& a, const plan::LateArrival& b) {
