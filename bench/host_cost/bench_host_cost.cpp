@@ -206,8 +206,10 @@ int main(int argc, char** argv) {
     std::printf("# Host time added per CUDA call and per steady iteration (CPU timings of this machine, null driver;\n"
                 "# medians of %d runs, iterations %d..%d of %d). ideal = simulated h200 ideal iteration (scale only).\n",
                 repeats, warmup + 1, iters, iters);
-    std::printf("# cpu_us/it: the calling thread's CPU time added per iteration (the per-call columns and added_us/it\n"
-                "# are wall time, which counts waits for a core too: capuchin's own threads share this machine's).\n");
+    std::printf("# cpu_us/it: the calling thread's CPU time per iteration against the program alone's (direct row: its\n"
+                "# own), the whole iteration's, so the hooks' effect on the program's own work (caches) counts too; the\n"
+                "# per-call columns and added_us/it are wall time inside the calls, which counts waits for a core too\n"
+                "# (capuchin's drain and planner threads share this machine's two).\n");
     std::printf("%-22s %-9s %9s %9s %9s %9s %9s %8s %12s %10s %10s %8s\n", "trace", "mode", "alloc_ns", "free_ns", "launch_ns",
                 "copy_ns", "sync_ns", "calls", "added_us/it", "%_ideal", "cpu_us/it", "%cpu");
     for (TraceCase& c : cases) {
