@@ -130,6 +130,9 @@ struct Block {
   std::uint64_t use_gen = 0;    // bumped by every use marked (a wait on the host knows what it covered)
   bool staging_stale = false;   // Vmm Incoming: written through its host copy meanwhile; the staged copy is not used
   std::uint64_t last_tick = 0;  // the policy clock at its last use (set through Ledger::touch)
+  // VictimIndex's (victim_index.hpp): its node while on the device or coming in (beside
+  // last_tick: a use writes both)
+  std::uint32_t victim_node = ~0u;
   std::uint64_t launch_seen = 0;  // the last launch that resolved it (Executor::next_launch_stamp): found once per launch
   std::uint64_t stuck_tick = ~std::uint64_t{0};  // a move out failed at this tick: not a victim again then
   // ordering (ordering.cpp)
@@ -156,8 +159,6 @@ struct Block {
   Block* cache_next = nullptr;
   // Ledger's: its place among the charged blocks (kUnlisted while its memory is not on the device)
   std::uint32_t charged_slot = ~0u;
-  // VictimIndex's (victim_index.hpp): its node while on the device or coming in
-  std::uint32_t victim_node = ~0u;
   std::uint64_t tried_in_shortage = 0;  // start_victims: the shortage that last tried to move it out
   std::shared_ptr<Producer> producer;
   std::vector<std::uint64_t> dependents;  // dropped blocks whose producer reads this one

@@ -70,6 +70,7 @@ class Ledger {
   const std::vector<Block*>& charged_blocks() const { return charged_; }
   // The same blocks by span and last use.
   const VictimIndex& victims() const { return victims_; }
+  void index_victims() { victims_.start(charged_); }  // from now on (VictimIndex::start)
   // b was used at `tick`: the only way b.last_tick changes but touch_all.
   void touch(Block& b, std::uint64_t tick) {
     b.last_tick = tick;

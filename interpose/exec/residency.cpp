@@ -129,6 +129,12 @@ bool Executor::start_victims(std::uint64_t short_bytes, bool may_wait) {
   // A drop is priced block by block (its producer's time): only where one may be priced is
   // every block on the device priced; else the index finds each next victim.
   if (drops && producers.held_by_blocks() != 0) return start_victims_priced(short_bytes, price, now, freed) || started_any;
+  // The index costs every use a relink: started once a shortage priced many blocks.
+  if (!ledger.victims().on()) {
+    const bool started = start_victims_priced(short_bytes, price, now, freed);
+    if (scratch().victims.size() >= VictimIndex::kWorthFrom && !ledger.victims().on()) ledger.index_victims();
+    return started || started_any;
+  }
   const std::uint64_t shortage = ++shortages;
   // (>=: a shortage on another thread while evict() waited tried some too: not again here, or
   // two threads could retry each other's failures for ever)
@@ -150,8 +156,9 @@ bool Executor::start_victims(std::uint64_t short_bytes, bool may_wait) {
   return started_any;
 }
 
-// start_victims where a drop may be priced: every block on the device priced, the order kept
-// while victims move (evict() and try_drop() may wait: each is looked up again by id).
+// start_victims where a drop may be priced, or before the index is worth its upkeep: every block
+// on the device priced, the order kept while victims move (evict() and try_drop() may wait: each
+// is looked up again by id).
 bool Executor::start_victims_priced(std::uint64_t short_bytes, SwapPrice price, std::uint64_t now, std::uint64_t freed) {
   bool started_any = false;
   std::vector<policy::VictimCandidate>& cand = scratch().victims;

@@ -13,8 +13,25 @@ std::uint32_t VictimIndex::group_for(std::uint64_t span) {
   return g;
 }
 
+void VictimIndex::start(const std::vector<Block*>& blocks) {
+  on_ = true;
+  for (Block* b : blocks) {
+    if ((b->where != Where::Device && b->where != Where::Incoming) || b->victim_node != kNone) continue;
+    const std::uint32_t n = make_node(*b);
+    Group& g = groups_[nodes_[n].group];  // appended in no order: reorder() sorts each group once
+    nodes_[n].prev = g.last;
+    (g.last != kNone ? nodes_[g.last].next : g.first) = n;
+    g.last = n;
+  }
+  reorder();
+}
+
 void VictimIndex::add(Block& b) {
-  if (b.victim_node != kNone) return;  // indexed already
+  if (!on_ || b.victim_node != kNone) return;  // off, or indexed already
+  link(make_node(b));
+}
+
+std::uint32_t VictimIndex::make_node(Block& b) {
   std::uint32_t n = 0;
   if (free_.empty()) {
     n = static_cast<std::uint32_t>(nodes_.size());
@@ -26,12 +43,12 @@ void VictimIndex::add(Block& b) {
   const std::uint32_t gi = group_for(b.span);
   nodes_[n] = Node{&b, b.last_tick, b.id, kNone, kNone, gi};
   b.victim_node = n;
-  link(n);
   Group& g = groups_[gi];
   if (g.count++ == 0) {
     g.active_slot = static_cast<std::uint32_t>(active_.size());
     active_.push_back(gi);
   }
+  return n;
 }
 
 void VictimIndex::remove(Block& b) {
@@ -50,22 +67,8 @@ void VictimIndex::remove(Block& b) {
   g.active_slot = kNone;
 }
 
-// Whether node x goes before a block of (tick, id): by last use, then by the handle at the time
-// (a freed block's id changes while it is listed; its place does not: it is no victim until it
-// is allocated again, and touched then).
-bool VictimIndex::before(std::uint32_t x, std::uint64_t tick, std::uint64_t id) const {
-  const Node& n = nodes_[x];
-  return n.tick != tick ? n.tick < tick : n.order_id <= id;
-}
-
-void VictimIndex::touched(Block& b) {
-  const std::uint32_t n = b.victim_node;
-  if (n == kNone) return;
-  Node& node = nodes_[n];
-  node.tick = b.last_tick;
-  node.order_id = b.id;
-  if (groups_[node.group].last == n && (node.prev == kNone || before(node.prev, node.tick, node.order_id)))
-    return;  // the newest still
+// Moved from where it was to its place by its new use: usually the newest end.
+void VictimIndex::relink(std::uint32_t n) {
   unlink(n);
   link(n);
 }

@@ -14,8 +14,8 @@
 // producer's measured time, block by block: start_victims prices every block the old way when a
 // drop is possible.
 //
-// Contract: a block is indexed exactly while the Ledger has it on the device or coming in (Ledger
-// calls add and remove); its last_tick changes only through Ledger::touch (which calls touched)
+// Contract: once started, a block is indexed exactly while the Ledger has it on the device or
+// coming in (Ledger calls add and remove); its last_tick changes only through Ledger::touch (which calls touched)
 // or touch_all (reorder); its span does not change while indexed. Under the executor's lock,
 // like the blocks. Allocates only for a span seen for the first time, and in reorder.
 #pragma once
@@ -47,9 +47,28 @@ inline policy::VictimCandidate swap_candidate(const Block& b, SwapPrice price, s
 
 class VictimIndex {
  public:
-  void add(Block& b);      // b is charged now
+  // Off until start(): a use costs a relink here, which pays only where shortages price many
+  // blocks (Executor::start_victims starts it once one priced kWorthFrom candidates; perf,
+  // steady pressure at 0.5x: mobilenet_v2's shortages priced about 440 and the index took
+  // 15-20% off capuchin's time on the job's thread; resnet18's and tiny_transformer's about
+  // 120 and 95, where the relinks cost more than the pricing).
+  static constexpr std::size_t kWorthFrom = 256;
+  bool on() const { return on_; }
+  // Indexes `blocks` (those on the device or coming in; each span's group sorted once) and
+  // every block add() is given from now on.
+  void start(const std::vector<Block*>& blocks);
+  void add(Block& b);      // b is on the device or coming in now (nothing while off)
   void remove(Block& b);   // b is no longer charged
-  void touched(Block& b);  // b.last_tick changed (nothing when b is not indexed)
+  // b.last_tick changed (nothing when b is not indexed). Inline: every use of a block on the
+  // device under pressure comes here, and most move it to the newest end of its group.
+  void touched(Block& b) {
+    const std::uint32_t n = b.victim_node;
+    if (n == kNone) return;
+    Node& node = nodes_[n];
+    node.tick = b.last_tick;
+    node.order_id = b.id;
+    if (groups_[node.group].last != n || (node.prev != kNone && !before(node.prev, node.tick, node.order_id))) relink(n);
+  }
   void reorder();          // many blocks' last_tick changed: every group sorted again
   std::size_t size() const { return nodes_.size() - free_.size(); }
 
@@ -93,7 +112,15 @@ class VictimIndex {
   Block* best_of(Accepts accepts, const void* ctx, SwapPrice price, std::uint64_t now) const;
   static bool distinct_keys(std::uint64_t span, std::uint64_t idle);
   std::uint32_t group_for(std::uint64_t span);
-  bool before(std::uint32_t x, std::uint64_t tick, std::uint64_t id) const;
+  std::uint32_t make_node(Block& b);  // b's node, in its group's count but not linked
+  // Whether node x goes before a block of (tick, id): by last use, then by the handle at the
+  // time (a freed block's id changes while it is listed; its place does not: it is no victim
+  // until it is allocated again, and touched then).
+  bool before(std::uint32_t x, std::uint64_t tick, std::uint64_t id) const {
+    const Node& n = nodes_[x];
+    return n.tick != tick ? n.tick < tick : n.order_id <= id;
+  }
+  void relink(std::uint32_t n);  // unlink, link
   void link(std::uint32_t n);  // at its place by (tick, order_id), from the nearer end
   void unlink(std::uint32_t n);
 
@@ -102,6 +129,7 @@ class VictimIndex {
   std::vector<Group> groups_;
   FlatMap<std::uint32_t> group_of_;   // span -> groups_ index
   std::vector<std::uint32_t> active_;  // groups with blocks
+  bool on_ = false;
 };
 
 }  // namespace capuchin::interpose::exec
