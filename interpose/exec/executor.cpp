@@ -668,7 +668,8 @@ void shutdown() {
       " relearns=%" PRIu64 " timed_launches=%" PRIu64 "/%" PRIu64 " host_pool_peak=%" PRIu64 " device_chunks=%" PRIu64 "/%" PRIu64 " on_demand_per_iteration=[%s]"
       " probations=%" PRIu64 " probation_bytes=%" PRIu64 " probation_copied=%" PRIu64 " checksum=%s"
       " replayable_shapes=%" PRIu64 " form_locks=%" PRIu64 " resized_events=%" PRIu64 " tolerated_events=%" PRIu64 " rebased=%" PRIu64 " longer_found=%" PRIu64
-      " link_out_gbps=%.2f link_in_gbps=%.2f standbys=%" PRIu64 " wakes=%" PRIu64 " standing_by=%d events=%zu event_calls_saved=%" PRIu64,
+      " link_out_gbps=%.2f link_in_gbps=%.2f standbys=%" PRIu64 " wakes=%" PRIu64 " standing_by=%d events=%zu event_calls_saved=%" PRIu64
+      " shortages=%" PRIu64 " shortages_indexed=%" PRIu64,
       e.opt.backend == Backend::Pinned ? "pinned" : "uvm", e.pending_peak_multiple > 0 ? 0 : e.ledger.budget, e.ledger.peak(), e.need.min_needed, t.of(Action::Evict), t.of(Action::Prefetch),
       t.of(Action::SwapinOnDemand), t.of(Action::Stall), t.of(Action::Drop), t.of(Action::Recompute), t.of(Action::Fallback),
       cs.iterations, e.planning.controller().period(), cs.plans_adopted, cs.iterations_followed, cs.relearns,
@@ -677,7 +678,7 @@ void shutdown() {
       e.write_sets.replayable_shapes(), cs.form_locks, cs.resized, cs.tolerated, cs.rebased, cs.longer_found,
       e.planning.link().bytes_per_s(true, e.planning.link_latency_s()) * 1e-9,
       e.planning.link().bytes_per_s(false, e.planning.link_latency_s()) * 1e-9, e.standbys, e.wakes, e.standby.on() ? 1 : 0,
-      e.events.created(), e.events.calls_saved());
+      e.events.created(), e.events.calls_saved(), e.shortages, e.shortages_indexed);
   e.decisions.finish();
 }
 

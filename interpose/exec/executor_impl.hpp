@@ -130,6 +130,7 @@ class Executor {
   int tolerated_logged = 0;  // differences from the learned iteration followed on and logged (the first few)
   std::uint64_t evictions_started = 0;
   std::uint64_t shortages = 0;  // start_victims calls that looked for live victims (Block::tried_in_shortage)
+  std::uint64_t shortages_indexed = 0;  // those that asked the Ledger's VictimIndex
   // Work whose accesses are unknown (graph launches, unscanned launches) forwarded and not yet
   // recorded: while any is in flight nothing moves out (it may use any block).
   std::uint32_t unknown_in_flight = 0;
@@ -268,6 +269,7 @@ class Executor {
   }
   bool start_victims(std::uint64_t short_bytes, bool may_wait);
   bool start_victims_priced(std::uint64_t short_bytes, SwapPrice price, std::uint64_t now, std::uint64_t freed);
+  bool move_out_victim(Block& b, std::uint64_t now, std::uint64_t& freed);
   // A cached block's memory moved out (its data dead), its next owner ordered after the move.
   // cool_warm: warm blocks (kept at their free) moved out until `bytes` fit.
   void evict_cached(Block& c);

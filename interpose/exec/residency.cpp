@@ -128,6 +128,7 @@ bool Executor::start_victims(std::uint64_t short_bytes, bool may_wait) {
   const SwapPrice price{2 * link.latency, 1.0 / link.out + 1.0 / link.in};
   // A drop is priced block by block (its producer's time): only where one may be priced is
   // every block on the device priced; else the index finds each next victim.
+  const std::uint64_t shortage = ++shortages;
   if (drops && producers.held_by_blocks() != 0) return start_victims_priced(short_bytes, price, now, freed) || started_any;
   // The index costs every use a relink: started once a shortage priced many blocks.
   if (!ledger.victims().on()) {
@@ -135,7 +136,7 @@ bool Executor::start_victims(std::uint64_t short_bytes, bool may_wait) {
     if (scratch().victims.size() >= VictimIndex::kWorthFrom && !ledger.victims().on()) ledger.index_victims();
     return started || started_any;
   }
-  const std::uint64_t shortage = ++shortages;
+  ++shortages_indexed;
   // (>=: a shortage on another thread while evict() waited tried some too: not again here, or
   // two threads could retry each other's failures for ever)
   auto accepts = [&](const Block& b) {
@@ -146,14 +147,19 @@ bool Executor::start_victims(std::uint64_t short_bytes, bool may_wait) {
     Block* b = ledger.victims().best(price, now, accepts);
     if (b == nullptr) break;
     b->tried_in_shortage = shortage;  // each block once per shortage, as in the priced order
-    if (!evict(*b, "pressure")) {
-      b->stuck_tick = now;
-      continue;
-    }
-    freed += b->span;
-    started_any = true;
+    started_any = move_out_victim(*b, now, freed) || started_any;
   }
   return started_any;
+}
+
+// A victim moved out (its bytes counted freed), or marked stuck for this tick.
+bool Executor::move_out_victim(Block& b, std::uint64_t now, std::uint64_t& freed) {
+  if (!evict(b, "pressure")) {
+    b.stuck_tick = now;
+    return false;
+  }
+  freed += b.span;
+  return true;
 }
 
 // start_victims where a drop may be priced, or before the index is worth its upkeep: every block
@@ -195,12 +201,7 @@ bool Executor::start_victims_priced(std::uint64_t short_bytes, SwapPrice price, 
       }
       continue;
     }
-    if (!evict(*b, "pressure")) {
-      b->stuck_tick = now;
-      continue;
-    }
-    freed += b->span;
-    started_any = true;
+    started_any = move_out_victim(*b, now, freed) || started_any;
   }
   return started_any;
 }
