@@ -268,7 +268,7 @@ class Executor {
     return r;
   }
   bool start_victims(std::uint64_t short_bytes, bool may_wait);
-  bool start_victims_priced(std::uint64_t short_bytes, SwapPrice price, std::uint64_t now, std::uint64_t freed);
+  bool start_victims_priced(std::uint64_t short_bytes, SwapPrice price, std::uint64_t now, std::uint64_t freed, bool drops);
   bool move_out_victim(Block& b, std::uint64_t now, std::uint64_t& freed);
   // A cached block's memory moved out (its data dead), its next owner ordered after the move.
   // cool_warm: warm blocks (kept at their free) moved out until `bytes` fit.

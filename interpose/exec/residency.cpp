@@ -129,10 +129,11 @@ bool Executor::start_victims(std::uint64_t short_bytes, bool may_wait) {
   // A drop is priced block by block (its producer's time): only where one may be priced is
   // every block on the device priced; else the index finds each next victim.
   const std::uint64_t shortage = ++shortages;
-  if (drops && producers.held_by_blocks() != 0) return start_victims_priced(short_bytes, price, now, freed) || started_any;
+  if (drops && producers.held_by_blocks() != 0)
+    return start_victims_priced(short_bytes, price, now, freed, drops) || started_any;
   // The index costs every use a relink: started once a shortage priced many blocks.
   if (!ledger.victims().on()) {
-    const bool started = start_victims_priced(short_bytes, price, now, freed);
+    const bool started = start_victims_priced(short_bytes, price, now, freed, drops);
     if (scratch().victims.size() >= VictimIndex::kWorthFrom && !ledger.victims().on()) ledger.index_victims();
     return started || started_any;
   }
@@ -163,9 +164,11 @@ bool Executor::move_out_victim(Block& b, std::uint64_t now, std::uint64_t& freed
 }
 
 // start_victims where a drop may be priced, or before the index is worth its upkeep: every block
-// on the device priced, the order kept while victims move (evict() and try_drop() may wait: each
-// is looked up again by id).
-bool Executor::start_victims_priced(std::uint64_t short_bytes, SwapPrice price, std::uint64_t now, std::uint64_t freed) {
+// on the device priced (a drop only where `drops`: the caller may not wait, or the plan followed
+// was made without drops), the order kept while victims move (evict() and try_drop() may wait:
+// each is looked up again by id).
+bool Executor::start_victims_priced(std::uint64_t short_bytes, SwapPrice price, std::uint64_t now, std::uint64_t freed,
+                                    bool drops) {
   bool started_any = false;
   std::vector<policy::VictimCandidate>& cand = scratch().victims;
   cand.clear();
@@ -177,7 +180,7 @@ bool Executor::start_victims_priced(std::uint64_t short_bytes, SwapPrice price, 
     if (!b.live || b.pins != 0 || b.stuck_tick == now) continue;
     if (!mem(b).movable(b)) continue;
     policy::VictimCandidate c = swap_candidate(b, price, now);
-    if (b.producer) {  // no producer: no drop (the cheap test inline)
+    if (drops && b.producer) {  // no producer: no drop (the cheap test inline)
       if (const double drop = pressure_drop_cost(b, c.restore_s); drop >= 0) {
         c.restore_s = drop, c.drop = true;
         c.key = policy::victim_key(c);
