@@ -179,13 +179,8 @@ bool Executor::start_victims_priced(std::uint64_t short_bytes, SwapPrice price, 
     Block& b = *p;
     if (!b.live || b.pins != 0 || b.stuck_tick == now) continue;
     if (!mem(b).movable(b)) continue;
-    policy::VictimCandidate c = swap_candidate(b, price, now);
-    if (drops && b.producer) {  // no producer: no drop (the cheap test inline)
-      if (const double drop = pressure_drop_cost(b, c.restore_s); drop >= 0) {
-        c.restore_s = drop, c.drop = true;
-        c.key = policy::victim_key(c);
-      }
-    }
+    const policy::VictimCandidate c =
+        priced_candidate(b, price, now, drops, [&](const Block& x, double swap_s) { return pressure_drop_cost(x, swap_s); });
     cand.push_back(c);
     if (best == policy::VictimOrder::kNoBest || policy::better_victim(c, cand[best])) best = cand.size() - 1;
   }

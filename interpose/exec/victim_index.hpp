@@ -45,6 +45,21 @@ inline policy::VictimCandidate swap_candidate(const Block& b, SwapPrice price, s
   return c;
 }
 
+// The candidate a shortage that prices every block makes of b: a swap, or a drop where the
+// shortage allows drops (the caller may wait, streams are idle, the plan allows them), b has a
+// producer, and drop_cost(b, swap seconds) prices the drop (>= 0: Executor::pressure_drop_cost).
+template <class DropCost>
+policy::VictimCandidate priced_candidate(const Block& b, SwapPrice price, std::uint64_t now, bool drops, DropCost&& drop_cost) {
+  policy::VictimCandidate c = swap_candidate(b, price, now);
+  if (!drops || !b.producer) return c;  // no producer: no drop (the cheap test inline)
+  if (const double drop = drop_cost(b, c.restore_s); drop >= 0) {
+    c.restore_s = drop;
+    c.drop = true;
+    c.key = policy::victim_key(c);
+  }
+  return c;
+}
+
 class VictimIndex {
  public:
   // Off until start(): a use costs a relink here, which pays only where shortages price many

@@ -141,6 +141,33 @@ TEST(VictimIndex, NamesTheVictimsOfThePricedOrderUnderRandomUse) {
   EXPECT_GT(touched_all, 3u);
 }
 
+// A shortage that forbids drops (its caller may not wait, streams are busy, the plan followed
+// was made without them) prices none, producer or not; one that allows them prices a drop for a
+// block with a producer, and takes it where it is priced (>= 0). (start_victims_priced priced
+// drops whatever the shortage allowed, once every shortage before the index started went there.)
+TEST(VictimIndex, AShortageThatForbidsDropsPricesNone) {
+  Block b;
+  b.span = 1 << 20;
+  b.id = 7;
+  b.last_tick = 10;
+  ProducerPool pool;
+  pool.hand(b.producer, pool.take());
+  int asked = 0;
+  auto drop_cost = [&](const Block&, double swap_s) { return ++asked, swap_s / 4; };
+  const policy::VictimCandidate forbidden = priced_candidate(b, kPrice, 100, /*drops=*/false, drop_cost);
+  EXPECT_EQ(asked, 0);
+  EXPECT_FALSE(forbidden.drop);
+  EXPECT_EQ(forbidden.key, swap_candidate(b, kPrice, 100).key);
+  const policy::VictimCandidate allowed = priced_candidate(b, kPrice, 100, /*drops=*/true, drop_cost);
+  EXPECT_EQ(asked, 1);
+  EXPECT_TRUE(allowed.drop);
+  EXPECT_DOUBLE_EQ(allowed.restore_s, swap_candidate(b, kPrice, 100).restore_s / 4);
+  EXPECT_LT(allowed.key, forbidden.key);
+  pool.give(b.producer);
+  EXPECT_FALSE(priced_candidate(b, kPrice, 100, /*drops=*/true, drop_cost).drop);  // no producer
+  EXPECT_EQ(asked, 1);
+}
+
 // A producer handed to a block is counted until it is given back: a shortage with none counted
 // prices no drop (start_victims takes the index then).
 TEST(ProducerPool, CountsTheProducersBlocksHold) {
