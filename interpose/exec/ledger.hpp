@@ -107,5 +107,4 @@ class Ledger {
   const std::uint64_t* outs_ = nullptr;
 };
 
-
 }  // namespace capuchin::interpose::exec

@@ -126,8 +126,8 @@ bool Executor::start_victims(std::uint64_t short_bytes, bool may_wait) {
   // A swap's two copies, priced per byte once: a division per candidate and direction was most
   // of this loop's time (a shortage prices every block on the device).
   const SwapPrice price{2 * link.latency, 1.0 / link.out + 1.0 / link.in};
-  // A drop is priced block by block (its producer's time): only where one may be priced is
-  // every block on the device priced; else the index finds each next victim.
+  // A drop is priced block by block (its producer's time): where one may be priced, every block
+  // on the device is priced; else the index, once started, finds each next victim.
   const std::uint64_t shortage = ++shortages;
   if (drops && producers.held_by_blocks() != 0)
     return start_victims_priced(short_bytes, price, now, freed, drops) || started_any;
@@ -138,8 +138,8 @@ bool Executor::start_victims(std::uint64_t short_bytes, bool may_wait) {
     return started || started_any;
   }
   ++shortages_indexed;
-  // (>=: a shortage on another thread while evict() waited tried some too: not again here, or
-  // two threads could retry each other's failures for ever)
+  // A block tried by this shortage or a later one (on another thread, while evict() waited) is
+  // not tried again here: else two threads could retry each other's failures for ever.
   auto accepts = [&](const Block& b) {
     return b.live && b.pins == 0 && b.stuck_tick != now && b.tried_in_shortage < shortage && mem(b).movable(b);
   };
@@ -164,9 +164,9 @@ bool Executor::move_out_victim(Block& b, std::uint64_t now, std::uint64_t& freed
 }
 
 // start_victims where a drop may be priced, or before the index is worth its upkeep: every block
-// on the device priced (a drop only where `drops`: the caller may not wait, or the plan followed
-// was made without drops), the order kept while victims move (evict() and try_drop() may wait:
-// each is looked up again by id).
+// on the device priced (as a drop only where `drops`: not where the caller may not wait, streams
+// are busy or the plan followed was made without drops), the order kept while victims move
+// (evict() and try_drop() may wait: each is looked up again by id).
 bool Executor::start_victims_priced(std::uint64_t short_bytes, SwapPrice price, std::uint64_t now, std::uint64_t freed,
                                     bool drops) {
   bool started_any = false;

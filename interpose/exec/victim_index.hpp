@@ -17,9 +17,10 @@
 // Contract: once started, a block is indexed exactly while the Ledger has it on the device or
 // coming in (Ledger calls add and remove); its last_tick changes only through Ledger::touch (which calls touched)
 // or touch_all (reorder); its span does not change while indexed. Under the executor's lock,
-// like the blocks. Allocates only for a span seen for the first time, and in reorder.
+// like the blocks. Allocates only while its nodes or spans outgrow their capacity, and in reorder.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <type_traits>
 #include <vector>
@@ -64,16 +65,17 @@ class VictimIndex {
  public:
   // Off until start(): a use costs a relink here, which pays only where shortages price many
   // blocks (Executor::start_victims starts it once one priced kWorthFrom candidates; perf,
-  // steady pressure at 0.5x: mobilenet_v2's shortages priced about 440 and the index took
-  // 15-20% off capuchin's time on the job's thread; resnet18's and tiny_transformer's about
-  // 120 and 95, where the relinks cost more than the pricing).
+  // steady pressure at 0.5x: mobilenet_v2's shortages priced about 440, and the index took the
+  // shortages' share of the job's thread from 0.37-0.55 to 0.21-0.25 of the program's own
+  // samples; resnet18's and tiny_transformer's priced about 120 and 95, where the relinks cost
+  // more than the pricing saved).
   static constexpr std::size_t kWorthFrom = 256;
   bool on() const { return on_; }
   // Indexes `blocks` (those on the device or coming in; each span's group sorted once) and
   // every block add() is given from now on.
   void start(const std::vector<Block*>& blocks);
   void add(Block& b);      // b is on the device or coming in now (nothing while off)
-  void remove(Block& b);   // b is no longer charged
+  void remove(Block& b);   // b is no longer on the device nor coming in (nothing when not indexed)
   // b.last_tick changed (nothing when b is not indexed). Inline: every use of a block on the
   // device under pressure comes here, and most move it to the newest end of its group.
   void touched(Block& b) {
