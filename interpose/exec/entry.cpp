@@ -514,7 +514,8 @@ CUresult before_launch(Launch& l, const std::uint64_t* words, unsigned nwords, s
   sig = op_signature(Op::Kernel, sig);
   const CUstream ds = driver_stream(l.stream, l.per_thread);
   if (e.planning.probes_armed())  // when this launch could run, before it is made to wait for data
-    for (Block* b : cur) e.planning.stamp_probe(b->id, ds);
+    for (Block* b : cur)
+      if (e.planning.may_be_armed(b->id)) e.planning.stamp_probe(b->id, ds);
   KernelInfo* ki = l.func != nullptr ? &e.kernels.info(l.func, l.layout) : nullptr;
   Block* output = nullptr;
   if (ki != nullptr && ki->output >= 0 && l.params != nullptr && static_cast<std::size_t>(ki->output) < ki->offset.size()) {

@@ -237,6 +237,16 @@ void Planning::arm_probe(std::uint64_t id, const plan::LateArrival& place, CUstr
   p.id = id;
   p.place = place;
   armed_[id] = k;
+  note_armed(id, true);
+}
+
+void Planning::note_armed(std::uint64_t id, bool armed) {
+  const std::size_t bit = id % (kArmedWords * 64);
+  std::uint16_t& n = armed_per_bit_[bit];
+  n = armed ? n + 1 : n - 1;
+  const std::uint64_t mask = std::uint64_t{1} << (bit & 63);
+  if (n == 0) armed_bits_[bit >> 6] &= ~mask;
+  else armed_bits_[bit >> 6] |= mask;
 }
 
 void Planning::stamp_probe(std::uint64_t id, CUstream launch_stream) {
@@ -244,6 +254,7 @@ void Planning::stamp_probe(std::uint64_t id, CUstream launch_stream) {
   if (it == armed_.end()) return;
   const int k = it->second;
   armed_.erase(it);
+  note_armed(id, false);
   if (api_->event_record(probes_[static_cast<std::size_t>(k)].ready, launch_stream) != CUDA_SUCCESS) {
     free_probes_.push_back(k);
     return;
@@ -272,6 +283,8 @@ void Planning::poll_probes(std::vector<std::pair<std::uint64_t, double>>& late) 
 void Planning::drop_unstamped_probes() {
   for (const auto& [id, k] : armed_) free_probes_.push_back(k);
   armed_.clear();
+  armed_bits_ = {};
+  armed_per_bit_ = {};
 }
 
 void Planning::cancel_timing(int pair) {

@@ -15,6 +15,7 @@
 
 #include <cuda.h>
 
+#include <array>
 #include <atomic>
 #include <deque>
 #include <memory>
@@ -108,6 +109,12 @@ class Planning {
   void poll_probes(std::vector<std::pair<std::uint64_t, double>>& late);
   void drop_unstamped_probes();  // at an iteration's end: swap-ins nothing touched
   bool probes_armed() const { return !armed_.empty(); }
+  // False: no probe is armed for `id` (true: one may be). Under pressure probes are armed most of
+  // the time and a launch's blocks seldom have one: this spares them a hash lookup each.
+  bool may_be_armed(std::uint64_t id) const {
+    const std::size_t bit = id % (kArmedWords * 64);
+    return (armed_bits_[bit >> 6] >> (bit & 63)) & 1u;
+  }
 
  private:
   std::shared_ptr<const plan::SegmentPlan> answer(std::uint64_t serial, const plan::SegmentJob& j);  // the planner thread's
@@ -154,6 +161,11 @@ class Planning {
   std::vector<Probe> probes_;
   std::vector<int> free_probes_, stamped_;
   std::unordered_map<std::uint64_t, int> armed_;  // block id -> probe waiting for its launch
+  // Bit (id mod 256) set while an id in armed_ has it (may_be_armed), with how many have it.
+  static constexpr std::size_t kArmedWords = 4;
+  std::array<std::uint64_t, kArmedWords> armed_bits_{};
+  std::array<std::uint16_t, kArmedWords * 64> armed_per_bit_{};  // at most 1024 probes
+  void note_armed(std::uint64_t id, bool armed);
 };
 
 }  // namespace capuchin::interpose::exec
