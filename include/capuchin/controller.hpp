@@ -189,8 +189,10 @@ class Controller {
 
  private:
   struct Stored {
+    Stored() = default;
+    Stored(const Event& ev, std::uint64_t live) : e(ev), live_after(live) {}
     Event e;                     // ids_off indexes ids_
-    std::uint64_t live_after;    // bytes live after it
+    std::uint64_t live_after = 0;  // bytes live after it
   };
 
   void append(const Event& e, std::span<const std::uint64_t> ids);
