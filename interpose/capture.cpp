@@ -192,12 +192,12 @@ void shutdown_capture(char* summary, std::size_t summary_bytes) {
 
 namespace {
 
+constexpr std::uint64_t kRingAhead = 8;  // records: put's prefetch distance
+
 // Writes one event in place into the caller's ring: the head record (kind, flags, stamp,
 // zeroed payload, then `fill` sets the rest) and continuation records with ids. Written in
 // place, not built on the stack and copied: the copy's wide loads of just-stored narrow
 // fields stall on store forwarding (measured: a third of record_launch_ids' samples).
-constexpr std::uint64_t kRingAhead = 8;  // records: put's prefetch distance
-
 template <class Fill>
 inline void put(Kind kind, std::uint8_t flags, const std::uint64_t* ids, unsigned nids, Fill&& fill) {
   State& s = st();

@@ -191,7 +191,7 @@ class Controller {
   struct Stored {
     Stored() = default;
     Stored(const Event& ev, std::uint64_t live) : e(ev), live_after(live) {}
-    Event e;                     // ids_off indexes ids_
+    Event e;                       // ids_off indexes ids_
     std::uint64_t live_after = 0;  // bytes live after it
   };
 

@@ -235,7 +235,7 @@ void Controller::append(const Event& e, std::span<const std::uint64_t> ids) {
       live_bytes_ -= freed;
     }
   }
-  // Written in place from the caller's event, then the three fields patched: a record built on
+  // Written in place from the caller's event, then two fields patched: a record built on
   // the stack and copied made the copy's wide loads wait on its fields' narrow stores (store
   // forwarding; perf put about 40% of this function's samples there).
   Stored& s = hist_.emplace_back(e, live_bytes_);
