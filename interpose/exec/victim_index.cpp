@@ -17,11 +17,7 @@ void VictimIndex::start(const std::vector<Block*>& blocks) {
   on_ = true;
   for (Block* b : blocks) {
     if ((b->where != Where::Device && b->where != Where::Incoming) || b->victim_node != kNone) continue;
-    const std::uint32_t n = make_node(*b);
-    Group& g = groups_[nodes_[n].group];  // appended in no order: reorder() sorts each group once
-    nodes_[n].prev = g.last;
-    (g.last != kNone ? nodes_[g.last].next : g.first) = n;
-    g.last = n;
+    append(make_node(*b));  // in no order: reorder() sorts each group once
   }
   reorder();
 }
@@ -87,13 +83,17 @@ void VictimIndex::reorder() {
       return nodes_[x].tick != nodes_[y].tick ? nodes_[x].tick < nodes_[y].tick : nodes_[x].order_id < nodes_[y].order_id;
     });
     g.first = g.last = kNone;
-    for (std::uint32_t n : members) {
-      nodes_[n].prev = g.last;
-      nodes_[n].next = kNone;
-      (g.last != kNone ? nodes_[g.last].next : g.first) = n;
-      g.last = n;
-    }
+    for (std::uint32_t n : members) append(n);
   }
+}
+
+void VictimIndex::append(std::uint32_t n) {
+  Node& node = nodes_[n];
+  Group& g = groups_[node.group];
+  node.prev = g.last;
+  node.next = kNone;
+  (g.last != kNone ? nodes_[g.last].next : g.first) = n;
+  g.last = n;
 }
 
 // A use makes a block the newest (one step from the newest end; a launch's blocks share its

@@ -138,6 +138,7 @@ class VictimIndex {
     return n.tick != tick ? n.tick < tick : n.order_id <= id;
   }
   void relink(std::uint32_t n);  // unlink, link
+  void append(std::uint32_t n);  // at its group's newest end, whatever its tick (start, reorder)
   void link(std::uint32_t n);  // at its place by (tick, order_id), from the nearer end
   void unlink(std::uint32_t n);
 
