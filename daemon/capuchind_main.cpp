@@ -7,7 +7,7 @@
 // still attached when it exits (ended "daemon exited"), are kept in the closed-session store
 // (daemon/session_store.hpp) for the next daemon on the same socket; a store it cannot read
 // is a warning, never a reason not to start.
-#include <CLI/CLI.hpp>
+#include "capuchin/args.hpp"
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/signal_set.hpp>
 #include <boost/asio/steady_timer.hpp>
@@ -51,29 +51,29 @@ void idle_check(boost::asio::steady_timer& timer, capuchin::daemon::Registry& re
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"capuchind: the capuchin daemon (sessions, plans, queries on a Unix socket)"};
-  app.set_version_flag("--version", capuchin::version_line("capuchind", capuchin::kGitCommit, CUDA_VERSION));
+  capuchin::args::Parser app{"capuchind: the capuchin daemon (sessions, plans, queries on a Unix socket)"};
+  app.version("--version", capuchin::version_line("capuchind", capuchin::kGitCommit, CUDA_VERSION));
   capuchin::daemon::DaemonOptions opt;
   std::string log_max = "16MiB", level = "info";
   int idle_exit_s = 0;
-  app.add_option("--socket", opt.socket_path, "Unix socket to listen on (default: $XDG_RUNTIME_DIR/capuchin/capuchind.sock, "
+  app.option("--socket", opt.socket_path, "Unix socket to listen on (default: $XDG_RUNTIME_DIR/capuchin/capuchind.sock, "
                                               "else /tmp/capuchin-$UID/capuchind.sock)");
-  app.add_option("--log-dir", opt.log_dir, "directory for per-session decision logs (default: logs/ beside the socket)");
-  app.add_option("--state-file", opt.state_file,
+  app.option("--log-dir", opt.log_dir, "directory for per-session decision logs (default: logs/ beside the socket)");
+  app.option("--state-file", opt.state_file,
                  "closed sessions kept across restarts (default: <socket name>.sessions.json beside the socket; "
                  "none: not kept)");
-  app.add_option("--keep-sessions", opt.sessions_kept, "closed sessions the state file keeps (the most recent)")
-      ->check(CLI::Range(0u, 100000u));
-  app.add_option("--gpu", opt.gpu, "GPU profile the planner models (capuchin sim --list-gpus)");
-  app.add_option("--max-session-events", opt.max_session_events, "events kept per session for learning")
-      ->check(CLI::Range(1024u, 1u << 26));
-  app.add_option("--log-max-bytes", log_max, "rotate a session's decision log at this size");
-  app.add_option("--log-files", opt.log_files, "rotated decision-log files kept per session")->check(CLI::Range(1u, 100u));
-  app.add_option("--max-sessions", opt.max_sessions, "attached sessions at most")->check(CLI::Range(1u, 65536u));
-  app.add_option("--idle-exit", idle_exit_s, "exit after this many seconds without a session (0: never)")
-      ->check(CLI::Range(0, 1 << 30));
-  app.add_option("--log-level", level, "daemon log level: trace, debug, info, warn, error, off");
-  CLI11_PARSE(app, argc, argv);
+  app.option("--keep-sessions", opt.sessions_kept, "closed sessions the state file keeps (the most recent)")
+      .range(0u, 100000u);
+  app.option("--gpu", opt.gpu, "GPU profile the planner models (capuchin sim --list-gpus)");
+  app.option("--max-session-events", opt.max_session_events, "events kept per session for learning")
+      .range(1024u, 1u << 26);
+  app.option("--log-max-bytes", log_max, "rotate a session's decision log at this size");
+  app.option("--log-files", opt.log_files, "rotated decision-log files kept per session").range(1u, 100u);
+  app.option("--max-sessions", opt.max_sessions, "attached sessions at most").range(1u, 65536u);
+  app.option("--idle-exit", idle_exit_s, "exit after this many seconds without a session (0: never)")
+      .range(0, 1 << 30);
+  app.option("--log-level", level, "daemon log level: trace, debug, info, warn, error, off");
+  if (auto status = app.parse(argc, argv)) return *status;
 
   spdlog::set_level(spdlog::level::from_str(level));
   spdlog::set_pattern("[%Y-%m-%d %H:%M:%S.%e] capuchind[%P] %l: %v");

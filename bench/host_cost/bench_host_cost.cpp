@@ -33,7 +33,7 @@
 // Figures are CPU timings of the machine it runs on (the h200 column is only the scale).
 // The last lines, `worst_percent_of_ideal <mode> <x>`, `pair_ns_at_5000 <mode> <x>` and
 // `launch_ns_at_5000 <mode> <x>` (added ns), are what the README's Results quote.
-#include <CLI/CLI.hpp>
+#include "capuchin/args.hpp"
 #include <algorithm>
 #include <array>
 #include <cstdio>
@@ -180,16 +180,16 @@ int main(int argc, char** argv) {
               lib = CAPUCHIN_INTERPOSER_PATH;
   int repeats = 3, iters = 200, warmup = 150, max_live = 100000;
   bool skip_traces = false, skip_curve = false;
-  CLI::App app{"bench_host_cost: host time libcapuchin.so adds per CUDA call and per iteration (null driver)"};
-  app.add_option("--traces", traces_dir, "folder of traces (*.jsonl.gz)");
-  app.add_option("--repeats", repeats, "runs per case (medians)")->check(CLI::Range(1, 100));
-  app.add_option("--iters", iters, "iterations replayed per run")->check(CLI::Range(2, 1000));
-  app.add_option("--warmup", warmup, "iterations not counted")->check(CLI::Range(0, 1000));
-  app.add_option("--max-live", max_live, "largest live-allocation count of the curve")->check(CLI::Range(100, 10000000));
-  app.add_flag("--no-traces", skip_traces, "only the curve");
-  app.add_flag("--no-curve", skip_curve, "only the traces");
-  app.add_option("--lib", lib, "libcapuchin.so to measure");
-  CLI11_PARSE(app, argc, argv);
+  capuchin::args::Parser app{"bench_host_cost: host time libcapuchin.so adds per CUDA call and per iteration (null driver)"};
+  app.option("--traces", traces_dir, "folder of traces (*.jsonl.gz)");
+  app.option("--repeats", repeats, "runs per case (medians)").range(1, 100);
+  app.option("--iters", iters, "iterations replayed per run").range(2, 1000);
+  app.option("--warmup", warmup, "iterations not counted").range(0, 1000);
+  app.option("--max-live", max_live, "largest live-allocation count of the curve").range(100, 10000000);
+  app.flag("--no-traces", skip_traces, "only the curve");
+  app.flag("--no-curve", skip_curve, "only the traces");
+  app.option("--lib", lib, "libcapuchin.so to measure");
+  if (auto status = app.parse(argc, argv)) return *status;
   if (warmup >= iters) return std::fprintf(stderr, "bench_host_cost: --warmup must be below --iters\n"), 2;
   clean_environment();
   std::map<std::string, double> worst_percent, worst_cpu_percent;

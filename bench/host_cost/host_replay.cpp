@@ -31,7 +31,7 @@
 #include <cuda.h>
 #include <dlfcn.h>
 
-#include <CLI/CLI.hpp>
+#include "capuchin/args.hpp"
 #include <algorithm>
 #include <memory>
 #include <array>
@@ -388,23 +388,23 @@ int run_curve(int live, int rounds, int per_round) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"host_replay: timed CUDA call sequences on the null driver (run by bench_host_cost)"};
-  app.require_subcommand(1);
+  capuchin::args::Parser app{"host_replay: timed CUDA call sequences on the null driver (run by bench_host_cost)"};
+  app.require_subcommand();
   std::string file;
   int iters = 8, warmup = 3, live = 1000, rounds = 15, per_round = 5000;
-  auto* trace = app.add_subcommand("trace", "replay a trace's calls");
-  trace->add_option("file", file, "trace (.jsonl or .jsonl.gz)")->required();
-  trace->add_option("--iters", iters, "repetitions of the last iteration")->check(CLI::Range(1, 10000));
-  trace->add_option("--warmup", warmup, "iterations not counted")->check(CLI::Range(0, 10000));
-  auto* curve = app.add_subcommand("curve", "alloc/free pairs and launches with N live allocations");
-  curve->add_option("--live", live, "live allocations")->check(CLI::Range(1, 10000000));
-  curve->add_option("--rounds", rounds, "timed rounds")->check(CLI::Range(1, 10000));
-  curve->add_option("--per-round", per_round, "pairs and launches per round")->check(CLI::Range(1, 10000000));
+  auto trace = app.subcommand("trace", "replay a trace's calls");
+  trace.option("file", file, "trace (.jsonl or .jsonl.gz)").required();
+  trace.option("--iters", iters, "repetitions of the last iteration").range(1, 10000);
+  trace.option("--warmup", warmup, "iterations not counted").range(0, 10000);
+  auto curve = app.subcommand("curve", "alloc/free pairs and launches with N live allocations");
+  curve.option("--live", live, "live allocations").range(1, 10000000);
+  curve.option("--rounds", rounds, "timed rounds").range(1, 10000);
+  curve.option("--per-round", per_round, "pairs and launches per round").range(1, 10000000);
   int names = 512;
-  auto* declared = app.add_subcommand("declared-outputs", "print CAPUCHIN_KERNEL_OUTPUTS for every kernel's written pointer");
-  declared->add_option("--names", names, "trace names covered")->check(CLI::Range(1, 100000));
-  CLI11_PARSE(app, argc, argv);
-  if (trace->parsed()) return run_trace(file, iters, warmup);
-  if (declared->parsed()) return print_declared_outputs(names);
+  auto declared = app.subcommand("declared-outputs", "print CAPUCHIN_KERNEL_OUTPUTS for every kernel's written pointer");
+  declared.option("--names", names, "trace names covered").range(1, 100000);
+  if (auto status = app.parse(argc, argv)) return *status;
+  if (trace.parsed()) return run_trace(file, iters, warmup);
+  if (declared.parsed()) return print_declared_outputs(names);
   return run_curve(live, rounds, per_round);
 }

@@ -16,7 +16,7 @@
 // a lost or stale upload changes the output. Exit 0 on success; 2 with "out of memory" on a
 // failed allocation; 3 when a forked child did not exit within 20 s (a hang). `--print-peak`
 // prints the natural peak device bytes (simcuda's accounting) and exits.
-#include <CLI/CLI.hpp>
+#include "capuchin/args.hpp"
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -279,24 +279,24 @@ int main(int argc, char** argv) {
   Config c;
   std::string alloc_mode = "sync";
   bool print_peak = false;
-  CLI::App app{"sim_loop_train: a training loop with PyTorch's habits, on simcuda (deterministic)"};
-  app.add_option("--iters", c.iters, "iterations")->check(CLI::Range(0, 100000));
-  app.add_option("--layers", c.layers, "layers (each output a new allocation)")->check(CLI::Range(1, 64));
-  app.add_option("--input-bytes", c.input_bytes, "bytes of each input batch (the mean size with --dynamic)")
-      ->check(CLI::Range(std::size_t{4}, std::size_t{1} << 32));
-  app.add_option("--weight-bytes", c.weight_bytes, "bytes of each layer's weights")->check(CLI::Range(std::size_t{4}, std::size_t{1} << 30));
-  app.add_option("--seed", c.seed, "seed of the inputs");
-  app.add_option("--alloc", alloc_mode, "sync: cudaMalloc + cudaMemcpy; async: cudaMallocAsync + cudaMemcpyAsync on a created stream")
-      ->check(CLI::IsMember({"sync", "async"}));
-  app.add_option("--syncs", c.syncs, "host syncs per iteration (1: the loss read; 2: + after the forward; 3: + mid-forward)")
-      ->check(CLI::Range(1, 3));
-  app.add_option("--log-every", c.log_every, "every N-th iteration logs a metric (0: never)")->check(CLI::Range(0, 100000));
-  app.add_flag("--dynamic", c.dynamic, "a different batch size every iteration (1/4 to 2x --input-bytes)");
-  app.add_option("--grow-at", c.grow_at, "from iteration N on, every batch is 4x larger (a job whose memory grows; 0: never)")
-      ->check(CLI::Range(0, 100000));
-  app.add_flag("--fork", c.fork_children, "fork children that exit at once while another thread launches");
-  app.add_flag("--print-peak", print_peak, "print only the natural peak device bytes and exit");
-  CLI11_PARSE(app, argc, argv);
+  capuchin::args::Parser app{"sim_loop_train: a training loop with PyTorch's habits, on simcuda (deterministic)"};
+  app.option("--iters", c.iters, "iterations").range(0, 100000);
+  app.option("--layers", c.layers, "layers (each output a new allocation)").range(1, 64);
+  app.option("--input-bytes", c.input_bytes, "bytes of each input batch (the mean size with --dynamic)")
+      .range(std::size_t{4}, std::size_t{1} << 32);
+  app.option("--weight-bytes", c.weight_bytes, "bytes of each layer's weights").range(std::size_t{4}, std::size_t{1} << 30);
+  app.option("--seed", c.seed, "seed of the inputs");
+  app.option("--alloc", alloc_mode, "sync: cudaMalloc + cudaMemcpy; async: cudaMallocAsync + cudaMemcpyAsync on a created stream")
+      .one_of({"sync", "async"});
+  app.option("--syncs", c.syncs, "host syncs per iteration (1: the loss read; 2: + after the forward; 3: + mid-forward)")
+      .range(1, 3);
+  app.option("--log-every", c.log_every, "every N-th iteration logs a metric (0: never)").range(0, 100000);
+  app.flag("--dynamic", c.dynamic, "a different batch size every iteration (1/4 to 2x --input-bytes)");
+  app.option("--grow-at", c.grow_at, "from iteration N on, every batch is 4x larger (a job whose memory grows; 0: never)")
+      .range(0, 100000);
+  app.flag("--fork", c.fork_children, "fork children that exit at once while another thread launches");
+  app.flag("--print-peak", print_peak, "print only the natural peak device bytes and exit");
+  if (auto status = app.parse(argc, argv)) return *status;
   c.async = alloc_mode == "async";
   Loop loop(c);
   if (print_peak) {

@@ -15,7 +15,7 @@
 // launch with the buffers it read and wrote, in program order. It trains on device
 // $LOCAL_RANK when set (what torchrun gives each rank, which a PyTorch script passes to
 // torch.cuda.set_device), else device 0.
-#include <CLI/CLI.hpp>
+#include "capuchin/args.hpp"
 #include <cinttypes>
 #include <cmath>
 #include <cstdio>
@@ -312,30 +312,30 @@ int main(int argc, char** argv) {
   Config c;
   bool print_peak = false;
   std::string truth_path, alloc_mode = "async", stream_mode = "default";
-  CLI::App app{"sim_mlp_train: trains a ReLU MLP with SGD on simcuda (deterministic)"};
-  app.add_option("--depth", c.depth, "number of linear layers")->check(CLI::Range(1, 64));
-  app.add_option("--width", c.width, "features per layer")->check(CLI::Range(1, 8192));
-  app.add_option("--batch", c.batch, "samples per batch")->check(CLI::Range(1, 65536));
-  app.add_option("--iters", c.iters, "training iterations")->check(CLI::Range(0, 1000000));
-  app.add_option("--seed", c.seed, "seed of the synthetic task and the initial weights");
-  app.add_option("--lr", c.lr, "SGD learning rate");
-  app.add_option("--alloc", alloc_mode, "async: cudaMallocAsync/cudaFreeAsync; sync: cudaMalloc/cudaFree")
-      ->check(CLI::IsMember({"async", "sync"}));
-  app.add_option("--stream", stream_mode, "default: the legacy default stream; created: a cudaStreamCreate'd stream")
-      ->check(CLI::IsMember({"default", "created"}));
-  app.add_option("--kernel-ns", c.kernel_ns,
+  capuchin::args::Parser app{"sim_mlp_train: trains a ReLU MLP with SGD on simcuda (deterministic)"};
+  app.option("--depth", c.depth, "number of linear layers").range(1, 64);
+  app.option("--width", c.width, "features per layer").range(1, 8192);
+  app.option("--batch", c.batch, "samples per batch").range(1, 65536);
+  app.option("--iters", c.iters, "training iterations").range(0, 1000000);
+  app.option("--seed", c.seed, "seed of the synthetic task and the initial weights");
+  app.option("--lr", c.lr, "SGD learning rate");
+  app.option("--alloc", alloc_mode, "async: cudaMallocAsync/cudaFreeAsync; sync: cudaMalloc/cudaFree")
+      .one_of({"async", "sync"});
+  app.option("--stream", stream_mode, "default: the legacy default stream; created: a cudaStreamCreate'd stream")
+      .one_of({"default", "created"});
+  app.option("--kernel-ns", c.kernel_ns,
                  "extra virtual ns of every elementwise kernel (relu, loss, sgd): models compute-heavier layers, "
                  "results unchanged")
-      ->check(CLI::Range(0.0, 1e9));
-  app.add_flag("--keep-preact", c.keep_preact,
+      .range(0.0, 1e9);
+  app.flag("--keep-preact", c.keep_preact,
                "keep each layer's pre-activation until backward frees its activation (more memory, results unchanged)");
-  app.add_flag("--print-peak", print_peak, "print only the natural peak device bytes and exit");
-  app.add_option("--ground-truth", truth_path, "write allocations and per-launch buffers as JSON lines");
-  auto* hold_file = app.add_option("--hold-file", c.hold_file, "with --hold-before: the file whose creation releases the job");
-  app.add_option("--hold-before", c.hold_before, "wait before this iteration until --hold-file exists (at most 300 s)")
-      ->check(CLI::Range(0, 1000000))
-      ->needs(hold_file);
-  CLI11_PARSE(app, argc, argv);
+  app.flag("--print-peak", print_peak, "print only the natural peak device bytes and exit");
+  app.option("--ground-truth", truth_path, "write allocations and per-launch buffers as JSON lines");
+  auto hold_file = app.option("--hold-file", c.hold_file, "with --hold-before: the file whose creation releases the job");
+  app.option("--hold-before", c.hold_before, "wait before this iteration until --hold-file exists (at most 300 s)")
+      .range(0, 1000000)
+      .needs(hold_file);
+  if (auto status = app.parse(argc, argv)) return *status;
   c.sync_alloc = alloc_mode == "sync";
   c.created_stream = stream_mode == "created";
   if (static_cast<int64_t>(c.batch) * c.width > INT32_MAX || static_cast<int64_t>(c.width) * c.width > INT32_MAX) {

@@ -44,7 +44,7 @@
 // training loop's host thread has reached, deterministic run to run (the stream clocks, which
 // worker threads advance asynchronously, are not). Steady time per iteration: differences of
 // consecutive lines.
-#include <CLI/CLI.hpp>
+#include "capuchin/args.hpp"
 
 #include <algorithm>
 #include <array>
@@ -506,18 +506,18 @@ class Replay {
 
 int main(int argc, char** argv) {
   Options o;
-  CLI::App app{"sim_trace_replay: a real model's trace executed as a CUDA program on simcuda"};
-  app.add_option("--trace", o.trace, "trace file (.jsonl or .jsonl.gz)")->required();
-  app.add_option("--iters", o.iters, "repetitions of the trace's last iteration")->check(CLI::Range(1, 1000000));
-  app.add_option("--alloc", o.alloc, "async | sync | caching")->check(CLI::IsMember({"async", "sync", "caching"}));
-  app.add_option("--syncs", o.syncs, "loss | loss,batch | loss,batch,device")
-      ->check(CLI::IsMember({"loss", "loss,batch", "loss,batch,device", "loss,device"}));
-  app.add_option("--gpu", o.gpu, "GPU profile for kernel durations (capuchin sim --list-gpus)");
-  app.add_option("--perturb-write", o.perturb_write, "tests: change one byte after the first iteration's K-th write");
-  app.add_flag("--print-peak", o.print_peak, "print simcuda's device peak of the replay and exit");
-  app.add_option("--timing", o.timing,
+  capuchin::args::Parser app{"sim_trace_replay: a real model's trace executed as a CUDA program on simcuda"};
+  app.option("--trace", o.trace, "trace file (.jsonl or .jsonl.gz)").required();
+  app.option("--iters", o.iters, "repetitions of the trace's last iteration").range(1, 1000000);
+  app.option("--alloc", o.alloc, "async | sync | caching").one_of({"async", "sync", "caching"});
+  app.option("--syncs", o.syncs, "loss | loss,batch | loss,batch,device")
+      .one_of({"loss", "loss,batch", "loss,batch,device", "loss,device"});
+  app.option("--gpu", o.gpu, "GPU profile for kernel durations (capuchin sim --list-gpus)");
+  app.option("--perturb-write", o.perturb_write, "tests: change one byte after the first iteration's K-th write");
+  app.flag("--print-peak", o.print_peak, "print simcuda's device peak of the replay and exit");
+  app.option("--timing", o.timing,
                  "write simcuda's host virtual clock (ns) at each iteration's end to this file (`<iter> <ns>` lines)");
-  CLI11_PARSE(app, argc, argv);
+  if (auto status = app.parse(argc, argv)) return *status;
 
   auto loaded = capuchin::trace::load_trace(o.trace);
   if (!loaded) {

@@ -1,0 +1,77 @@
+// capuchin/args.hpp: command-line options for the project's small programs (capuchind, the
+// simcuda workloads, the host-cost benchmarks), parsed by CLI11 behind a narrow, non-template
+// front compiled once (src/args/args.cpp).
+//
+// Why: CLI11 2.1 (Debian 12) is header-only and its App is all inline code; every translation
+// unit that used it compiled 10 s of it at -O1 and 25 s instrumented under clang's ASan, six of
+// them per build. The `capuchin` CLI, with its subcommand tree, keeps using CLI11 directly.
+//
+// Contract: options bind to variables that outlive parse(); a variable keeps its value when its
+// option is not given (that value is the default). parse() prints help, a version line or an
+// error as CLI11 does and then returns the exit status main should return; std::nullopt means
+// "go on". Option handles stay valid while their Parser lives.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace CLI {
+class App;
+class Option;
+}  // namespace CLI
+
+namespace capuchin::args {
+
+// One option, to refine after adding it.
+class Option {
+ public:
+  Option(CLI::Option* o, bool integral) : opt_(o), integral_(integral) {}
+  Option& range(double lo, double hi);                   // numeric value within [lo, hi]
+  Option& one_of(const std::vector<std::string>& words);  // one of these words exactly
+  Option& required();
+  Option& needs(const Option& other);  // given only together with `other`
+
+ private:
+  CLI::Option* opt_;
+  bool integral_;  // an integer option checks (and prints) its range as integers
+};
+
+// A command: the program itself or one of its subcommands.
+class Command {
+ public:
+  explicit Command(CLI::App* app) : app_(app) {}
+  // NAME "--x" is an option; a NAME without dashes is a positional argument.
+  Option option(const std::string& name, int& value, const std::string& help);
+  Option option(const std::string& name, unsigned& value, const std::string& help);
+  Option option(const std::string& name, long& value, const std::string& help);
+  Option option(const std::string& name, unsigned long& value, const std::string& help);
+  Option option(const std::string& name, float& value, const std::string& help);
+  Option option(const std::string& name, double& value, const std::string& help);
+  Option option(const std::string& name, std::string& value, const std::string& help);
+  Option flag(const std::string& name, bool& value, const std::string& help);
+  Command subcommand(const std::string& name, const std::string& help);
+  void require_subcommand();  // exactly one
+  bool parsed() const;        // after Parser::parse: this (sub)command was given
+
+ private:
+  CLI::App* app_;
+};
+
+class Parser : public Command {
+ public:
+  explicit Parser(const std::string& description);
+  ~Parser();
+  Parser(const Parser&) = delete;
+  Parser& operator=(const Parser&) = delete;
+  void version(const std::string& flag, const std::string& line);
+  std::optional<int> parse(int argc, char** argv);
+
+ private:
+  explicit Parser(std::unique_ptr<CLI::App> root);
+  std::unique_ptr<CLI::App> root_;
+};
+
+}  // namespace capuchin::args

@@ -1,0 +1,150 @@
+// args_test.cpp: capuchin/args.hpp, the compiled-once front to CLI11 the small programs use:
+// values bind, defaults stay, ranges check as the option's type, words, needs, required,
+// subcommands, and parse() returns the exit status CLI11 gives (0 for help, non-zero for errors).
+#include "capuchin/args.hpp"
+
+#include <gtest/gtest.h>
+
+#include <initializer_list>
+#include <string>
+#include <vector>
+
+namespace {
+
+using capuchin::args::Parser;
+
+// argv for parse(): "prog" and then the words.
+struct Argv {
+  explicit Argv(std::initializer_list<const char*> words) {
+    storage.emplace_back("prog");
+    for (const char* w : words) storage.emplace_back(w);
+    for (auto& s : storage) ptrs.push_back(s.data());
+  }
+  int argc() const { return static_cast<int>(ptrs.size()); }
+  char** argv() { return ptrs.data(); }
+  std::vector<std::string> storage;
+  std::vector<char*> ptrs;
+};
+
+TEST(Args, BindsValuesOfEachTypeAndKeepsDefaults) {
+  Parser p{"test"};
+  int i = 7;
+  unsigned u = 8;
+  long l = -9;
+  unsigned long ul = 10;
+  float f = 1.5f;
+  double d = 2.5;
+  std::string s = "keep";
+  bool flag = false;
+  p.option("--i", i, "");
+  p.option("--u", u, "");
+  p.option("--l", l, "");
+  p.option("--ul", ul, "");
+  p.option("--f", f, "");
+  p.option("--d", d, "");
+  p.option("--s", s, "");
+  p.flag("--flag", flag, "");
+  Argv a{"--i", "-3", "--ul", "4294967296", "--d", "0.125", "--flag"};
+  EXPECT_EQ(p.parse(a.argc(), a.argv()), std::nullopt);
+  EXPECT_EQ(i, -3);
+  EXPECT_EQ(u, 8u);
+  EXPECT_EQ(l, -9);
+  EXPECT_EQ(ul, 4294967296ul);
+  EXPECT_EQ(f, 1.5f);
+  EXPECT_EQ(d, 0.125);
+  EXPECT_EQ(s, "keep");
+  EXPECT_TRUE(flag);
+}
+
+TEST(Args, RangesCheckAsTheOptionsType) {
+  for (const char* bad : {"-1", "101", "2.5", "x"}) {
+    Parser p{"test"};
+    int n = 0;
+    p.option("--n", n, "").range(0, 100);
+    Argv a{"--n", bad};
+    const auto status = p.parse(a.argc(), a.argv());
+    ASSERT_TRUE(status.has_value()) << bad;
+    EXPECT_NE(*status, 0) << bad;
+  }
+  Parser p{"test"};
+  double x = 0;
+  p.option("--x", x, "").range(0, 1e9);
+  Argv a{"--x", "5.5"};  // a real option with whole bounds takes a fraction
+  EXPECT_EQ(p.parse(a.argc(), a.argv()), std::nullopt);
+  EXPECT_EQ(x, 5.5);
+}
+
+TEST(Args, WordsNeedsAndRequired) {
+  {
+    Parser p{"test"};
+    std::string mode = "sync";
+    p.option("--mode", mode, "").one_of({"sync", "async"});
+    Argv ok{"--mode", "async"};
+    EXPECT_EQ(p.parse(ok.argc(), ok.argv()), std::nullopt);
+    EXPECT_EQ(mode, "async");
+  }
+  {
+    Parser p{"test"};
+    std::string mode = "sync";
+    p.option("--mode", mode, "").one_of({"sync", "async"});
+    Argv bad{"--mode", "fast"};
+    EXPECT_NE(p.parse(bad.argc(), bad.argv()).value_or(0), 0);
+  }
+  {
+    Parser p{"test"};
+    std::string file;
+    int before = -1;
+    auto file_opt = p.option("--file", file, "");
+    p.option("--before", before, "").needs(file_opt);
+    Argv alone{"--before", "3"};
+    EXPECT_NE(p.parse(alone.argc(), alone.argv()).value_or(0), 0);
+  }
+  {
+    Parser p{"test"};
+    std::string file;
+    p.option("file", file, "").required();
+    Argv none{};
+    EXPECT_NE(p.parse(none.argc(), none.argv()).value_or(0), 0);
+  }
+}
+
+TEST(Args, SubcommandsHelpAndVersion) {
+  {
+    Parser p{"test"};
+    p.require_subcommand();
+    int live = 1;
+    auto curve = p.subcommand("curve", "");
+    auto other = p.subcommand("other", "");
+    curve.option("--live", live, "").range(1, 10);
+    Argv a{"curve", "--live", "4"};
+    EXPECT_EQ(p.parse(a.argc(), a.argv()), std::nullopt);
+    EXPECT_TRUE(curve.parsed());
+    EXPECT_FALSE(other.parsed());
+    EXPECT_EQ(live, 4);
+  }
+  {
+    Parser p{"test"};
+    p.require_subcommand();
+    p.subcommand("curve", "");
+    Argv none{};
+    EXPECT_NE(p.parse(none.argc(), none.argv()).value_or(0), 0);
+  }
+  {
+    Parser p{"test"};
+    p.version("--version", "prog 1.0");
+    Argv help{"--help"};
+    testing::internal::CaptureStdout();
+    EXPECT_EQ(p.parse(help.argc(), help.argv()), 0);
+    EXPECT_NE(testing::internal::GetCapturedStdout().find("--version"), std::string::npos);
+  }
+  {
+    Parser p{"test"};
+    p.version("--version", "prog 1.0");
+    Argv version{"--version"};
+    testing::internal::CaptureStdout();
+    EXPECT_EQ(p.parse(version.argc(), version.argv()), 0);
+    EXPECT_NE(testing::internal::GetCapturedStdout().find("prog 1.0"), std::string::npos);
+  }
+}
+
+}  // namespace
