@@ -57,11 +57,11 @@ int main(int argc, char** argv) {
   std::string log_max = "16MiB", level = "info";
   int idle_exit_s = 0;
   app.option("--socket", opt.socket_path, "Unix socket to listen on (default: $XDG_RUNTIME_DIR/capuchin/capuchind.sock, "
-                                              "else /tmp/capuchin-$UID/capuchind.sock)");
+                                          "else /tmp/capuchin-$UID/capuchind.sock)");
   app.option("--log-dir", opt.log_dir, "directory for per-session decision logs (default: logs/ beside the socket)");
   app.option("--state-file", opt.state_file,
-                 "closed sessions kept across restarts (default: <socket name>.sessions.json beside the socket; "
-                 "none: not kept)");
+             "closed sessions kept across restarts (default: <socket name>.sessions.json beside the socket; "
+             "none: not kept)");
   app.option("--keep-sessions", opt.sessions_kept, "closed sessions the state file keeps (the most recent)")
       .range(0u, 100000u);
   app.option("--gpu", opt.gpu, "GPU profile the planner models (capuchin sim --list-gpus)");

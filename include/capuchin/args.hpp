@@ -1,6 +1,6 @@
 // capuchin/args.hpp: command-line options for the project's small programs (capuchind, the
 // simcuda workloads, the host-cost benchmarks), parsed by CLI11 behind a narrow, non-template
-// front compiled once (src/args/args.cpp).
+// front compiled once (src/util/args.cpp).
 //
 // Why: CLI11 2.1 (Debian 12) is header-only and its App is all inline code; every translation
 // unit that used it compiled 10 s of it at -O1 and 25 s instrumented under clang's ASan, six of
@@ -9,10 +9,11 @@
 // Contract: options bind to variables that outlive parse(); a variable keeps its value when its
 // option is not given (that value is the default). parse() prints help, a version line or an
 // error as CLI11 does and then returns the exit status main should return; std::nullopt means
-// "go on". Option handles stay valid while their Parser lives.
+// "go on". Option and Command handles stay valid while their Parser lives. A mistake in adding
+// an option (the same name twice) throws CLI11's exception, as CLI11 itself did: it is the
+// program's bug, found the first time it runs.
 #pragma once
 
-#include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
@@ -28,15 +29,18 @@ namespace capuchin::args {
 // One option, to refine after adding it.
 class Option {
  public:
-  Option(CLI::Option* o, bool integral) : opt_(o), integral_(integral) {}
-  Option& range(double lo, double hi);                   // numeric value within [lo, hi]
+  enum class Kind { Signed, Unsigned, Real, Other };
+  Option(CLI::Option* o, Kind kind) : opt_(o), kind_(kind) {}
+  // A numeric value within [lo, hi], checked (and printed) as the option's type: an integer
+  // option's whole bounds as integers, so "2.5" or 2^53 + 1 is refused exactly.
+  Option& range(double lo, double hi);
   Option& one_of(const std::vector<std::string>& words);  // one of these words exactly
   Option& required();
   Option& needs(const Option& other);  // given only together with `other`
 
  private:
   CLI::Option* opt_;
-  bool integral_;  // an integer option checks (and prints) its range as integers
+  Kind kind_;
 };
 
 // A command: the program itself or one of its subcommands.

@@ -44,15 +44,15 @@ TEST(Args, BindsValuesOfEachTypeAndKeepsDefaults) {
   p.option("--d", d, "");
   p.option("--s", s, "");
   p.flag("--flag", flag, "");
-  Argv a{"--i", "-3", "--ul", "4294967296", "--d", "0.125", "--flag"};
+  Argv a{"--i", "-3", "--u", "5", "--l", "-6", "--ul", "4294967296", "--f", "0.25", "--d", "0.125", "--flag"};
   EXPECT_EQ(p.parse(a.argc(), a.argv()), std::nullopt);
   EXPECT_EQ(i, -3);
-  EXPECT_EQ(u, 8u);
-  EXPECT_EQ(l, -9);
+  EXPECT_EQ(u, 5u);
+  EXPECT_EQ(l, -6);
   EXPECT_EQ(ul, 4294967296ul);
-  EXPECT_EQ(f, 1.5f);
+  EXPECT_EQ(f, 0.25f);
   EXPECT_EQ(d, 0.125);
-  EXPECT_EQ(s, "keep");
+  EXPECT_EQ(s, "keep");  // not given: the default stays
   EXPECT_TRUE(flag);
 }
 
@@ -62,9 +62,38 @@ TEST(Args, RangesCheckAsTheOptionsType) {
     int n = 0;
     p.option("--n", n, "").range(0, 100);
     Argv a{"--n", bad};
+    testing::internal::CaptureStderr();
     const auto status = p.parse(a.argc(), a.argv());
+    const std::string err = testing::internal::GetCapturedStderr();
     ASSERT_TRUE(status.has_value()) << bad;
     EXPECT_NE(*status, 0) << bad;
+    EXPECT_NE(err.find("--n"), std::string::npos) << err;  // the error names the option
+  }
+  {  // an integer option's range is printed as integers
+    Parser p{"test"};
+    int n = 0;
+    p.option("--n", n, "").range(0, 100);
+    Argv a{"--n", "101"};
+    testing::internal::CaptureStderr();
+    EXPECT_NE(p.parse(a.argc(), a.argv()).value_or(0), 0);
+    EXPECT_NE(testing::internal::GetCapturedStderr().find("not in range 0 to 100"), std::string::npos);
+  }
+  {  // ... and checked exactly: 2^53 + 1 is above 2^53, which a check as doubles would accept
+    Parser p{"test"};
+    unsigned long n = 0;
+    p.option("--n", n, "").range(0, 9007199254740992.0);
+    Argv above{"--n", "9007199254740993"};
+    testing::internal::CaptureStderr();
+    EXPECT_NE(p.parse(above.argc(), above.argv()).value_or(0), 0);
+    testing::internal::GetCapturedStderr();
+  }
+  {
+    Parser p{"test"};
+    unsigned long n = 0;
+    p.option("--n", n, "").range(0, 9007199254740992.0);
+    Argv at{"--n", "9007199254740992"};
+    EXPECT_EQ(p.parse(at.argc(), at.argv()), std::nullopt);
+    EXPECT_EQ(n, 9007199254740992ul);
   }
   Parser p{"test"};
   double x = 0;
@@ -98,6 +127,17 @@ TEST(Args, WordsNeedsAndRequired) {
     p.option("--before", before, "").needs(file_opt);
     Argv alone{"--before", "3"};
     EXPECT_NE(p.parse(alone.argc(), alone.argv()).value_or(0), 0);
+  }
+  {
+    Parser p{"test"};
+    std::string file;
+    int before = -1;
+    auto file_opt = p.option("--file", file, "");
+    p.option("--before", before, "").needs(file_opt);
+    Argv both{"--before", "3", "--file", "f"};
+    EXPECT_EQ(p.parse(both.argc(), both.argv()), std::nullopt);
+    EXPECT_EQ(before, 3);
+    EXPECT_EQ(file, "f");
   }
   {
     Parser p{"test"};

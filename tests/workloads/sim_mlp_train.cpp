@@ -324,11 +324,11 @@ int main(int argc, char** argv) {
   app.option("--stream", stream_mode, "default: the legacy default stream; created: a cudaStreamCreate'd stream")
       .one_of({"default", "created"});
   app.option("--kernel-ns", c.kernel_ns,
-                 "extra virtual ns of every elementwise kernel (relu, loss, sgd): models compute-heavier layers, "
-                 "results unchanged")
+             "extra virtual ns of every elementwise kernel (relu, loss, sgd): models compute-heavier layers, "
+             "results unchanged")
       .range(0.0, 1e9);
   app.flag("--keep-preact", c.keep_preact,
-               "keep each layer's pre-activation until backward frees its activation (more memory, results unchanged)");
+           "keep each layer's pre-activation until backward frees its activation (more memory, results unchanged)");
   app.flag("--print-peak", print_peak, "print only the natural peak device bytes and exit");
   app.option("--ground-truth", truth_path, "write allocations and per-launch buffers as JSON lines");
   auto hold_file = app.option("--hold-file", c.hold_file, "with --hold-before: the file whose creation releases the job");

@@ -516,7 +516,7 @@ int main(int argc, char** argv) {
   app.option("--perturb-write", o.perturb_write, "tests: change one byte after the first iteration's K-th write");
   app.flag("--print-peak", o.print_peak, "print simcuda's device peak of the replay and exit");
   app.option("--timing", o.timing,
-                 "write simcuda's host virtual clock (ns) at each iteration's end to this file (`<iter> <ns>` lines)");
+             "write simcuda's host virtual clock (ns) at each iteration's end to this file (`<iter> <ns>` lines)");
   if (auto status = app.parse(argc, argv)) return *status;
 
   auto loaded = capuchin::trace::load_trace(o.trace);

@@ -75,10 +75,11 @@ bool poison_memfd(int fd, size_t bytes) {
 // run's host time. MADV_POPULATE_READ, not _WRITE: a read fault on shmem maps the pages around
 // it that the memfd already holds (the kernel's fault-around, 64 KiB by default) where a write
 // fault maps one page, and a shared shmem mapping's pages are mapped writable either way (no
-// dirty tracking), so the writes that follow take no fault. A recycled memfd holds all its pages:
-// interpose.exec_replay_mobilenet_v2_caching_pinned took 24 s instead of 34 (15 s of system
-// time instead of 25; 2026-12-07). A kernel without it (before Linux 5.14) faults the pages in
-// as they are touched instead.
+// dirty tracking), so the writes that follow take no fault. A recycled memfd holds all its pages
+// (a fresh one gains nothing: fault-around maps only pages the memfd holds):
+// interpose.exec_replay_mobilenet_v2_caching_pinned took 24 s instead of 33-34, with 15 s of
+// system time instead of 24-25 and 2.1 M minor faults instead of 11.5 M (2026-12-07). A kernel
+// without it (before Linux 5.14) faults the pages in as they are touched instead.
 void populate(uintptr_t base, size_t bytes) {
 #ifndef MADV_POPULATE_READ
   constexpr int MADV_POPULATE_READ = 22;  // linux/mman.h
