@@ -32,7 +32,9 @@ class Option {
   enum class Kind { Signed, Unsigned, Real, Other };
   Option(CLI::Option* o, Kind kind) : opt_(o), kind_(kind) {}
   // A numeric value within [lo, hi], checked (and printed) as the option's type: an integer
-  // option's whole bounds as integers, so "2.5" or 2^53 + 1 is refused exactly.
+  // option's whole bounds as integers, so "2.5" or 2^53 + 1 is refused exactly. The bounds are
+  // doubles: a bound that is not a whole number, or not below 2^63 (2^64 unsigned), is checked
+  // as a real one.
   Option& range(double lo, double hi);
   Option& one_of(const std::vector<std::string>& words);  // one of these words exactly
   Option& required();

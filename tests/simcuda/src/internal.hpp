@@ -443,7 +443,7 @@ class Scheduler {
   void start_worker(CUstream_st* s);
   void execute(CUstream_st* s, Op& op, double start_ns, double* cost_ns);
   void wait_for(const CompletionPtr& c, std::unique_lock<std::mutex>& lock);
-  bool observed_done(const CompletionPtr& c);  // under mu_: c finished (moves the host clock to it)
+  bool done_at_host_clock(const CompletionPtr& c) const;  // under mu_: c finished by the host's clock
   CUstream_st* per_thread_stream();
   // SIMCUDA_HOST_TIME (simcuda.h): a submission or wait opens a HostTurn, whose `gap` is the
   // scaled host time since the last one returned (0 when off) and whose end stamps the return.

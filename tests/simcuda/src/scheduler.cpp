@@ -195,9 +195,10 @@ CUresult Scheduler::enqueue(CUstream_st* s, OpPayload payload, CompletionPtr* do
         t->capture->invalidated = true;
         return CUDA_ERROR_STREAM_CAPTURE_IMPLICIT;
       }
-      if (t->last_done && !t->last_done->done) op.deps.push_back(t->last_done);
+      // Done in real time or not: the op starts after its finish in virtual time.
+      if (t->last_done) op.deps.push_back(t->last_done);
     }
-  } else if (s->blocking() && legacy_->last_done && !legacy_->last_done->done) {
+  } else if (s->blocking() && legacy_->last_done) {
     op.deps.push_back(legacy_->last_done);
   }
   op.payload = std::move(payload);
@@ -382,29 +383,29 @@ CUresult Scheduler::synchronize_event(CUevent_st* e) {
   return sticky();
 }
 
-// A query that finds the work done has seen it end: cuda.h, cuStreamQuery, "Returns
-// CUDA_SUCCESS if all operations in the stream specified by hStream have completed", so the
-// host's time is past their finish, and the host's clock moves there as after a wait. Without
-// it, the worker having run ahead in real time let what the host did next start in virtual time
-// before work the host had seen finished: capuchin's executor, told a stream was idle, skipped
-// the wait, and its copy out started at 9 us, under a 20 ms kernel that wrote the tensor
+// Queries answer in virtual time: work is done when its finish is not after the host's clock
+// (cuda.h, cuStreamQuery: SUCCESS "if all operations in the stream ... have completed" at the
+// moment the host asks), whether or not its worker has already run it in real time. A query
+// moves no clock: the host's clock moves only when it waits (simcuda.h), so a program's virtual
+// timeline does not depend on how far the workers got, nor on queries from other threads (the
+// interposer's drain polls its timing events). Before 2026-12-07 a query said SUCCESS once the
+// worker had run the work: capuchin's executor, told a stream was idle, skipped ordering its
+// copy out after that stream's 20 ms kernel, and the copy started in virtual time under it
 // (interpose.exec_unseen_pointer_table_write_pinned failed about once in 30 runs).
-bool Scheduler::observed_done(const CompletionPtr& c) {
-  if (c && !c->done) return false;
-  if (c) host_clock_ns_ = std::max(host_clock_ns_, c->finish_ns);
-  return true;
+bool Scheduler::done_at_host_clock(const CompletionPtr& c) const {
+  return !c || (c->done && c->finish_ns <= host_clock_ns_);
 }
 
 CUresult Scheduler::query_stream(CUstream_st* s) {
   std::lock_guard<std::mutex> lock(mu_);
   if (sticky() != CUDA_SUCCESS) return sticky();
-  return observed_done(s->last_done) ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
+  return done_at_host_clock(s->last_done) ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
 }
 
 CUresult Scheduler::query_event(CUevent_st* e) {
   std::lock_guard<std::mutex> lock(mu_);
   if (sticky() != CUDA_SUCCESS) return sticky();
-  return observed_done(e->last) ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
+  return done_at_host_clock(e->last) ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
 }
 
 CUresult Scheduler::record_event(CUstream_st* s, CUevent_st* e) {
@@ -466,7 +467,7 @@ CUresult Scheduler::elapsed_ms(CUevent_st* start, CUevent_st* end, float* ms) {
   std::lock_guard<std::mutex> lock(mu_);
   if ((start->flags | end->flags) & CU_EVENT_DISABLE_TIMING) return CUDA_ERROR_INVALID_HANDLE;
   if (!start->last || !end->last) return CUDA_ERROR_INVALID_HANDLE;
-  if (!start->last->done || !end->last->done) return CUDA_ERROR_NOT_READY;
+  if (!done_at_host_clock(start->last) || !done_at_host_clock(end->last)) return CUDA_ERROR_NOT_READY;  // as a query
   *ms = static_cast<float>((end->last->finish_ns - start->last->finish_ns) / 1e6);
   return CUDA_SUCCESS;
 }

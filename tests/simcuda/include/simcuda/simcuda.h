@@ -123,7 +123,9 @@ uint64_t simcuda_stream_virtual_ns(CUstream stream);
  * (a stream, event or device synchronize, a blocking copy, ...); 0 before the first wait. It
  * moves only when the host waits, and no op enqueued later starts before it, so it is the
  * time a program's host thread has reached, deterministic for a given sequence of calls
- * (unlike the stream clocks, which worker threads advance asynchronously). Does not wait. */
+ * (unlike the stream clocks, which worker threads advance asynchronously). Queries
+ * (cuStreamQuery, cuEventQuery) answer by it: work is done when its finish is not after it.
+ * Does not wait. */
 uint64_t simcuda_host_virtual_ns(void);
 /* Host time (SIMCUDA_HOST_TIME=<scale>, or this call; 0 = off, the default): the host's
  * virtual clock also advances, at each submission of device work and each host wait, by the
