@@ -20,6 +20,8 @@ struct Argv {
     for (const char* w : words) storage.emplace_back(w);
     for (auto& s : storage) ptrs.push_back(s.data());
   }
+  Argv(const Argv&) = delete;  // ptrs point into storage
+  Argv& operator=(const Argv&) = delete;
   int argc() const { return static_cast<int>(ptrs.size()); }
   char** argv() { return ptrs.data(); }
   std::vector<std::string> storage;
@@ -119,23 +121,17 @@ TEST(Args, WordsNeedsAndRequired) {
     Argv bad{"--mode", "fast"};
     EXPECT_NE(p.parse(bad.argc(), bad.argv()).value_or(0), 0);
   }
-  {
-    Parser p{"test"};
+  {  // --before needs --file: refused alone, taken with it
     std::string file;
     int before = -1;
-    auto file_opt = p.option("--file", file, "");
-    p.option("--before", before, "").needs(file_opt);
-    Argv alone{"--before", "3"};
-    EXPECT_NE(p.parse(alone.argc(), alone.argv()).value_or(0), 0);
-  }
-  {
-    Parser p{"test"};
-    std::string file;
-    int before = -1;
-    auto file_opt = p.option("--file", file, "");
-    p.option("--before", before, "").needs(file_opt);
-    Argv both{"--before", "3", "--file", "f"};
-    EXPECT_EQ(p.parse(both.argc(), both.argv()), std::nullopt);
+    auto parse_needs = [&](Argv a) {
+      Parser p{"test"};
+      auto file_opt = p.option("--file", file, "");
+      p.option("--before", before, "").needs(file_opt);
+      return p.parse(a.argc(), a.argv());
+    };
+    EXPECT_NE(parse_needs(Argv{"--before", "3"}).value_or(0), 0);
+    EXPECT_EQ(parse_needs(Argv{"--before", "3", "--file", "f"}), std::nullopt);
     EXPECT_EQ(before, 3);
     EXPECT_EQ(file, "f");
   }
