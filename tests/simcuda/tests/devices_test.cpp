@@ -13,7 +13,10 @@
 
 using namespace simtest;
 
-namespace {
+// Named, not anonymous: TEST_F's classes derive from the fixture, and GCC warns
+// (-Wsubobject-linkage) when a class in an included file (this one, in its unity batch) has a
+// base of internal linkage.
+namespace simtest_devices {
 
 class TwoDevices : public ::testing::Test {
  protected:
@@ -47,8 +50,12 @@ class TwoDevices : public ::testing::Test {
   Kernels k{};
 };
 
-constexpr size_t kGran = SIMCUDA_VMM_GRANULARITY;
+}  // namespace simtest_devices
 
+using simtest_devices::TwoDevices;
+
+namespace {
+constexpr size_t kGran = SIMCUDA_VMM_GRANULARITY;
 }  // namespace
 
 TEST(OneDevice, IsTheDefaultAndOtherOrdinalsAreInvalid) {
