@@ -13,14 +13,16 @@
 #      allocator;
 #   4. bad input gets a clear error and exit 1: a missing file, a broken line (named), a trace
 #      without an `iter`, a trace whose last iteration cannot be repeated.
-# Environment: LD_LIBRARY_PATH reaches simcuda; SANITIZED=1 (CI time) leaves mobilenet_v2, the
-# largest trace, to the release build.
+# Environment: LD_LIBRARY_PATH reaches simcuda; SANITIZED=1 (CI time) leaves 1. to 3. on the
+# real models to the release build: they test the test bed's own determinism (33 s under ASan,
+# the suite's third-longest test, none of it capuchin's code); the small traces and the bad
+# input (4.), which reach capuchin_core's trace reader, still run under the sanitizer.
 set -eu
 replay=$1; data=$2; out=$3
 rm -rf "$out"; mkdir -p "$out"
 fail() { echo "FAIL: $*"; exit 1; }
 models="resnet18-b16 tiny_transformer-b8 mobilenet_v2-b16"
-[ "${SANITIZED:-0}" = 1 ] && models="resnet18-b16 tiny_transformer-b8"
+[ "${SANITIZED:-0}" = 1 ] && models=""
 for model in $models; do
   t="$data/$model.jsonl.gz"
   "$replay" --trace "$t" --iters 3 > "$out/$model.ref" || fail "$model: exit $?"
