@@ -21,6 +21,17 @@
 #   daemon's flood test five times, for 15-85 s less compile.
 # capuchin_vendor_under_sanitizer(target): the target is built uninstrumented at -O2, as a
 #   vendor library (cuBLAS) is never built with the job's sanitizer.
+# capuchin_job_code(targets...): the job and the driver it runs on (simcuda's driver and runtime,
+#   the workloads, the executor tests' CUDA programs). Under ASan + UBSan they build
+#   uninstrumented at -O2, as a real training job, libcuda and libcudart are never built with
+#   the sanitizer capuchin is tested under: the sanitizer then checks capuchin's code (and the
+#   tests'), and the time a sanitized test takes is capuchin's, not the job's arithmetic or
+#   the fake driver's bookkeeping. Their calls to memcpy, memset and malloc still reach ASan's
+#   interceptors, so a bad host range capuchin hands the driver is still caught there. With
+#   clang they keep UBSan's function-type check (-fsanitize=function), so each driver entry point
+#   still carries its type and a call capuchin makes through a pointer of the wrong prototype
+#   (a dlsym'd or cuGetProcAddress'd symbol) is still reported. Under TSan they stay
+#   instrumented: TSan sees a happens-before only in code it instruments.
 # CAPUCHIN_SANITIZED: TRUE in such a build; the CMake files ask it (Preload.cmake and the
 #   ASan-only tests ask which sanitizer).
 if(CMAKE_CXX_FLAGS MATCHES "-fsanitize")
@@ -50,5 +61,14 @@ endfunction()
 function(capuchin_vendor_under_sanitizer target)
   if(CAPUCHIN_SANITIZED)
     target_compile_options(${target} PRIVATE -fno-sanitize=all -O2)
+  endif()
+endfunction()
+
+function(capuchin_job_code)
+  if(CMAKE_CXX_FLAGS MATCHES "-fsanitize=[^ ]*address")
+    foreach(_t IN LISTS ARGN)
+      target_compile_options(${_t} PRIVATE -fno-sanitize=all -O2
+                             $<$<CXX_COMPILER_ID:Clang>:-fsanitize=function -fno-sanitize-recover=function>)
+    endforeach()
   endif()
 endfunction()
