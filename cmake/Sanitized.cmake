@@ -1,6 +1,7 @@
 # What the test programs, and a sanitized build (asan, tsan presets), compile differently, in
-# one place. Product code (the core, the interposer, the daemon, the CLI), simcuda, the workloads
-# and the benchmarks compile at their preset's level (simblas, below, excepted).
+# one place. Product code (the core, the interposer, the daemon, the CLI), simcuda and the
+# benchmarks compile at their preset's level (the CLI at -O2 in release and capuchin_args at -O1,
+# -O0 sanitized: their CMakeLists say why; simblas and the job, below, excepted).
 #
 # capuchin_test_code(targets...): programs made of test code only (unit-test bodies, fuzz
 #   drivers): in release they compile at -O1, not -O3. GCC's optimiser was 77% of a release
@@ -15,23 +16,22 @@
 #   instrumented -O1 compile (53 of 66 s for a CLI batch, -ftime-trace), no longer run.
 #   Header-only code they compile in runs at -O0 too (DistinctWords' randomized check: 8 s
 #   instead of 0.2). Code tests wait on stays at the preset's -O1 (the core, the interposer,
-#   simcuda, the workloads, the daemon, the CLI, learn_tests, sim_tests): a target at -O0 may
+#   simcuda, the daemon, the CLI, learn_tests, sim_tests): a target at -O0 may
 #   also give the linker -O0 copies of the inline code it shares with a library (Asio's, the
 #   core's templates). At -O0 the CLI's tests took twice as long (cli.sim 41 -> 84 s) and the
 #   daemon's flood test five times, for 15-85 s less compile.
 # capuchin_vendor_under_sanitizer(target): the target is built uninstrumented at -O2, as a
 #   vendor library (cuBLAS) is never built with the job's sanitizer.
-# capuchin_job_code(targets...): the job and the driver it runs on (simcuda's driver and runtime,
-#   the workloads, the executor tests' CUDA programs). Under ASan + UBSan they build
-#   uninstrumented at -O2, as a real training job, libcuda and libcudart are never built with
-#   the sanitizer capuchin is tested under: the sanitizer then checks capuchin's code (and the
-#   tests'), and the time a sanitized test takes is capuchin's, not the job's arithmetic or
-#   the fake driver's bookkeeping. Their calls to memcpy, memset and malloc still reach ASan's
-#   interceptors, so a bad host range capuchin hands the driver is still caught there. With
-#   clang they keep UBSan's function-type check (-fsanitize=function), so each driver entry point
-#   still carries its type and a call capuchin makes through a pointer of the wrong prototype
-#   (a dlsym'd or cuGetProcAddress'd symbol) is still reported. Under TSan they stay
-#   instrumented: TSan sees a happens-before only in code it instruments.
+# capuchin_job_code(targets...): the job (the workloads, the executor tests' CUDA programs, their
+#   kernels). Under ASan + UBSan they build uninstrumented at -O2, as a real training job is never
+#   built with the sanitizer capuchin is tested under: the time a sanitized test takes is then
+#   capuchin's, not the job's arithmetic. What is lost: the job's own bugs, and redzones around
+#   its stack and globals (a capuchin overrun of a job's stack variable, e.g. a loss read back
+#   into a local float, is no longer reported; its heap buffers still come from ASan's malloc,
+#   with redzones). With clang they keep UBSan's function-type check (-fsanitize=function). The
+#   driver they run on, simcuda, stays instrumented: it is the test bed every end-to-end test
+#   relies on, and no other CI build sanitizes it. Under TSan they stay instrumented too: TSan
+#   sees a happens-before only in code it instruments, and a kernel body's writes only there.
 # CAPUCHIN_SANITIZED: TRUE in such a build; the CMake files ask it (Preload.cmake and the
 #   ASan-only tests ask which sanitizer).
 if(CMAKE_CXX_FLAGS MATCHES "-fsanitize")
@@ -68,7 +68,7 @@ function(capuchin_job_code)
   if(CMAKE_CXX_FLAGS MATCHES "-fsanitize=[^ ]*address")
     foreach(_t IN LISTS ARGN)
       target_compile_options(${_t} PRIVATE -fno-sanitize=all -O2
-                             $<$<CXX_COMPILER_ID:Clang>:-fsanitize=function -fno-sanitize-recover=function>)
+                             "$<$<CXX_COMPILER_ID:Clang>:-fsanitize=function;-fno-sanitize-recover=function>")
     endforeach()
   endif()
 endfunction()

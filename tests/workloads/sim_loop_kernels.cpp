@@ -20,9 +20,9 @@ void layer_fwd_body(void** args, const simcuda_launch_info*) {
   in = simcuda::access(in, static_cast<size_t>(n), SIMCUDA_READ);
   w = simcuda::access(w, static_cast<size_t>(m), SIMCUDA_READ);
   out = simcuda::access(out, static_cast<size_t>(n), SIMCUDA_WRITE);
-  for (int base = 0; base < n; base += m) {  // i % m without a division per element
-    const int len = std::min(m, n - base);
-    for (int j = 0; j < len; ++j) out[base + j] = in[base + j] * 0.5f + w[j] * 0.25f;
+  for (std::size_t base = 0, count = static_cast<size_t>(n), mm = static_cast<size_t>(m); base < count; base += mm) {
+    const std::size_t len = std::min(mm, count - base);  // i % m without a division per element
+    for (std::size_t j = 0; j < len; ++j) out[base + j] = in[base + j] * 0.5f + w[j] * 0.25f;
   }
 }
 
@@ -31,9 +31,9 @@ void grad_accumulate_body(void** args, const simcuda_launch_info*) {
   auto [n, m, act, grad] = simcuda::unpack(grad_accumulate, args);
   act = simcuda::access(act, static_cast<size_t>(n), SIMCUDA_READ);
   grad = simcuda::access(grad, static_cast<size_t>(m), SIMCUDA_READ_WRITE);
-  for (int base = 0; base < n; base += m) {  // each grad[j] summed in increasing i, as i % m would
-    const int len = std::min(m, n - base);
-    for (int j = 0; j < len; ++j) grad[j] += act[base + j];
+  for (std::size_t base = 0, count = static_cast<size_t>(n), mm = static_cast<size_t>(m); base < count; base += mm) {
+    const std::size_t len = std::min(mm, count - base);  // each grad[j] summed in increasing i, as i % m would
+    for (std::size_t j = 0; j < len; ++j) grad[j] += act[base + j];
   }
 }
 

@@ -1,11 +1,11 @@
 // sim_loop_kernels.hpp: sim_loop_train's device code (its kernels' host stubs, bodies and
-// registration) and the generator of its input batches.
+// registration) and the host code that generates its input batches: the job's arithmetic.
 //
 // Contract: the stubs are the handles a launch names (simcuda::launch), registered by
 // register_loop_kernels() before the first launch; fill_batch writes the same values for the
-// same (seed, stream) on every run and build. Under a sanitizer this code is compiled as
-// simblas is (uninstrumented, -O2: tests/workloads/CMakeLists.txt): device code is never
-// built with a job's host sanitizer, and it was most of a sanitized test's time in the program.
+// same stream seed on every run and build. Under ASan this code is built as the job is
+// (uninstrumented, -O2: capuchin_job_code in cmake/Sanitized.cmake): it was most of a
+// sanitized test's time in the program.
 #pragma once
 
 #include <cstddef>

@@ -14,9 +14,10 @@
 #   4. bad input gets a clear error and exit 1: a missing file, a broken line (named), a trace
 #      without an `iter`, a trace whose last iteration cannot be repeated.
 # Environment: LD_LIBRARY_PATH reaches simcuda; SANITIZED=1 (CI time) leaves 1. to 3. on the
-# real models to the release build: they test the test bed's own determinism (33 s under ASan,
-# the suite's third-longest test, none of it capuchin's code); the small traces and the bad
-# input (4.), which reach capuchin_core's trace reader, still run under the sanitizer.
+# real models to the release build: they test the test bed's own determinism (33 s under ASan
+# when the replay program was instrumented, the phase's third-longest test); capuchin_core's
+# trace loading on real models runs sanitized in the interpose.exec_replay_* tests. The small
+# traces and the bad input (4.) still run there.
 set -eu
 replay=$1; data=$2; out=$3
 rm -rf "$out"; mkdir -p "$out"
